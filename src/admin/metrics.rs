@@ -1,0 +1,125 @@
+//! Prometheus metrics: written at the end of each request's path, read by `/metrics`.
+//!
+//! Metric names are a contract users alert on: add new ones, never rename these.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// `route`, `status` of a finished request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub route: Arc<str>,
+    pub status: u16,
+}
+
+/// `route` alone.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: Arc<str>,
+}
+
+/// `route`, `upstream` of a forwarded request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    pub route: Arc<str>,
+    pub upstream: Arc<str>,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric tollgate exports; one per process, shared by all listeners.
+pub struct Metrics {
+    /// Owns the metric descriptions; encoding walks it.
+    registry: Registry,
+    /// `tollgate_requests_total{route,status}`: what happened to each request.
+    requests: Family<RequestLabels, Counter>,
+    /// `tollgate_request_duration_seconds{route}`: time from head received to response head sent.
+    request_duration: HistogramFamily<RouteLabels>,
+    /// `tollgate_upstream_duration_seconds{route,upstream}`: time the upstream took to answer.
+    upstream_duration: HistogramFamily<UpstreamLabels>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs … ~6.5 s: covers a loopback upstream and a slow backend alike.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "tollgate_requests",
+            "Requests handled, by route and response status",
+            requests.clone(),
+        );
+        let request_duration: HistogramFamily<RouteLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "tollgate_request_duration_seconds",
+            "Time from request head to response head, by route",
+            request_duration.clone(),
+        );
+        let upstream_duration: HistogramFamily<UpstreamLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "tollgate_upstream_duration_seconds",
+            "Time the upstream took to send its response head",
+            upstream_duration.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            request_duration,
+            upstream_duration,
+        }
+    }
+
+    /// Registry for other modules (limits, store) to add their own metrics at start-up.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    pub fn record_request(&self, route: &Arc<str>, status: u16, took: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.clone(),
+                status,
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&RouteLabels {
+                route: route.clone(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn record_upstream(&self, route: &Arc<str>, upstream: &Arc<str>, took: Duration) {
+        self.upstream_duration
+            .get_or_create(&UpstreamLabels {
+                route: route.clone(),
+                upstream: upstream.clone(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Prometheus text exposition of everything.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

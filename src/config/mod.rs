@@ -1,0 +1,19 @@
+//! Configuration: read once at start, before any listener exists.
+//!
+//! Loading is two passes, as in rathole: serde turns the TOML into [`raw::RawConfig`]
+//! (`deny_unknown_fields` catches typos), then [`validate`] turns that into a typed
+//! [`Config`] the rest of the gateway can trust, collecting every problem with its key path.
+
+mod error;
+mod load;
+pub mod raw;
+mod types;
+mod validate;
+
+pub use error::{ConfigError, Problem};
+pub use load::{load_file, parse_str};
+pub use types::*;
+pub use validate::validate;
+
+/// The sample configuration shipped with tollgate, embedded so `tollgate demo` runs anywhere.
+pub const SAMPLE: &str = include_str!("../../config.toml");

@@ -1,0 +1,255 @@
+//! The validation pass: raw strings to typed values, and every cross-reference checked.
+//!
+//! It never stops at the first problem: a user fixing a config wants the whole list.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use http::{Method, Uri};
+use ipnet::IpNet;
+
+use super::load::relative_to;
+use super::raw::{RawConfig, RawRoute};
+use super::{ClientIp, Config, ConfigError, Problem, Route, Server, Tls, Upstream};
+
+/// Turn a parsed file into a [`Config`], or list everything wrong with it.
+pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
+    let mut v = Validator::default();
+    let server = v.server(&raw, origin);
+    let client_ip = ClientIp {
+        trusted_proxies: raw
+            .client_ip
+            .trusted_proxies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| v.cidr(&format!("client_ip.trusted_proxies[{i}]"), s))
+            .collect(),
+    };
+    let upstreams: Vec<Upstream> = raw
+        .upstreams
+        .iter()
+        .map(|(name, u)| Upstream {
+            name: name.clone(),
+            urls: v.upstream_urls(name, &u.urls),
+        })
+        .collect();
+    let routes = v.routes(&raw.routes, &upstreams);
+    if !v.problems.is_empty() {
+        return Err(ConfigError::Invalid {
+            file: origin.to_path_buf(),
+            problems: v.problems,
+        });
+    }
+    Ok(Config {
+        origin: origin.to_path_buf(),
+        server: server.expect("server is Some when no problems were found"),
+        client_ip,
+        upstreams,
+        routes,
+    })
+}
+
+/// Collects problems while converting values.
+#[derive(Default)]
+struct Validator {
+    problems: Vec<Problem>,
+}
+
+impl Validator {
+    fn fail(&mut self, key: &str, message: impl Into<String>) {
+        self.problems.push(Problem::new(key, message));
+    }
+
+    fn addr(&mut self, key: &str, s: &str) -> Option<SocketAddr> {
+        SocketAddr::from_str(s)
+            .map_err(|_| {
+                self.fail(
+                    key,
+                    format!("`{s}` is not an address like \"127.0.0.1:8080\""),
+                )
+            })
+            .ok()
+    }
+
+    fn duration(&mut self, key: &str, s: &str) -> Option<Duration> {
+        match humantime::parse_duration(s) {
+            Ok(d) if d.is_zero() => {
+                self.fail(key, "must be longer than zero");
+                None
+            }
+            Ok(d) => Some(d),
+            Err(_) => {
+                self.fail(
+                    key,
+                    format!("`{s}` is not a duration like \"250ms\", \"10s\" or \"1m\""),
+                );
+                None
+            }
+        }
+    }
+
+    fn cidr(&mut self, key: &str, s: &str) -> Option<IpNet> {
+        // A bare address is a one-host network: users write "10.0.0.5" and mean exactly that.
+        IpNet::from_str(s)
+            .or_else(|_| std::net::IpAddr::from_str(s).map(IpNet::from))
+            .map_err(|_| self.fail(key, format!("`{s}` is not a CIDR like \"10.0.0.0/8\"")))
+            .ok()
+    }
+
+    fn readable(&mut self, key: &str, origin: &Path, s: &str) -> Option<PathBuf> {
+        let path = relative_to(origin, s);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => Some(path),
+            Ok(_) => {
+                self.fail(key, format!("`{}` is not a file", path.display()));
+                None
+            }
+            Err(e) => {
+                self.fail(key, format!("cannot read `{}`: {e}", path.display()));
+                None
+            }
+        }
+    }
+
+    fn server(&mut self, raw: &RawConfig, origin: &Path) -> Option<Server> {
+        let s = &raw.server;
+        let listen = self.addr("server.listen", &s.listen);
+        let admin_listen = s
+            .admin_listen
+            .as_ref()
+            .map(|a| self.addr("server.admin_listen", a));
+        let tls = self.tls(raw, origin);
+        let header_timeout = self.duration("server.header_timeout", &s.header_timeout);
+        let upstream_timeout = self.duration("server.upstream_timeout", &s.upstream_timeout);
+        let shutdown_grace = self.duration("server.shutdown_grace", &s.shutdown_grace);
+        // hyper's HTTP/1 reader cannot buffer less than 8 KiB, so smaller limits would lie.
+        if !(8192..=1 << 20).contains(&s.max_header_bytes) {
+            self.fail(
+                "server.max_header_bytes",
+                format!(
+                    "{} is out of range: use 8192 to 1048576",
+                    s.max_header_bytes
+                ),
+            );
+        }
+        Some(Server {
+            listen: listen?,
+            tls: tls?,
+            admin_listen: admin_listen.map_or(Some(None), |a| a.map(Some))?,
+            header_timeout: header_timeout?,
+            upstream_timeout: upstream_timeout?,
+            max_header_bytes: s.max_header_bytes as usize,
+            shutdown_grace: shutdown_grace?,
+        })
+    }
+
+    /// `Some(None)` when TLS is off, `None` when its settings are broken.
+    fn tls(&mut self, raw: &RawConfig, origin: &Path) -> Option<Option<Tls>> {
+        let s = &raw.server;
+        let Some(listen) = &s.tls_listen else {
+            if s.tls_cert.is_some() || s.tls_key.is_some() {
+                self.fail(
+                    "server.tls_listen",
+                    "tls_cert/tls_key are set but tls_listen is not",
+                );
+                return None;
+            }
+            return Some(None);
+        };
+        let listen = self.addr("server.tls_listen", listen);
+        let mut file = |key: &str, value: &Option<String>| match value {
+            Some(p) => self.readable(key, origin, p),
+            None => {
+                self.fail(key, "required when tls_listen is set");
+                None
+            }
+        };
+        let cert = file("server.tls_cert", &s.tls_cert);
+        let key = file("server.tls_key", &s.tls_key);
+        Some(Some(Tls {
+            listen: listen?,
+            cert: cert?,
+            key: key?,
+        }))
+    }
+
+    fn upstream_urls(&mut self, name: &str, urls: &[String]) -> Vec<Uri> {
+        if urls.is_empty() {
+            self.fail(&format!("upstreams.{name}.urls"), "needs at least one URL");
+        }
+        urls.iter()
+            .enumerate()
+            .filter_map(|(i, u)| {
+                let key = format!("upstreams.{name}.urls[{i}]");
+                match Uri::from_str(u) {
+                    Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {
+                        Some(uri)
+                    }
+                    Ok(_) => {
+                        self.fail(&key, format!("`{u}` must be an http:// URL with a host"));
+                        None
+                    }
+                    Err(e) => {
+                        self.fail(&key, format!("`{u}` is not a URL: {e}"));
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn routes(&mut self, raw: &[RawRoute], upstreams: &[Upstream]) -> Vec<Route> {
+        let mut seen = HashSet::new();
+        raw.iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let at = |k: &str| format!("routes[{i}].{k}");
+                if r.name.is_empty() {
+                    self.fail(&at("name"), "must not be empty");
+                } else if !seen.insert(r.name.as_str()) {
+                    self.fail(&at("name"), format!("duplicate route name `{}`", r.name));
+                }
+                if !r.matcher.path_prefix.starts_with('/') {
+                    self.fail(&at("match.path_prefix"), "must start with `/`");
+                }
+                let methods = r
+                    .matcher
+                    .methods
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, m)| {
+                        Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                            .map_err(|_| {
+                                self.fail(
+                                    &at(&format!("match.methods[{j}]")),
+                                    format!("`{m}` is not an HTTP method"),
+                                )
+                            })
+                            .ok()
+                    })
+                    .collect();
+                let upstream = upstreams.iter().position(|u| u.name == r.upstream);
+                if upstream.is_none() {
+                    self.fail(
+                        &at("upstream"),
+                        format!(
+                            "no upstream named `{}` (define [upstreams.{}])",
+                            r.upstream, r.upstream
+                        ),
+                    );
+                }
+                Some(Route {
+                    name: r.name.clone(),
+                    host: r.matcher.host.as_ref().map(|h| h.to_ascii_lowercase()),
+                    path_prefix: r.matcher.path_prefix.clone(),
+                    methods,
+                    upstream: upstream?,
+                    strip_prefix: r.strip_prefix,
+                })
+            })
+            .collect()
+    }
+}

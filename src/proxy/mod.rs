@@ -1,0 +1,159 @@
+//! The request path, top to bottom. Every request a listener accepts goes through
+//! [`Gateway::handle`], which reads as the stack it is:
+//!
+//! 1. **client** — who is asking (trusted-proxy rules), needed by logs and limit keys;
+//! 2. **route** — which route takes the request, or 404 (nothing else is worth doing then);
+//! 3. **forward** — rewrite headers, pick an upstream, send, stream the answer back;
+//! 4. **respond** — any error of steps 2–3 becomes an HTTP answer in one place;
+//! 5. **observe** — metrics and the access-log line, last, so they see the final status.
+
+pub mod client_ip;
+mod forward;
+pub mod headers;
+mod upgrade;
+pub mod upstream;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tracing::{info, warn};
+
+use crate::admin::Metrics;
+use crate::config::Config;
+use crate::respond::{self, GatewayError};
+use crate::router::Router;
+use client_ip::TrustedProxies;
+use forward::UpstreamBody;
+use upstream::Pool;
+
+/// The body of every response tollgate sends: the upstream's stream or one of ours.
+pub type ResponseBody = UnsyncBoxBody<Bytes, hyper::Error>;
+
+/// What the listener knows about the connection a request came on.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// TCP peer address.
+    pub peer: SocketAddr,
+    /// Whether the connection is TLS (for `X-Forwarded-Proto`).
+    pub tls: bool,
+}
+
+/// The request path; cheap to clone (one `Arc`), one per process.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Step 1: whose forwarding headers to believe.
+    trusted: TrustedProxies,
+    /// Step 2: routes, most specific first.
+    router: Router,
+    /// Step 3: upstream pools, indexed like `Config::upstreams`.
+    pools: Vec<Pool>,
+    /// Step 3: pooled keep-alive connections to every upstream.
+    client: Client<HttpConnector, UpstreamBody>,
+    /// Step 3: longest wait for an upstream's response head.
+    upstream_timeout: Duration,
+    /// Step 5.
+    metrics: Arc<Metrics>,
+}
+
+/// The label used for requests no route took.
+const NO_ROUTE: &str = "-";
+
+impl Gateway {
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(config.server.upstream_timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Gateway {
+            inner: Arc::new(Inner {
+                trusted: TrustedProxies::new(config.client_ip.trusted_proxies.clone()),
+                router: Router::new(config),
+                pools: config.upstreams.iter().map(Pool::new).collect(),
+                client,
+                upstream_timeout: config.server.upstream_timeout,
+                metrics,
+            }),
+        }
+    }
+
+    /// Handle one request; never fails, since every error is answered (step 4).
+    pub async fn handle(&self, req: Request<Incoming>, conn: ConnInfo) -> Response<ResponseBody> {
+        let started = Instant::now();
+        let inner = &*self.inner;
+        let method = req.method().clone();
+        let path = req.uri().path().to_owned();
+        // 1. client
+        let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
+        // 2. route
+        let route = inner.router.find(&req).cloned();
+        // 3. forward
+        let result = match &route {
+            None => Err(GatewayError::NoRoute {
+                method: method.clone(),
+                path: path.clone(),
+            }),
+            Some(entry) => {
+                let pool = &inner.pools[entry.route.upstream];
+                let sent = Instant::now();
+                let r = forward::forward(inner, entry, pool, req, conn).await;
+                inner
+                    .metrics
+                    .record_upstream(&entry.name, &pool.name, sent.elapsed());
+                r
+            }
+        };
+        // 4. respond
+        let route_name: Arc<str> = route.map_or_else(|| Arc::from(NO_ROUTE), |r| r.name.clone());
+        let resp = result.unwrap_or_else(|err| {
+            warn!(route = %route_name, %client, error = %err, kind = err.kind(), "request failed");
+            respond::error_response(&err)
+        });
+        // 5. observe
+        let took = started.elapsed();
+        inner
+            .metrics
+            .record_request(&route_name, resp.status().as_u16(), took);
+        access_log(
+            &route_name,
+            &method,
+            &path,
+            resp.status().as_u16(),
+            took,
+            client,
+        );
+        resp
+    }
+}
+
+fn access_log(
+    route: &str,
+    method: &http::Method,
+    path: &str,
+    status: u16,
+    took: Duration,
+    client: IpAddr,
+) {
+    info!(
+        target: "tollgate::access",
+        route,
+        method = %method,
+        path,
+        status,
+        duration_ms = took.as_secs_f64() * 1e3,
+        client = %client,
+    );
+}

@@ -1,0 +1,149 @@
+//! Upstream pools: which backend address a forwarded request goes to.
+//!
+//! Round robin over the configured URLs; a URL whose connection failed is skipped for
+//! [`DEAD_FOR`] (passive health checking, like nginx's `max_fails`/`fail_timeout`), unless
+//! every URL is dead, in which case they are all tried rather than failing without trying.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use http::Uri;
+use http::uri::{Authority, PathAndQuery, Scheme};
+
+use crate::config::Upstream;
+
+/// How long a URL that refused a connection is left out of the rotation.
+pub const DEAD_FOR: Duration = Duration::from_secs(2);
+
+/// One backend address.
+#[derive(Debug)]
+struct Target {
+    scheme: Scheme,
+    authority: Authority,
+    /// The URL's own path without trailing `/`, prefixed to every forwarded path.
+    base_path: String,
+    /// Milliseconds since the pool's epoch until which this target is skipped; 0 = alive.
+    dead_until_ms: AtomicU64,
+}
+
+/// The URLs of one `[upstreams.NAME]`.
+#[derive(Debug)]
+pub struct Pool {
+    /// Name as a label for metrics and errors.
+    pub name: Arc<str>,
+    targets: Vec<Target>,
+    /// Round-robin cursor.
+    next: AtomicUsize,
+    /// Time origin for `dead_until_ms`, so the mark fits in an atomic.
+    epoch: Instant,
+}
+
+impl Pool {
+    pub fn new(up: &Upstream) -> Self {
+        let targets = up
+            .urls
+            .iter()
+            .map(|u| Target {
+                scheme: u.scheme().cloned().unwrap_or(Scheme::HTTP),
+                authority: u.authority().cloned().expect("validated URLs have a host"),
+                base_path: u.path().trim_end_matches('/').to_string(),
+                dead_until_ms: AtomicU64::new(0),
+            })
+            .collect();
+        Pool {
+            name: Arc::from(up.name.as_str()),
+            targets,
+            next: AtomicUsize::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// The next live target (round robin), or the next one at all if none is live.
+    pub fn pick(&self) -> usize {
+        let n = self.targets.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        if n == 1 {
+            return 0;
+        }
+        let now = self.now_ms();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.targets[i].dead_until_ms.load(Ordering::Relaxed) <= now)
+            .unwrap_or(start % n)
+    }
+
+    /// Leave target `i` out of the rotation for [`DEAD_FOR`].
+    pub fn mark_dead(&self, i: usize) {
+        let until = self.now_ms() + DEAD_FOR.as_millis() as u64;
+        self.targets[i]
+            .dead_until_ms
+            .store(until, Ordering::Relaxed);
+    }
+
+    /// The URI for `path_and_query` on target `i`.
+    pub fn uri(&self, i: usize, path_and_query: &str) -> Result<Uri, http::Error> {
+        let t = &self.targets[i];
+        let pq = if t.base_path.is_empty() {
+            PathAndQuery::try_from(path_and_query)?
+        } else {
+            PathAndQuery::try_from(format!("{}{}", t.base_path, path_and_query))?
+        };
+        Uri::builder()
+            .scheme(t.scheme.clone())
+            .authority(t.authority.clone())
+            .path_and_query(pq)
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(urls: &[&str]) -> Pool {
+        Pool::new(&Upstream {
+            name: "app".into(),
+            urls: urls.iter().map(|u| u.parse().unwrap()).collect(),
+        })
+    }
+
+    #[test]
+    fn round_robin_skips_dead() {
+        let p = pool(&["http://a:1", "http://b:2", "http://c:3"]);
+        let picks: Vec<_> = (0..3).map(|_| p.pick()).collect();
+        assert_eq!(picks, vec![0, 1, 2]);
+        p.mark_dead(1);
+        let picks: Vec<_> = (0..4).map(|_| p.pick()).collect();
+        assert!(!picks.contains(&1), "{picks:?}");
+    }
+
+    #[test]
+    fn all_dead_still_picks_something() {
+        let p = pool(&["http://a:1", "http://b:2"]);
+        p.mark_dead(0);
+        p.mark_dead(1);
+        assert!(p.pick() < 2);
+    }
+
+    #[test]
+    fn base_path_is_prefixed() {
+        let p = pool(&["http://a:1/base/"]);
+        assert_eq!(
+            p.uri(0, "/x?y=1").unwrap().to_string(),
+            "http://a:1/base/x?y=1"
+        );
+    }
+}

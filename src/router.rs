@@ -1,0 +1,155 @@
+//! Route matching: the first decision about a request, before limits or forwarding.
+//!
+//! Routes are sorted once at start by specificity (a route with a `host` first, then the
+//! longest `path_prefix`, then the order written), so matching is a scan that stops at the
+//! first hit and no request pays for sorting.
+
+use std::sync::Arc;
+
+use http::{Method, Request};
+
+use crate::config::{Config, Route};
+
+/// A route ready for the request path, shared by every request it matches.
+#[derive(Debug)]
+pub struct RouteEntry {
+    /// The validated route.
+    pub route: Route,
+    /// The name as a cheap-to-clone label for metrics and logs.
+    pub name: Arc<str>,
+}
+
+/// All routes, most specific first.
+#[derive(Debug)]
+pub struct Router {
+    /// Sorted by specificity; see the module doc.
+    routes: Vec<Arc<RouteEntry>>,
+}
+
+impl Router {
+    pub fn new(config: &Config) -> Self {
+        let mut indexed: Vec<(usize, &Route)> = config.routes.iter().enumerate().collect();
+        indexed
+            .sort_by_key(|(i, r)| (r.host.is_none(), std::cmp::Reverse(r.path_prefix.len()), *i));
+        Router {
+            routes: indexed
+                .into_iter()
+                .map(|(_, r)| {
+                    Arc::new(RouteEntry {
+                        name: Arc::from(r.name.as_str()),
+                        route: r.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The most specific route for this request, or `None` (the caller answers 404).
+    pub fn find<B>(&self, req: &Request<B>) -> Option<&Arc<RouteEntry>> {
+        let host = request_host(req);
+        let path = req.uri().path();
+        self.routes.iter().find(|e| {
+            let r = &e.route;
+            r.host
+                .as_deref()
+                .is_none_or(|h| host.is_some_and(|rh| rh.eq_ignore_ascii_case(h)))
+                && path.starts_with(r.path_prefix.as_str())
+                && method_matches(&r.methods, req.method())
+        })
+    }
+}
+
+fn method_matches(methods: &[Method], m: &Method) -> bool {
+    methods.is_empty() || methods.contains(m)
+}
+
+/// The host the client asked for, without port: the URI authority (HTTP/2, absolute-form)
+/// or the `Host` header (HTTP/1.1).
+pub fn request_host<B>(req: &Request<B>) -> Option<&str> {
+    let raw = match req.uri().host() {
+        Some(h) => h,
+        None => req.headers().get(http::header::HOST)?.to_str().ok()?,
+    };
+    Some(strip_port(raw))
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        // [v6]:port — keep the brackets' content only.
+        return host.split(']').next().map_or(host, |h| &h[1..]);
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_str, validate};
+    use std::path::Path;
+
+    fn router(routes: &str) -> Router {
+        let text = format!(
+            "[server]\nlisten=\"127.0.0.1:0\"\n[upstreams.a]\nurls=[\"http://127.0.0.1:1\"]\n{routes}"
+        );
+        let raw = parse_str(&text, Path::new("t.toml")).unwrap();
+        Router::new(&validate(raw, Path::new("t.toml")).unwrap())
+    }
+
+    fn hit(r: &Router, method: &str, host: &str, path: &str) -> Option<String> {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", host)
+            .body(())
+            .unwrap();
+        r.find(&req).map(|e| e.route.name.clone())
+    }
+
+    #[test]
+    fn most_specific_wins() {
+        let r = router(
+            r#"
+[[routes]]
+name = "root"
+upstream = "a"
+[[routes]]
+name = "api"
+match = { path_prefix = "/api" }
+upstream = "a"
+[[routes]]
+name = "api-host"
+match = { path_prefix = "/", host = "Api.Example.com" }
+upstream = "a"
+[[routes]]
+name = "login-post"
+match = { path_prefix = "/api/login", methods = ["post"] }
+upstream = "a"
+"#,
+        );
+        assert_eq!(hit(&r, "GET", "x", "/api/v1").as_deref(), Some("api"));
+        assert_eq!(hit(&r, "GET", "x", "/other").as_deref(), Some("root"));
+        assert_eq!(
+            hit(&r, "GET", "api.example.com:8080", "/api").as_deref(),
+            Some("api-host")
+        );
+        assert_eq!(
+            hit(&r, "POST", "x", "/api/login").as_deref(),
+            Some("login-post")
+        );
+        assert_eq!(hit(&r, "GET", "x", "/api/login").as_deref(), Some("api"));
+    }
+
+    #[test]
+    fn no_match_is_none() {
+        let r = router("[[routes]]\nname=\"api\"\nmatch={path_prefix=\"/api\"}\nupstream=\"a\"\n");
+        assert_eq!(hit(&r, "GET", "x", "/"), None);
+    }
+
+    #[test]
+    fn ties_go_to_the_earlier_route() {
+        let r = router(
+            "[[routes]]\nname=\"first\"\nupstream=\"a\"\n[[routes]]\nname=\"second\"\nupstream=\"a\"\n",
+        );
+        assert_eq!(hit(&r, "GET", "x", "/").as_deref(), Some("first"));
+    }
+}

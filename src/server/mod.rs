@@ -1,0 +1,158 @@
+//! Listeners, TLS and shutdown: where a request enters tollgate.
+//!
+//! [`Server::bind`] binds every socket first (so a port clash fails before anything runs and
+//! tests can bind port 0 and ask for the real port), then [`Server::run`] serves until the
+//! shutdown future resolves and drains in-flight requests within `shutdown_grace`.
+
+mod listener;
+pub mod shutdown;
+mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+use tokio_rustls::TlsAcceptor;
+use tracing::info;
+
+use crate::admin::{self, Metrics};
+use crate::config::Config;
+use crate::proxy::Gateway;
+use listener::Listener;
+use shutdown::Shutdown;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot bind {what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("TLS: {path}: {reason}")]
+    Tls { path: PathBuf, reason: String },
+}
+
+/// The addresses actually bound (port 0 resolved).
+#[derive(Debug, Clone, Copy)]
+pub struct Addrs {
+    pub listen: SocketAddr,
+    pub tls_listen: Option<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// A gateway with its sockets bound, not yet serving.
+pub struct Server {
+    /// The validated config it was built from.
+    config: Config,
+    /// Public plain listener.
+    plain: TcpListener,
+    /// Public TLS listener and its acceptor.
+    tls: Option<(TcpListener, TlsAcceptor)>,
+    /// Admin listener (health, metrics).
+    admin: Option<TcpListener>,
+    /// Shared with the request path and the admin endpoint.
+    metrics: Arc<Metrics>,
+    /// Flipped to true once every listener is serving; `/readyz` reads it.
+    ready: Arc<AtomicBool>,
+}
+
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { what, addr, source })
+}
+
+impl Server {
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let plain = bind("listen", config.server.listen).await?;
+        let tls = match &config.server.tls {
+            Some(t) => Some((
+                bind("tls_listen", t.listen).await?,
+                tls::acceptor(&t.cert, &t.key)?,
+            )),
+            None => None,
+        };
+        let admin = match config.server.admin_listen {
+            Some(a) => Some(bind("admin_listen", a).await?),
+            None => None,
+        };
+        Ok(Server {
+            config,
+            plain,
+            tls,
+            admin,
+            metrics: Arc::new(Metrics::new()),
+            ready: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    pub fn addrs(&self) -> Addrs {
+        let local = |l: &TcpListener| l.local_addr().expect("a bound listener has an address");
+        Addrs {
+            listen: local(&self.plain),
+            tls_listen: self.tls.as_ref().map(|(l, _)| local(l)),
+            admin_listen: self.admin.as_ref().map(local),
+        }
+    }
+
+    /// Serve until `shutdown` resolves, then drain. Returns once every listener has stopped.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let addrs = self.addrs();
+        let (notify, _) = broadcast::channel::<()>(1);
+        let gateway = Gateway::new(&self.config, self.metrics.clone());
+        let http = Arc::new(http_builder(&self.config));
+        let grace = self.config.server.shutdown_grace;
+        let make = |listener, tls| Listener {
+            listener,
+            tls,
+            gateway: gateway.clone(),
+            http: http.clone(),
+            handshake_timeout: self.config.server.header_timeout,
+            grace,
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(make(self.plain, None).run(Shutdown::new(notify.subscribe())));
+        if let Some((l, acceptor)) = self.tls {
+            tasks.spawn(make(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
+        }
+        if let Some(l) = self.admin {
+            let state = admin::State {
+                metrics: self.metrics.clone(),
+                ready: self.ready.clone(),
+            };
+            tasks.spawn(admin::run(l, state, Shutdown::new(notify.subscribe())));
+        }
+        self.ready.store(true, Ordering::Release);
+        info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, "tollgate listening");
+        shutdown.await;
+        info!("shutting down");
+        self.ready.store(false, Ordering::Release);
+        let _ = notify.send(());
+        while tasks.join_next().await.is_some() {}
+        info!("stopped");
+    }
+}
+
+/// Connection settings shared by the plain and TLS listeners.
+fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let s = &config.server;
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(s.header_timeout)
+        .max_buf_size(s.max_header_bytes)
+        .keep_alive(true);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(s.max_header_bytes as u32);
+    b
+}
