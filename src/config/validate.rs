@@ -114,6 +114,28 @@ impl Validator {
         }
     }
 
+    /// A cert file must hold a PEM certificate, a key file a PEM private key; checked here so
+    /// `tollgate check` catches a swapped or truncated file before the listener would.
+    fn pem(&mut self, key: &str, path: &Path, is_cert: bool) -> bool {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let ok = if is_cert {
+            CertificateDer::pem_file_iter(path)
+                .is_ok_and(|mut it| it.next().is_some_and(|c| c.is_ok()))
+        } else {
+            PrivateKeyDer::from_pem_file(path).is_ok()
+        };
+        if !ok {
+            let what = if is_cert {
+                "a PEM certificate"
+            } else {
+                "a PEM private key"
+            };
+            self.fail(key, format!("`{}` does not contain {what}", path.display()));
+        }
+        ok
+    }
+
     fn server(&mut self, raw: &RawConfig, origin: &Path) -> Option<Server> {
         let s = &raw.server;
         let listen = self.addr("server.listen", &s.listen);
@@ -169,6 +191,8 @@ impl Validator {
         };
         let cert = file("server.tls_cert", &s.tls_cert);
         let key = file("server.tls_key", &s.tls_key);
+        let cert = cert.filter(|p| self.pem("server.tls_cert", p, true));
+        let key = key.filter(|p| self.pem("server.tls_key", p, false));
         Some(Some(Tls {
             listen: listen?,
             cert: cert?,

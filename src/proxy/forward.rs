@@ -1,6 +1,8 @@
 //! Step 3 of the request path: send the request to an upstream and bring its answer back,
 //! streaming both bodies. Errors are returned, not answered: `respond` does that.
 
+use std::net::IpAddr;
+
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderValue, Request, Response, StatusCode, Version, header};
@@ -24,13 +26,14 @@ pub(super) async fn forward(
     pool: &Pool,
     mut req: Request<Incoming>,
     conn: ConnInfo,
+    client: IpAddr,
 ) -> Result<Response<ResponseBody>, GatewayError> {
     let upgrade_proto = headers::upgrade_request(req.headers());
     let client_upgrade = upgrade_proto.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     let path_and_query = upstream_path(entry, &parts)?;
     let client_version = parts.version;
-    prepare_headers(inner, &mut parts, conn, upgrade_proto.as_ref());
+    prepare_headers(inner, &mut parts, conn, client, upgrade_proto.as_ref());
     parts.version = Version::HTTP_11;
 
     let deadline = Instant::now() + inner.upstream_timeout;
@@ -128,6 +131,7 @@ fn prepare_headers(
     inner: &Inner,
     parts: &mut Parts,
     conn: ConnInfo,
+    client: IpAddr,
     upgrade: Option<&HeaderValue>,
 ) {
     // HTTP/2 clients send the host as :authority; HTTP/1.1 upstreams need it as Host.
@@ -145,6 +149,7 @@ fn prepare_headers(
         peer_trusted: inner.trusted.contains(conn.peer.ip()),
     };
     headers::add_forwarding(&mut parts.headers, &hop);
+    headers::set_real_ip(&mut parts.headers, client);
 }
 
 /// hyper's errors hide their cause behind `source()`; logs and problem bodies want it.

@@ -90,6 +90,14 @@ pub fn add_forwarding(headers: &mut HeaderMap, hop: &Hop) {
     append_list(headers, header::VIA, via(hop.version));
 }
 
+/// `X-Real-IP`: the client as tollgate resolved it (trusted-proxy rules applied), so the
+/// backend need not repeat that logic. Always overwritten: a client must not set it.
+pub fn set_real_ip(headers: &mut HeaderMap, client: IpAddr) {
+    if let Ok(v) = HeaderValue::from_str(&client.to_string()) {
+        headers.insert(HeaderName::from_static("x-real-ip"), v);
+    }
+}
+
 /// The `Via` entry for a response we pass back.
 pub fn add_via(headers: &mut HeaderMap, version: Version) {
     append_list(headers, header::VIA, via(version));

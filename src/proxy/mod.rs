@@ -109,7 +109,7 @@ impl Gateway {
             Some(entry) => {
                 let pool = &inner.pools[entry.route.upstream];
                 let sent = Instant::now();
-                let r = forward::forward(inner, entry, pool, req, conn).await;
+                let r = forward::forward(inner, entry, pool, req, conn, client).await;
                 inner
                     .metrics
                     .record_upstream(&entry.name, &pool.name, sent.elapsed());

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine with only the Rust toolchain.
+# Installs what the tests need, then runs every test (unit, integration, property, doc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { # need BINARY DEBIAN_PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "test.sh: installing $2 (for $1)" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$2" >/dev/null
+  command -v "$1" >/dev/null 2>&1 || { echo "test.sh: $1 is still missing after installing $2" >&2; exit 1; }
+}
+
+command -v cargo >/dev/null || { echo "test.sh: cargo not found: install the Rust toolchain (rustup)" >&2; exit 1; }
+need kill procps   # the SIGTERM test signals the gateway process
+
+cargo test --locked --all-targets
+cargo test --locked --doc

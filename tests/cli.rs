@@ -1,0 +1,185 @@
+//! The `tollgate` binary as users run it: `check` on every fixture, `serve` under SIGTERM,
+//! and `demo`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use http::{Response, StatusCode};
+
+fn tollgate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+}
+
+fn toml_files(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(repo_path(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no fixtures in {dir}");
+    files
+}
+
+#[test]
+fn every_invalid_fixture_fails_with_its_message() {
+    for file in toml_files("tests/fixtures/invalid") {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let expect = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{} has no `# expect:` line", file.display()));
+        let out = tollgate()
+            .args(["check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", file.display());
+        // `# expect: KEY: FRAGMENT` — some line says `FILE: KEY: …FRAGMENT…`.
+        let (key, fragment) = expect.split_once(": ").unwrap();
+        let prefix = format!("{}: {key}: ", file.display());
+        let found = stderr
+            .lines()
+            .any(|l| l.starts_with(&prefix) && l.contains(fragment));
+        assert!(
+            found,
+            "{}:\nwanted: {prefix}…{fragment}…\ngot:    {stderr}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn shipped_config_and_valid_fixtures_pass_check() {
+    let mut files = toml_files("tests/fixtures/valid");
+    files.push(repo_path("config.toml"));
+    for file in files {
+        let out = tollgate()
+            .args(["check", "-c"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn config_comes_from_env_when_flag_is_absent() {
+    let out = tollgate()
+        .arg("check")
+        .env(
+            "TOLLGATE_CONFIG",
+            repo_path("tests/fixtures/invalid/bad_listen.toml"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn demo_runs_without_any_service() {
+    let out = tollgate().arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("polite client"), "{stdout}");
+    assert!(stdout.contains("200×"), "{stdout}");
+}
+
+/// Start `tollgate serve` on port 0 and read the bound address from its log.
+fn spawn_serve(config: &Path) -> (std::process::Child, std::net::SocketAddr) {
+    let mut child = tollgate()
+        .args(["serve", "-c"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .env("TOLLGATE_LOG_FORMAT", "json")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("tollgate exited before listening")
+            .unwrap();
+        let v: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if v["message"] == "tollgate listening" {
+            break v["listen"].as_str().unwrap().parse().unwrap();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_request_and_exits_zero() {
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let (arrived_tx, mut arrived_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let up = upstream(move |_req| {
+        let mut release_rx = release_rx.clone();
+        let arrived_tx = arrived_tx.clone();
+        async move {
+            let _ = arrived_tx.send(()).await;
+            let _ = release_rx.wait_for(|r| *r).await;
+            Response::new(body("done"))
+        }
+    })
+    .await;
+    let dir = std::env::temp_dir().join(format!("tollgate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("sigterm.toml");
+    std::fs::write(&cfg, config(up, "shutdown_grace = \"20s\"", "")).unwrap();
+    let (mut child, addr) = spawn_serve(&cfg);
+
+    let in_flight = tokio::spawn(send_h1(addr, get(&format!("http://{addr}/slow"))));
+    arrived_rx.recv().await.unwrap();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // Until the upstream answers, the process must still be alive, draining.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "exited with a request in flight"
+    );
+    release_tx.send(true).unwrap();
+    let resp = in_flight.await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(text(resp).await, "done");
+    let status = tokio::task::spawn_blocking(move || {
+        for _ in 0..400 {
+            if let Some(s) = child.try_wait().unwrap() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = child.kill();
+        None
+    })
+    .await
+    .unwrap()
+    .expect("tollgate did not exit within 10 s of draining");
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,217 @@
+//! Test harness: real upstream servers, a real gateway on port 0, and real clients.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub type TestBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+type Handler = Arc<
+    dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<TestBody>> + Send>>
+        + Send
+        + Sync,
+>;
+
+pub fn body(b: impl Into<Bytes>) -> TestBody {
+    Full::new(b.into()).map_err(|e| match e {}).boxed()
+}
+
+pub fn repo_path(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+/// A real HTTP server (HTTP/1.1 with upgrades, and h2c) running `handler` for every request.
+pub async fn upstream<F, Fut>(handler: F) -> SocketAddr
+where
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response<TestBody>> + Send + 'static,
+{
+    let handler: Handler = Arc::new(move |req| Box::pin(handler(req)));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let http = auto::Builder::new(TokioExecutor::new());
+        while let Ok((stream, _)) = listener.accept().await {
+            let handler = handler.clone();
+            let http = http.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| {
+                    let handler = handler.clone();
+                    async move { Ok::<_, Infallible>(handler(req).await) }
+                });
+                let _ = http
+                    .serve_connection_with_upgrades(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// An upstream answering every request with 200 and a JSON echo of what it received.
+pub async fn echo_upstream() -> SocketAddr {
+    upstream(|req: Request<Incoming>| async move {
+        let headers: serde_json::Map<String, serde_json::Value> = req
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+            .fold(serde_json::Map::new(), |mut m, (k, v): (String, String)| {
+                // Repeated headers are joined so tests can see duplicates.
+                match m.get_mut(&k) {
+                    Some(serde_json::Value::String(s)) => {
+                        s.push_str(" | ");
+                        s.push_str(&v);
+                    }
+                    _ => {
+                        m.insert(k, v.into());
+                    }
+                }
+                m
+            });
+        let echo = serde_json::json!({
+            "method": req.method().as_str(),
+            "uri": req.uri().to_string(),
+            "version": format!("{:?}", req.version()),
+            "headers": headers,
+        });
+        Response::new(body(echo.to_string()))
+    })
+    .await
+}
+
+/// A gateway running in-process on ephemeral ports.
+pub struct Gateway {
+    pub addrs: tollgate::server::Addrs,
+    stop: Option<oneshot::Sender<()>>,
+    pub task: Option<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Start from TOML text; relative paths resolve against the repository root.
+    pub async fn start(toml: &str) -> Gateway {
+        let origin = repo_path("inline-test.toml");
+        let raw = tollgate::config::parse_str(toml, &origin).expect("test config parses");
+        let cfg = tollgate::config::validate(raw, &origin).expect("test config is valid");
+        let server = tollgate::server::Server::bind(cfg)
+            .await
+            .expect("gateway binds");
+        let addrs = server.addrs();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Gateway {
+            addrs,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addrs.listen, path)
+    }
+
+    /// Begin graceful shutdown; returns the task to await for completion.
+    pub fn shutdown(&mut self) -> JoinHandle<()> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.task.take().expect("shutdown once")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// A minimal config: one upstream `app`, one catch-all route `api`, plus `extra` TOML.
+pub fn config(upstream: SocketAddr, extra_server: &str, extra: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+{extra_server}
+
+[upstreams.app]
+urls = ["http://{upstream}"]
+
+[[routes]]
+name = "api"
+match = {{ path_prefix = "/" }}
+upstream = "app"
+{extra}
+"#
+    )
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+pub async fn send_h1<B>(addr: SocketAddr, req: Request<B>) -> Response<Incoming>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    sender.send_request(req).await.unwrap()
+}
+
+/// One HTTP/2 (prior knowledge) request on a fresh connection.
+pub async fn send_h2<B>(addr: SocketAddr, req: Request<B>) -> Response<Incoming>
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    sender.send_request(req).await.unwrap()
+}
+
+pub fn get(url: &str) -> Request<Empty<Bytes>> {
+    Request::get(url).body(Empty::new()).unwrap()
+}
+
+pub async fn text(resp: Response<Incoming>) -> String {
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+pub async fn json(resp: Response<Incoming>) -> serde_json::Value {
+    serde_json::from_str(&text(resp).await).unwrap()
+}
+
+/// A loopback port with nothing listening (bound then released).
+pub async fn dead_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap()
+}
