@@ -17,6 +17,8 @@ pub struct RouteEntry {
     pub route: Route,
     /// The name as a cheap-to-clone label for metrics and logs.
     pub name: Arc<str>,
+    /// Position in the config's route list: how the limiter finds this route's policies.
+    pub index: usize,
 }
 
 /// All routes, most specific first.
@@ -34,8 +36,9 @@ impl Router {
         Router {
             routes: indexed
                 .into_iter()
-                .map(|(_, r)| {
+                .map(|(index, r)| {
                     Arc::new(RouteEntry {
+                        index,
                         name: Arc::from(r.name.as_str()),
                         route: r.clone(),
                     })

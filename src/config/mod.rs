@@ -9,6 +9,7 @@ mod load;
 pub mod raw;
 mod types;
 mod validate;
+mod validate_limits;
 
 pub use error::{ConfigError, Problem};
 pub use load::{load_file, parse_str};

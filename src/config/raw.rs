@@ -24,6 +24,14 @@ pub struct RawConfig {
     /// Request matching, in the order written (order breaks ties between equal matches).
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    /// Where the account of a request comes from; without it no policy keys on `account`.
+    pub account: Option<RawAccount>,
+    /// Which rate-limit headers responses carry.
+    #[serde(default)]
+    pub response: RawResponse,
+    /// Rate-limit policies by name; routes list the ones they enforce.
+    #[serde(default)]
+    pub policies: BTreeMap<String, RawPolicy>,
 }
 
 /// `[server]`
@@ -55,12 +63,134 @@ pub struct RawServer {
 }
 
 /// `[client_ip]`
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawClientIp {
     /// CIDRs (or bare addresses) whose `X-Forwarded-For` / `Forwarded` we believe.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// IPv6 clients are keyed by this prefix: one subscriber usually holds a whole /64.
+    #[serde(default = "defaults::ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Multiplier of ip-keyed limits for 100.64.0.0/10 (RFC 6598), where many users share one address.
+    #[serde(default = "defaults::cgnat_headroom")]
+    pub cgnat_headroom: u32,
+    /// More known shared addresses (corporate NATs, campus gateways) with their own headroom.
+    #[serde(default)]
+    pub shared_ranges: Vec<RawSharedRange>,
+}
+
+impl Default for RawClientIp {
+    fn default() -> Self {
+        RawClientIp {
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: defaults::ipv6_prefix(),
+            cgnat_headroom: defaults::cgnat_headroom(),
+            shared_ranges: Vec::new(),
+        }
+    }
+}
+
+/// One `shared_ranges` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSharedRange {
+    pub cidr: String,
+    pub headroom: u32,
+}
+
+/// `[account]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    /// Request header naming the account (an API key, a user id).
+    pub header: String,
+    /// Environment variable holding the secret for the keyed hash of account values; nodes
+    /// sharing limits must share it. Unset: a built-in key (values are still never stored raw).
+    pub hash_key_env: Option<String>,
+}
+
+/// `[response]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResponse {
+    /// Where `RateLimit-Policy` / `RateLimit` appear.
+    #[serde(default)]
+    pub headers: HeadersWhere,
+    /// Also send `X-RateLimit-Limit` / `-Remaining` / `-Reset` for older clients.
+    #[serde(default)]
+    pub legacy_headers: bool,
+}
+
+impl Default for RawResponse {
+    fn default() -> Self {
+        RawResponse {
+            headers: HeadersWhere::All,
+            legacy_headers: false,
+        }
+    }
+}
+
+/// `response.headers`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadersWhere {
+    /// On every response of a route with policies.
+    #[default]
+    All,
+    /// Only on 429s.
+    Denied,
+    /// Never.
+    None,
+}
+
+/// `[policies.NAME]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    /// Key parts, joined in order: ip, account, route, method, header:NAME.
+    pub key: Vec<String>,
+    pub algorithm: AlgorithmName,
+    /// Requests per period (concurrency: requests in flight).
+    pub limit: u64,
+    /// Required except for concurrency.
+    pub period: Option<String>,
+    /// gcra / token_bucket: most requests at once from a full state (default: `limit`).
+    pub burst: Option<u64>,
+    /// Cells a request spends.
+    #[serde(default = "defaults::cost")]
+    pub cost: u64,
+    /// leaky_bucket: longest a request may be held before it is denied (default 0: no queue).
+    pub max_delay: Option<String>,
+    /// Overrides the route's mode for this policy.
+    pub mode: Option<Mode>,
+    /// Memory bound of this policy's local state.
+    #[serde(default = "defaults::max_keys")]
+    pub max_keys: u64,
+}
+
+/// `policies.NAME.algorithm`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlgorithmName {
+    Gcra,
+    TokenBucket,
+    SlidingWindow,
+    LeakyBucket,
+    Concurrency,
+}
+
+/// Route or policy mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Denied requests get 429.
+    #[default]
+    Enforce,
+    /// Decide and count, but forward everything and change nothing the client sees.
+    Shadow,
+    /// Ask no policy.
+    Off,
 }
 
 /// `[upstreams.NAME]`
@@ -85,6 +215,12 @@ pub struct RawRoute {
     /// Remove `path_prefix` from the path before forwarding.
     #[serde(default)]
     pub strip_prefix: bool,
+    /// Names of `[policies.NAME]` this route enforces; a request spends only if all allow.
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// enforce | shadow | off for this route's policies.
+    #[serde(default)]
+    pub mode: Mode,
 }
 
 /// `match = { ... }` of a route.
@@ -127,5 +263,17 @@ mod defaults {
     }
     pub fn path_prefix() -> String {
         "/".into()
+    }
+    pub fn ipv6_prefix() -> u8 {
+        64
+    }
+    pub fn cgnat_headroom() -> u32 {
+        4
+    }
+    pub fn cost() -> u64 {
+        1
+    }
+    pub fn max_keys() -> u64 {
+        1_000_000
     }
 }

@@ -2,11 +2,14 @@
 //! re-parses or second-guesses it.
 
 use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::{Method, Uri};
+use http::{HeaderName, Method, Uri};
 use ipnet::IpNet;
+
+pub use super::raw::{AlgorithmName, HeadersWhere, Mode};
 
 /// A config that passed validation.
 #[derive(Debug, Clone)]
@@ -19,6 +22,12 @@ pub struct Config {
     pub upstreams: Vec<Upstream>,
     /// Routes in the order written; the router sorts its own copy by specificity.
     pub routes: Vec<Route>,
+    /// `[account]`, when some policy may key on the account.
+    pub account: Option<Account>,
+    /// `[response]`.
+    pub response: Response,
+    /// Policies in name order; routes refer to them by index.
+    pub policies: Vec<Policy>,
 }
 
 /// `[server]`, typed.
@@ -47,6 +56,70 @@ pub struct Tls {
 pub struct ClientIp {
     /// Peers allowed to speak for the client in forwarding headers.
     pub trusted_proxies: Vec<IpNet>,
+    /// IPv6 clients are keyed by their network of this length.
+    pub ipv6_prefix: u8,
+    /// Shared-address ranges and the multiplier of ip-keyed limits there, most specific
+    /// first (the user's `shared_ranges`, then 100.64.0.0/10 with `cgnat_headroom`).
+    pub shared_ranges: Vec<(IpNet, NonZeroU32)>,
+}
+
+/// `[account]`, typed.
+#[derive(Clone)]
+pub struct Account {
+    /// Header carrying the account.
+    pub header: HeaderName,
+    /// Key of the keyed hash applied to account values before they become keys or logs.
+    pub hash_key: [u8; 16],
+}
+
+impl std::fmt::Debug for Account {
+    /// Never prints the hash key: it is a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Account")
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[response]`, typed.
+#[derive(Debug, Clone, Copy)]
+pub struct Response {
+    pub headers: HeadersWhere,
+    pub legacy_headers: bool,
+}
+
+/// One part of a policy key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// Client address (IPv6 folded to `ipv6_prefix`).
+    Ip,
+    /// Hashed account value.
+    Account,
+    /// Route name.
+    Route,
+    /// Request method.
+    Method,
+    /// Value of a request header.
+    Header(HeaderName),
+}
+
+/// One `[policies.NAME]`, typed: every value in range for its algorithm.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub name: String,
+    pub key: Vec<KeyPart>,
+    pub algorithm: AlgorithmName,
+    pub limit: NonZeroU32,
+    /// Zero only for concurrency, which has no window.
+    pub period: Duration,
+    /// `limit` when not given; 1 for algorithms without bursts.
+    pub burst: NonZeroU32,
+    pub cost: NonZeroU32,
+    /// leaky_bucket only; zero elsewhere.
+    pub max_delay: Duration,
+    /// Overrides the route's mode when set.
+    pub mode: Option<Mode>,
+    pub max_keys: NonZeroUsize,
 }
 
 /// One `[upstreams.NAME]`.
@@ -69,4 +142,7 @@ pub struct Route {
     /// Index into [`Config::upstreams`], resolved once here.
     pub upstream: usize,
     pub strip_prefix: bool,
+    /// Indexes into [`Config::policies`].
+    pub policies: Vec<usize>,
+    pub mode: Mode,
 }

@@ -12,22 +12,16 @@ use http::{Method, Uri};
 use ipnet::IpNet;
 
 use super::load::relative_to;
-use super::raw::{RawConfig, RawRoute};
-use super::{ClientIp, Config, ConfigError, Problem, Route, Server, Tls, Upstream};
+use super::raw::RawConfig;
+use super::{Config, ConfigError, Policy, Problem, Response, Route, Server, Tls, Upstream};
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.
 pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let mut v = Validator::default();
     let server = v.server(&raw, origin);
-    let client_ip = ClientIp {
-        trusted_proxies: raw
-            .client_ip
-            .trusted_proxies
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| v.cidr(&format!("client_ip.trusted_proxies[{i}]"), s))
-            .collect(),
-    };
+    let client_ip = v.client_ip(&raw.client_ip);
+    let account = raw.account.as_ref().and_then(|a| v.account(a));
+    let policies = v.policies(&raw.policies);
     let upstreams: Vec<Upstream> = raw
         .upstreams
         .iter()
@@ -36,7 +30,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             urls: v.upstream_urls(name, &u.urls),
         })
         .collect();
-    let routes = v.routes(&raw.routes, &upstreams);
+    let routes = v.routes(&raw, &upstreams, &policies);
+    v.account_is_defined(&policies, account.is_some());
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {
             file: origin.to_path_buf(),
@@ -49,17 +44,27 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         client_ip,
         upstreams,
         routes,
+        account,
+        response: Response {
+            headers: raw.response.headers,
+            legacy_headers: raw.response.legacy_headers,
+        },
+        policies,
     })
 }
 
 /// Collects problems while converting values.
 #[derive(Default)]
-struct Validator {
+pub(super) struct Validator {
     problems: Vec<Problem>,
 }
 
 impl Validator {
-    fn fail(&mut self, key: &str, message: impl Into<String>) {
+    pub(super) fn problem_count(&self) -> usize {
+        self.problems.len()
+    }
+
+    pub(super) fn fail(&mut self, key: &str, message: impl Into<String>) {
         self.problems.push(Problem::new(key, message));
     }
 
@@ -74,7 +79,7 @@ impl Validator {
             .ok()
     }
 
-    fn duration(&mut self, key: &str, s: &str) -> Option<Duration> {
+    pub(super) fn duration(&mut self, key: &str, s: &str) -> Option<Duration> {
         match humantime::parse_duration(s) {
             Ok(d) if d.is_zero() => {
                 self.fail(key, "must be longer than zero");
@@ -91,7 +96,7 @@ impl Validator {
         }
     }
 
-    fn cidr(&mut self, key: &str, s: &str) -> Option<IpNet> {
+    pub(super) fn cidr(&mut self, key: &str, s: &str) -> Option<IpNet> {
         // A bare address is a one-host network: users write "10.0.0.5" and mean exactly that.
         IpNet::from_str(s)
             .or_else(|_| std::net::IpAddr::from_str(s).map(IpNet::from))
@@ -225,9 +230,16 @@ impl Validator {
             .collect()
     }
 
-    fn routes(&mut self, raw: &[RawRoute], upstreams: &[Upstream]) -> Vec<Route> {
+    fn routes(
+        &mut self,
+        config: &RawConfig,
+        upstreams: &[Upstream],
+        policies: &[Policy],
+    ) -> Vec<Route> {
         let mut seen = HashSet::new();
-        raw.iter()
+        config
+            .routes
+            .iter()
             .enumerate()
             .filter_map(|(i, r)| {
                 let at = |k: &str| format!("routes[{i}].{k}");
@@ -265,7 +277,25 @@ impl Validator {
                         ),
                     );
                 }
+                let route_policies = r
+                    .policies
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, p)| {
+                        let found = policies.iter().position(|q| &q.name == p);
+                        // A policy that exists but is invalid was reported already.
+                        if found.is_none() && !config.policies.contains_key(p) {
+                            self.fail(
+                                &at(&format!("policies[{j}]")),
+                                format!("no policy named `{p}` (define [policies.{p}])"),
+                            );
+                        }
+                        found
+                    })
+                    .collect();
                 Some(Route {
+                    policies: route_policies,
+                    mode: r.mode,
                     name: r.name.clone(),
                     host: r.matcher.host.as_ref().map(|h| h.to_ascii_lowercase()),
                     path_prefix: r.matcher.path_prefix.clone(),

@@ -3,10 +3,14 @@
 //!
 //! 1. **client** — who is asking (trusted-proxy rules), needed by logs and limit keys;
 //! 2. **route** — which route takes the request, or 404 (nothing else is worth doing then);
-//! 3. **forward** — rewrite headers, pick an upstream, send, stream the answer back;
-//! 4. **respond** — any error of steps 2–3 becomes an HTTP answer in one place;
-//! 5. **observe** — metrics and the access-log line, last, so they see the final status.
+//! 3. **limit** — the route's policies decide; a denial stops here, before any upstream
+//!    work, so abusive traffic costs as little as possible;
+//! 4. **forward** — rewrite headers, pick an upstream, send, stream the answer back, with
+//!    the rate-limit headers added and concurrency permits riding in the body;
+//! 5. **respond** — any error of steps 2–4 becomes an HTTP answer in one place;
+//! 6. **observe** — metrics and the access-log line, last, so they see the final status.
 
+mod body;
 pub mod client_ip;
 mod forward;
 pub mod headers;
@@ -28,8 +32,10 @@ use tracing::{info, warn};
 
 use crate::admin::Metrics;
 use crate::config::Config;
+use crate::config::Response as ResponseConfig;
+use crate::limit::Limiter;
 use crate::respond::{self, GatewayError};
-use crate::router::Router;
+use crate::router::{RouteEntry, Router};
 use client_ip::TrustedProxies;
 use forward::UpstreamBody;
 use upstream::Pool;
@@ -57,13 +63,17 @@ struct Inner {
     trusted: TrustedProxies,
     /// Step 2: routes, most specific first.
     router: Router,
-    /// Step 3: upstream pools, indexed like `Config::upstreams`.
+    /// Step 3: every route's policies and their state.
+    limiter: Arc<Limiter>,
+    /// Steps 3–5: which rate-limit headers responses carry.
+    response: ResponseConfig,
+    /// Step 4: upstream pools, indexed like `Config::upstreams`.
     pools: Vec<Pool>,
-    /// Step 3: pooled keep-alive connections to every upstream.
+    /// Step 4: pooled keep-alive connections to every upstream.
     client: Client<HttpConnector, UpstreamBody>,
-    /// Step 3: longest wait for an upstream's response head.
+    /// Step 4: longest wait for an upstream's response head.
     upstream_timeout: Duration,
-    /// Step 5.
+    /// Step 6.
     metrics: Arc<Metrics>,
 }
 
@@ -71,7 +81,7 @@ struct Inner {
 const NO_ROUTE: &str = "-";
 
 impl Gateway {
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
+    pub fn new(config: &Config, limiter: Arc<Limiter>, metrics: Arc<Metrics>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(config.server.upstream_timeout));
@@ -82,6 +92,8 @@ impl Gateway {
             inner: Arc::new(Inner {
                 trusted: TrustedProxies::new(config.client_ip.trusted_proxies.clone()),
                 router: Router::new(config),
+                limiter,
+                response: config.response,
                 pools: config.upstreams.iter().map(Pool::new).collect(),
                 client,
                 upstream_timeout: config.server.upstream_timeout,
@@ -100,29 +112,23 @@ impl Gateway {
         let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
         // 2. route
         let route = inner.router.find(&req).cloned();
-        // 3. forward
+        // 3–4. limit, forward
         let result = match &route {
             None => Err(GatewayError::NoRoute {
                 method: method.clone(),
                 path: path.clone(),
             }),
-            Some(entry) => {
-                let pool = &inner.pools[entry.route.upstream];
-                let sent = Instant::now();
-                let r = forward::forward(inner, entry, pool, req, conn, client).await;
-                inner
-                    .metrics
-                    .record_upstream(&entry.name, &pool.name, sent.elapsed());
-                r
-            }
+            Some(entry) => self.limit_and_forward(entry, req, conn, client).await,
         };
-        // 4. respond
+        // 5. respond
         let route_name: Arc<str> = route.map_or_else(|| Arc::from(NO_ROUTE), |r| r.name.clone());
         let resp = result.unwrap_or_else(|err| {
-            warn!(route = %route_name, %client, error = %err, kind = err.kind(), "request failed");
-            respond::error_response(&err)
+            if !matches!(err, GatewayError::RateLimited(_)) {
+                warn!(route = %route_name, %client, error = %err, kind = err.kind(), "request failed");
+            }
+            respond::error_response(&err, &inner.response)
         });
-        // 5. observe
+        // 6. observe
         let took = started.elapsed();
         inner
             .metrics
@@ -136,6 +142,52 @@ impl Gateway {
             client,
         );
         resp
+    }
+}
+
+impl Gateway {
+    /// Steps 3 and 4 for a routed request.
+    async fn limit_and_forward(
+        &self,
+        entry: &RouteEntry,
+        req: Request<Incoming>,
+        conn: ConnInfo,
+        client: IpAddr,
+    ) -> Result<Response<ResponseBody>, GatewayError> {
+        let inner = &*self.inner;
+        // 3. limit
+        let admission = inner
+            .limiter
+            .check(
+                entry.index,
+                &entry.name,
+                client,
+                req.method(),
+                req.headers(),
+            )
+            .await;
+        if admission.denied {
+            return Err(GatewayError::RateLimited(admission.report));
+        }
+        if admission.delay > 0 {
+            // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
+            tokio::time::sleep(Duration::from_nanos(admission.delay)).await;
+        }
+        // 4. forward
+        let pool = &inner.pools[entry.route.upstream];
+        let sent = Instant::now();
+        let result = forward::forward(inner, entry, pool, req, conn, client).await;
+        inner
+            .metrics
+            .record_upstream(&entry.name, &pool.name, sent.elapsed());
+        let mut resp = result?;
+        respond::ratelimit::add_headers(
+            resp.headers_mut(),
+            &admission.report,
+            &inner.response,
+            false,
+        );
+        Ok(body::hold_permits(resp, admission.permits))
     }
 }
 

@@ -23,6 +23,9 @@ use tracing::info;
 
 use crate::admin::{self, Metrics};
 use crate::config::Config;
+use crate::limit::Limiter;
+use crate::limit::algorithm::QuotaError;
+use crate::limit::clock::{Clock, SystemClock};
 use crate::proxy::Gateway;
 use listener::Listener;
 use shutdown::Shutdown;
@@ -39,6 +42,8 @@ pub enum ServerError {
     },
     #[error("TLS: {path}: {reason}")]
     Tls { path: PathBuf, reason: String },
+    #[error("rate-limit policy: {0}")]
+    Limits(#[from] QuotaError),
 }
 
 /// The addresses actually bound (port 0 resolved).
@@ -61,6 +66,8 @@ pub struct Server {
     admin: Option<TcpListener>,
     /// Shared with the request path and the admin endpoint.
     metrics: Arc<Metrics>,
+    /// Every route's policies and their local state.
+    limiter: Arc<Limiter>,
     /// Flipped to true once every listener is serving; `/readyz` reads it.
     ready: Arc<AtomicBool>,
 }
@@ -73,6 +80,16 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
 
 impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        Self::bind_with_clock(config, Arc::new(SystemClock::new())).await
+    }
+
+    /// As [`Server::bind`], with the limiter's time source chosen (tests use a manual clock).
+    pub async fn bind_with_clock(
+        config: Config,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Server, ServerError> {
+        let mut metrics = Metrics::new();
+        let limiter = Arc::new(Limiter::new(&config, clock, metrics.registry_mut())?);
         let plain = bind("listen", config.server.listen).await?;
         let tls = match &config.server.tls {
             Some(t) => Some((
@@ -90,9 +107,15 @@ impl Server {
             plain,
             tls,
             admin,
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(metrics),
+            limiter,
             ready: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// The limiter, for tests that inspect limiter state.
+    pub fn limiter(&self) -> &Arc<Limiter> {
+        &self.limiter
     }
 
     pub fn addrs(&self) -> Addrs {
@@ -108,7 +131,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let addrs = self.addrs();
         let (notify, _) = broadcast::channel::<()>(1);
-        let gateway = Gateway::new(&self.config, self.metrics.clone());
+        let gateway = Gateway::new(&self.config, self.limiter.clone(), self.metrics.clone());
         let http = Arc::new(http_builder(&self.config));
         let grace = self.config.server.shutdown_grace;
         let make = |listener, tls| Listener {

@@ -10,6 +10,10 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 
+pub mod ratelimit;
+
+use crate::config::Response as ResponseConfig;
+use crate::limit::PolicyReport;
 use crate::proxy::ResponseBody;
 
 /// Why the gateway answers a request itself instead of forwarding it.
@@ -27,6 +31,9 @@ pub enum GatewayError {
     /// The request cannot be forwarded as sent (e.g. a path that does not form a valid URI).
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// An enforcing policy denied the request; the report names which and for how long.
+    #[error("rate limited")]
+    RateLimited(Vec<PolicyReport>),
 }
 
 impl GatewayError {
@@ -36,6 +43,7 @@ impl GatewayError {
             GatewayError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -46,12 +54,16 @@ impl GatewayError {
             GatewayError::UpstreamUnavailable { .. } => "upstream_unavailable",
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::BadRequest(_) => "bad_request",
+            GatewayError::RateLimited(_) => "rate_limited",
         }
     }
 }
 
 /// The response for `err`; logging is the caller's (it knows the route and client).
-pub fn error_response(err: &GatewayError) -> Response<ResponseBody> {
+pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<ResponseBody> {
+    if let GatewayError::RateLimited(report) = err {
+        return ratelimit::too_many_requests(report, cfg);
+    }
     let status = err.status();
     let body = serde_json::json!({
         "type": format!("https://tollgate.dev/problems/{}", err.kind()),
@@ -90,7 +102,11 @@ mod tests {
             upstream: "app".into(),
             timeout: Duration::from_secs(1),
         };
-        let r = error_response(&e);
+        let cfg = ResponseConfig {
+            headers: crate::config::HeadersWhere::All,
+            legacy_headers: false,
+        };
+        let r = error_response(&e, &cfg);
         assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
         assert_eq!(
             r.headers()[header::CONTENT_TYPE],

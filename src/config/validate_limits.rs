@@ -1,0 +1,252 @@
+//! The validation pass for rate limiting: client keying, the account source and policies.
+//! Impossible policies are rejected here, so the limit step can build algorithms that
+//! cannot be invalid.
+
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::time::Duration;
+
+use http::HeaderName;
+use ipnet::IpNet;
+use siphasher::sip128::{Hasher128, SipHasher13};
+
+use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy};
+use super::validate::Validator;
+use super::{Account, ClientIp, KeyPart, Policy};
+
+/// Keyed-hash key used when `[account] hash_key_env` is not set. Account values are still
+/// never stored or logged raw, but anyone with this source can test guesses: set your own.
+const DEFAULT_HASH_SECRET: &str = "tollgate-default-account-hash-key";
+
+/// RFC 6598 shared address space (carrier-grade NAT).
+const CGNAT: &str = "100.64.0.0/10";
+
+impl Validator {
+    pub(super) fn client_ip(&mut self, raw: &RawClientIp) -> ClientIp {
+        let trusted_proxies = raw
+            .trusted_proxies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| self.cidr(&format!("client_ip.trusted_proxies[{i}]"), s))
+            .collect();
+        if !(1..=128).contains(&raw.ipv6_prefix) {
+            self.fail(
+                "client_ip.ipv6_prefix",
+                format!("{} is out of range: use 1 to 128", raw.ipv6_prefix),
+            );
+        }
+        let mut shared_ranges: Vec<(IpNet, NonZeroU32)> = raw
+            .shared_ranges
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let key = format!("client_ip.shared_ranges[{i}]");
+                let net = self.cidr(&format!("{key}.cidr"), &r.cidr);
+                let headroom = self.headroom(&format!("{key}.headroom"), r.headroom);
+                Some((net?, headroom?))
+            })
+            .collect();
+        // The most specific range decides a client's headroom.
+        shared_ranges.sort_by_key(|(n, _)| std::cmp::Reverse(n.prefix_len()));
+        if let Some(h) = self.headroom("client_ip.cgnat_headroom", raw.cgnat_headroom) {
+            shared_ranges.push((CGNAT.parse().expect("constant CIDR"), h));
+        }
+        ClientIp {
+            trusted_proxies,
+            ipv6_prefix: raw.ipv6_prefix.clamp(1, 128),
+            shared_ranges,
+        }
+    }
+
+    fn headroom(&mut self, key: &str, h: u32) -> Option<NonZeroU32> {
+        let nz = NonZeroU32::new(h);
+        if nz.is_none() {
+            self.fail(key, "must be at least 1 (1 = no headroom)");
+        }
+        nz
+    }
+
+    pub(super) fn account(&mut self, raw: &RawAccount) -> Option<Account> {
+        let header = HeaderName::from_bytes(raw.header.as_bytes())
+            .map_err(|_| {
+                self.fail(
+                    "account.header",
+                    format!("`{}` is not a header name", raw.header),
+                )
+            })
+            .ok();
+        let secret = match &raw.hash_key_env {
+            None => DEFAULT_HASH_SECRET.to_string(),
+            Some(var) => match std::env::var(var) {
+                Ok(v) if !v.is_empty() => v,
+                // The value is a secret: say which variable, never what it holds.
+                _ => {
+                    self.fail(
+                        "account.hash_key_env",
+                        format!("environment variable `{var}` is not set"),
+                    );
+                    return None;
+                }
+            },
+        };
+        let mut h = SipHasher13::new();
+        h.write(secret.as_bytes());
+        Some(Account {
+            header: header?,
+            hash_key: h.finish128().as_bytes(),
+        })
+    }
+
+    /// A policy keyed on `account` needs `[account]`.
+    pub(super) fn account_is_defined(&mut self, policies: &[Policy], has_account: bool) {
+        for p in policies {
+            if !has_account && p.key.contains(&KeyPart::Account) {
+                self.fail(
+                    &format!("policies.{}.key", p.name),
+                    "uses `account` but there is no [account] section",
+                );
+            }
+        }
+    }
+
+    pub(super) fn policies(&mut self, raw: &BTreeMap<String, RawPolicy>) -> Vec<Policy> {
+        raw.iter()
+            .filter_map(|(name, p)| self.policy(name, p))
+            .collect()
+    }
+
+    fn policy(&mut self, name: &str, p: &RawPolicy) -> Option<Policy> {
+        let at = |k: &str| format!("policies.{name}.{k}");
+        let before = self.problem_count();
+        let key = self.key_parts(&at("key"), &p.key);
+        let limit = self.nonzero_u32(&at("limit"), p.limit);
+        let is = |a: AlgorithmName| p.algorithm == a;
+        let windowless = is(AlgorithmName::Concurrency);
+        let period = match (&p.period, windowless) {
+            (Some(_), true) => {
+                self.fail(
+                    &at("period"),
+                    "concurrency limits requests in flight and has no period",
+                );
+                None
+            }
+            (None, true) => Some(Duration::ZERO),
+            (None, false) => {
+                self.fail(&at("period"), "required for this algorithm");
+                None
+            }
+            (Some(s), false) => self.duration(&at("period"), s).filter(|d| {
+                let ok = *d >= Duration::from_millis(1);
+                if !ok {
+                    self.fail(&at("period"), "must be at least 1ms");
+                }
+                ok
+            }),
+        };
+        let bursty = is(AlgorithmName::Gcra) || is(AlgorithmName::TokenBucket);
+        let burst = match p.burst {
+            Some(_) if !bursty => {
+                self.fail(
+                    &at("burst"),
+                    format!(
+                        "not used by {:?}: only gcra and token_bucket have a burst",
+                        p.algorithm
+                    ),
+                );
+                None
+            }
+            Some(b) => self.nonzero_u32(&at("burst"), b),
+            None if bursty => limit,
+            None => Some(NonZeroU32::MIN),
+        };
+        let max_delay = match &p.max_delay {
+            Some(_) if !is(AlgorithmName::LeakyBucket) => {
+                self.fail(&at("max_delay"), "only leaky_bucket holds requests");
+                None
+            }
+            Some(s) => humantime::parse_duration(s)
+                .map_err(|_| {
+                    self.fail(
+                        &at("max_delay"),
+                        format!("`{s}` is not a duration like \"500ms\""),
+                    )
+                })
+                .ok(),
+            None => Some(Duration::ZERO),
+        };
+        let cost = self.nonzero_u32(&at("cost"), p.cost);
+        // A cost no full state can pay would deny every request forever.
+        let capacity = if bursty { burst } else { limit };
+        if let (Some(c), Some(cap)) = (cost, capacity)
+            && c > cap
+        {
+            let what = if bursty { "burst" } else { "limit" };
+            self.fail(
+                &at("cost"),
+                format!("{c} is more than the {what} ({cap}): no request could ever pass"),
+            );
+        }
+        let max_keys = NonZeroUsize::new(p.max_keys as usize);
+        if max_keys.is_none() {
+            self.fail(&at("max_keys"), "must be at least 1");
+        }
+        if self.problem_count() > before {
+            return None;
+        }
+        Some(Policy {
+            name: name.to_string(),
+            key,
+            algorithm: p.algorithm,
+            limit: limit?,
+            period: period?,
+            burst: burst?,
+            cost: cost?,
+            max_delay: max_delay?,
+            mode: p.mode,
+            max_keys: max_keys?,
+        })
+    }
+
+    fn nonzero_u32(&mut self, key: &str, v: u64) -> Option<NonZeroU32> {
+        match u32::try_from(v).ok().and_then(NonZeroU32::new) {
+            Some(n) => Some(n),
+            None => {
+                self.fail(key, format!("{v} is out of range: use 1 to {}", u32::MAX));
+                None
+            }
+        }
+    }
+
+    fn key_parts(&mut self, key: &str, parts: &[String]) -> Vec<KeyPart> {
+        if parts.is_empty() {
+            self.fail(
+                key,
+                "needs at least one part (ip, account, route, method, header:NAME)",
+            );
+        }
+        parts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, part)| {
+                let parsed = match part.as_str() {
+                    "ip" => Some(KeyPart::Ip),
+                    "account" => Some(KeyPart::Account),
+                    "route" => Some(KeyPart::Route),
+                    "method" => Some(KeyPart::Method),
+                    other => other
+                        .strip_prefix("header:")
+                        .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok())
+                        .map(KeyPart::Header),
+                };
+                if parsed.is_none() {
+                    self.fail(
+                        &format!("{key}[{i}]"),
+                        format!("unknown key part `{part}`: use ip, account, route, method or header:NAME"),
+                    );
+                }
+                parsed
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,128 @@
+//! Exact rate arithmetic shared by the time-based per-key algorithms of the
+//! limit step.
+//!
+//! `period / limit` is rarely a whole number of nanoseconds (1 s / 3 is not),
+//! and rounding the emission interval either way would make an algorithm
+//! admit more or fewer than its advertised quota over a long run. Instead time
+//! is counted in *ticks* of `1 / scale` ns, with `scale = limit / gcd(period_ns,
+//! limit)`, so that one cell lasts exactly `interval = period_ns / gcd` ticks.
+//! For round quotas (100 per second) the scale is 1 and ticks are nanoseconds.
+//! Ticks are `u128`: `u64` nanoseconds times a `u32` scale cannot overflow.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use super::{Nanos, QuotaError};
+use crate::limit::clock::duration_to_nanos;
+
+/// The shortest accepted period.
+pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+
+/// The longest accepted period or delay: keeps every timestamp sum far from
+/// `u64` overflow while covering any real quota.
+pub const MAX_PERIOD: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+
+/// Validates a period and returns it in nanoseconds.
+pub(crate) fn period_nanos(period: Duration) -> Result<Nanos, QuotaError> {
+    if period < MIN_PERIOD {
+        Err(QuotaError::PeriodTooShort(period))
+    } else if period > MAX_PERIOD {
+        Err(QuotaError::PeriodTooLong(period))
+    } else {
+        Ok(duration_to_nanos(period))
+    }
+}
+
+/// `limit` cells per `period`, as exact integer tick arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rate {
+    /// Ticks per nanosecond (`limit / gcd`); also the refill of a token bucket
+    /// in ticks per nanosecond.
+    scale: u64,
+    /// Ticks per cell (`period_ns / gcd`): the exact emission interval.
+    interval: u64,
+}
+
+impl Rate {
+    /// Builds the tick system for `limit` per `period`.
+    pub(crate) fn new(limit: NonZeroU32, period: Duration) -> Result<Self, QuotaError> {
+        let period_ns = period_nanos(period)?;
+        let limit = u64::from(limit.get());
+        let g = gcd(period_ns, limit);
+        Ok(Self {
+            scale: limit / g,
+            interval: period_ns / g,
+        })
+    }
+
+    /// A timestamp or duration in ticks.
+    pub(crate) fn ticks(&self, ns: Nanos) -> u128 {
+        u128::from(ns) * u128::from(self.scale)
+    }
+
+    /// Ticks per nanosecond.
+    pub(crate) fn scale(&self) -> u128 {
+        u128::from(self.scale)
+    }
+
+    /// The duration of `cells` cells in ticks.
+    pub(crate) fn cells(&self, cells: u64) -> u128 {
+        u128::from(cells) * u128::from(self.interval)
+    }
+
+    /// How many whole cells fit in `ticks` (rounded down: never promise more).
+    pub(crate) fn whole_cells(&self, ticks: u128) -> u64 {
+        saturate(ticks / u128::from(self.interval))
+    }
+
+    /// Ticks back to nanoseconds, rounded up: a wait reported 1 ns late is
+    /// harmless, one reported early would be denied again.
+    pub(crate) fn ns_ceil(&self, ticks: u128) -> Nanos {
+        saturate(ticks.div_ceil(u128::from(self.scale)))
+    }
+}
+
+/// Clamps a `u128` into `u64` so "too far to express" reads as "forever".
+pub(crate) fn saturate(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
+}
+
+/// Euclid; both inputs are non-zero here, so the result is too.
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nz(n: u32) -> NonZeroU32 {
+        NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
+    }
+
+    #[test]
+    fn round_quota_uses_nanosecond_ticks() {
+        let r = Rate::new(nz(100), Duration::from_secs(1)).expect("valid");
+        assert_eq!((r.scale, r.interval), (1, 10_000_000));
+    }
+
+    #[test]
+    fn thirds_are_exact() {
+        let r = Rate::new(nz(3), Duration::from_secs(1)).expect("valid");
+        assert_eq!(r.cells(3), r.ticks(1_000_000_000));
+        assert_eq!(r.ns_ceil(r.cells(1)), 333_333_334);
+    }
+
+    #[test]
+    fn period_bounds() {
+        assert_eq!(
+            period_nanos(Duration::from_micros(999)),
+            Err(QuotaError::PeriodTooShort(Duration::from_micros(999)))
+        );
+        assert!(period_nanos(MAX_PERIOD + Duration::from_nanos(1)).is_err());
+        assert_eq!(period_nanos(MIN_PERIOD), Ok(1_000_000));
+    }
+}

@@ -1,0 +1,133 @@
+//! Rate-limit metrics, registered at start-up beside the proxy's.
+//!
+//! Names are a contract: `tollgate_decisions_total{route,policy,outcome}` with outcome in
+//! `allow`, `deny`, `shadow_deny`; `tollgate_limiter_keys{policy}`;
+//! `tollgate_limiter_evictions_total{policy}`.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// One decision's labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub route: Arc<str>,
+    pub policy: Arc<str>,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    policy: Arc<str>,
+}
+
+/// What a policy decided for one request, as counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Allow,
+    Deny,
+    /// A shadow-mode policy would have denied.
+    ShadowDeny,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny => "deny",
+            Outcome::ShadowDeny => "shadow_deny",
+        }
+    }
+}
+
+/// Per-request counters.
+#[derive(Clone)]
+pub struct LimitMetrics {
+    decisions: Family<DecisionLabels, Counter>,
+}
+
+impl LimitMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "tollgate_decisions",
+            "Rate-limit decisions by route, policy and outcome (allow, deny, shadow_deny)",
+            decisions.clone(),
+        );
+        LimitMetrics { decisions }
+    }
+
+    pub fn decision(&self, route: &Arc<str>, policy: &Arc<str>, outcome: Outcome) {
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                route: route.clone(),
+                policy: policy.clone(),
+                outcome: outcome.label(),
+            })
+            .inc();
+    }
+}
+
+/// Per-policy state size, indexed by policy; handles cached so the hot path skips lookups.
+pub struct PolicyGauges {
+    keys: Vec<Gauge>,
+    evictions: Vec<Counter>,
+}
+
+impl PolicyGauges {
+    pub fn register(registry: &mut Registry, names: &[Arc<str>]) -> Self {
+        let keys = Family::<PolicyLabels, Gauge>::default();
+        let evictions = Family::<PolicyLabels, Counter>::default();
+        registry.register(
+            "tollgate_limiter_keys",
+            "Keys held in local limiter state, by policy",
+            keys.clone(),
+        );
+        registry.register(
+            "tollgate_limiter_evictions",
+            "Live keys evicted because a policy reached max_keys (each restarts full)",
+            evictions.clone(),
+        );
+        let label = |n: &Arc<str>| PolicyLabels { policy: n.clone() };
+        PolicyGauges {
+            keys: names
+                .iter()
+                .map(|n| keys.get_or_create(&label(n)).clone())
+                .collect(),
+            evictions: names
+                .iter()
+                .map(|n| evictions.get_or_create(&label(n)).clone())
+                .collect(),
+        }
+    }
+
+    /// Gauges that nobody exports (unit tests, benches).
+    pub fn detached(policies: usize) -> Self {
+        PolicyGauges {
+            keys: (0..policies).map(|_| Gauge::default()).collect(),
+            evictions: (0..policies).map(|_| Counter::default()).collect(),
+        }
+    }
+
+    pub fn keys_added(&self, policy: usize, n: i64) {
+        self.keys[policy].inc_by(n);
+    }
+
+    pub fn keys_removed(&self, policy: usize, n: i64) {
+        self.keys[policy].dec_by(n);
+    }
+
+    pub fn evicted(&self, policy: usize, n: u64) {
+        if n > 0 {
+            self.evictions[policy].inc_by(n);
+        }
+    }
+
+    pub fn keys(&self, policy: usize) -> i64 {
+        self.keys[policy].get()
+    }
+}

@@ -1,0 +1,19 @@
+//! The "limit" step of the request path: turning a request into rate-limit keys,
+//! deciding each key against its policy's algorithm, and choosing where that
+//! decision is made (the decision site).
+//!
+//! The [`clock`] every decision is timed by and the per-key [`algorithm`]s are
+//! pure computation, free of I/O and of per-key maps, so the store layer can
+//! choose its own locking and eviction while the admission math stays testable
+//! with explicit timestamps.
+
+pub mod algorithm;
+pub mod clock;
+pub mod keys;
+pub mod limiter;
+pub mod local;
+pub mod metrics;
+pub mod permit;
+pub mod policy;
+
+pub use limiter::{Admission, Limiter, PolicyReport};

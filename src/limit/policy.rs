@@ -1,0 +1,216 @@
+//! A configured policy as the limit step uses it: its algorithm (one per headroom level),
+//! its key recipe and its mode.
+//!
+//! Algorithms are dispatched through one enum rather than trait objects so every policy's
+//! per-key state fits the same map value type: that lets one sharded store hold all
+//! policies and lock a request's keys together (see `local.rs`).
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use super::algorithm::{
+    Algorithm, Concurrency, ConcurrencyState, Decision, Gcra, GcraState, LeakyBucket,
+    LeakyBucketState, QuotaError, QuotaInfo, SlidingWindow, SlidingWindowState, Snapshot,
+    TokenBucket, TokenBucketState,
+};
+use super::clock::Nanos;
+use crate::config::{AlgorithmName, KeyPart, Mode, Policy};
+
+/// Any of the five algorithms.
+#[derive(Debug)]
+pub enum AnyAlgorithm {
+    Gcra(Gcra),
+    TokenBucket(TokenBucket),
+    SlidingWindow(SlidingWindow),
+    LeakyBucket(LeakyBucket),
+    Concurrency(Concurrency),
+}
+
+/// The per-key state of any algorithm; a key's variant always matches its policy's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AnyState {
+    Gcra(GcraState),
+    TokenBucket(TokenBucketState),
+    SlidingWindow(SlidingWindowState),
+    LeakyBucket(LeakyBucketState),
+    Concurrency(ConcurrencyState),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $state:ident, |$alg:ident, $s:ident| $body:expr, |$alg2:ident| $fresh:expr) => {
+        match ($self, $state) {
+            (AnyAlgorithm::Gcra($alg), Some(AnyState::Gcra($s))) => $body,
+            (AnyAlgorithm::TokenBucket($alg), Some(AnyState::TokenBucket($s))) => $body,
+            (AnyAlgorithm::SlidingWindow($alg), Some(AnyState::SlidingWindow($s))) => $body,
+            (AnyAlgorithm::LeakyBucket($alg), Some(AnyState::LeakyBucket($s))) => $body,
+            (AnyAlgorithm::Concurrency($alg), Some(AnyState::Concurrency($s))) => $body,
+            // Absent key (or, impossibly, a state of another algorithm): a fresh key.
+            (AnyAlgorithm::Gcra($alg2), _) => $fresh,
+            (AnyAlgorithm::TokenBucket($alg2), _) => $fresh,
+            (AnyAlgorithm::SlidingWindow($alg2), _) => $fresh,
+            (AnyAlgorithm::LeakyBucket($alg2), _) => $fresh,
+            (AnyAlgorithm::Concurrency($alg2), _) => $fresh,
+        }
+    };
+}
+
+/// Wrap a typed decision's state into [`AnyState`].
+fn wrap<S>(d: Decision<S>, f: impl FnOnce(S) -> AnyState) -> Decision<AnyState> {
+    Decision {
+        verdict: d.verdict,
+        state: f(d.state),
+        remaining: d.remaining,
+        reset_after: d.reset_after,
+    }
+}
+
+trait IntoAny: Copy {
+    fn any(self) -> AnyState;
+}
+impl IntoAny for GcraState {
+    fn any(self) -> AnyState {
+        AnyState::Gcra(self)
+    }
+}
+impl IntoAny for TokenBucketState {
+    fn any(self) -> AnyState {
+        AnyState::TokenBucket(self)
+    }
+}
+impl IntoAny for SlidingWindowState {
+    fn any(self) -> AnyState {
+        AnyState::SlidingWindow(self)
+    }
+}
+impl IntoAny for LeakyBucketState {
+    fn any(self) -> AnyState {
+        AnyState::LeakyBucket(self)
+    }
+}
+impl IntoAny for ConcurrencyState {
+    fn any(self) -> AnyState {
+        AnyState::Concurrency(self)
+    }
+}
+
+impl AnyAlgorithm {
+    /// Build the algorithm of `p`, with limit and burst multiplied by `headroom`.
+    pub fn new(p: &Policy, headroom: NonZeroU32) -> Result<Self, QuotaError> {
+        let limit = p.limit.saturating_mul(headroom);
+        let burst = p.burst.saturating_mul(headroom);
+        Ok(match p.algorithm {
+            AlgorithmName::Gcra => AnyAlgorithm::Gcra(Gcra::new(limit, p.period, burst)?),
+            AlgorithmName::TokenBucket => {
+                AnyAlgorithm::TokenBucket(TokenBucket::new(limit, p.period, burst)?)
+            }
+            AlgorithmName::SlidingWindow => {
+                AnyAlgorithm::SlidingWindow(SlidingWindow::new(limit, p.period)?)
+            }
+            AlgorithmName::LeakyBucket => {
+                AnyAlgorithm::LeakyBucket(LeakyBucket::new(limit, p.period, p.max_delay)?)
+            }
+            AlgorithmName::Concurrency => AnyAlgorithm::Concurrency(Concurrency::new(limit)),
+        })
+    }
+
+    pub fn decide(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> Decision<AnyState> {
+        dispatch!(
+            self,
+            state,
+            |a, s| wrap(a.decide(Some(s), cost, now), IntoAny::any),
+            |a| wrap(a.decide(None, cost, now), IntoAny::any)
+        )
+    }
+
+    pub fn peek(&self, state: Option<AnyState>, now: Nanos) -> Snapshot {
+        dispatch!(self, state, |a, s| a.peek(Some(s), now), |a| a
+            .peek(None, now))
+    }
+
+    /// True when the state may be dropped without changing any decision.
+    pub fn is_idle(&self, state: &AnyState, now: Nanos) -> bool {
+        let state = Some(*state);
+        dispatch!(self, state, |a, s| a.is_idle(&s, now), |_a| true)
+    }
+
+    /// Concurrency: give back `cost` cells; other algorithms return the state unchanged.
+    pub fn release(&self, state: AnyState, cost: u32) -> AnyState {
+        match (self, state) {
+            (AnyAlgorithm::Concurrency(a), AnyState::Concurrency(s)) => a.release(s, cost).any(),
+            _ => state,
+        }
+    }
+
+    pub fn quota(&self) -> QuotaInfo {
+        match self {
+            AnyAlgorithm::Gcra(a) => a.quota(),
+            AnyAlgorithm::TokenBucket(a) => a.quota(),
+            AnyAlgorithm::SlidingWindow(a) => a.quota(),
+            AnyAlgorithm::LeakyBucket(a) => a.quota(),
+            AnyAlgorithm::Concurrency(a) => a.quota(),
+        }
+    }
+
+    pub fn is_concurrency(&self) -> bool {
+        matches!(self, AnyAlgorithm::Concurrency(_))
+    }
+}
+
+/// A policy ready for the request path.
+#[derive(Debug)]
+pub struct PolicyRuntime {
+    /// Name as written: header item name, metric label, key namespace.
+    pub name: Arc<str>,
+    /// Position in the limiter's policy list; also the store's map index.
+    pub index: usize,
+    /// How the key is built.
+    pub key: Vec<KeyPart>,
+    /// Cells each request spends.
+    pub cost: NonZeroU32,
+    /// Overrides the route's mode when set.
+    pub mode: Option<Mode>,
+    /// Headroom 1 first, then each distinct shared-range headroom; only ip-keyed policies
+    /// have more than one.
+    pub algorithms: Vec<(NonZeroU32, AnyAlgorithm)>,
+    /// Memory bound of this policy's local state.
+    pub max_keys: usize,
+}
+
+impl PolicyRuntime {
+    pub fn new(index: usize, p: &Policy, headrooms: &[NonZeroU32]) -> Result<Self, QuotaError> {
+        let mut levels = vec![NonZeroU32::MIN];
+        if p.key.contains(&KeyPart::Ip) {
+            for h in headrooms {
+                if !levels.contains(h) {
+                    levels.push(*h);
+                }
+            }
+        }
+        let algorithms = levels
+            .into_iter()
+            .map(|h| AnyAlgorithm::new(p, h).map(|a| (h, a)))
+            .collect::<Result<_, _>>()?;
+        Ok(PolicyRuntime {
+            name: Arc::from(p.name.as_str()),
+            index,
+            key: p.key.clone(),
+            cost: p.cost,
+            mode: p.mode,
+            algorithms,
+            max_keys: p.max_keys.get(),
+        })
+    }
+
+    /// The algorithm for a client with this headroom (1 when not ip-keyed).
+    pub fn algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
+        self.algorithms
+            .iter()
+            .find(|(h, _)| *h == headroom)
+            .map_or(&self.algorithms[0].1, |(_, a)| a)
+    }
+
+    /// The algorithm at headroom 1: what `RateLimit-Policy` advertises.
+    pub fn base(&self) -> &AnyAlgorithm {
+        &self.algorithms[0].1
+    }
+}

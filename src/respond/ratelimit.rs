@@ -1,0 +1,262 @@
+//! Rate-limit answers: the 429 and the draft-ietf-httpapi-ratelimit-headers fields.
+//!
+//! `RateLimit-Policy: "per_ip";q=100;w=1` and `RateLimit: "per_ip";r=57;t=1` are
+//! Structured Field Lists (RFC 9651) with one item per enforcing policy that applied.
+//! `Retry-After` (RFC 9110 §10.2.3) on a 429 names the same moment as the largest `t`.
+
+use std::fmt::Write;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
+
+use super::problem;
+use crate::config::{HeadersWhere, Response as ResponseConfig};
+use crate::limit::PolicyReport;
+use crate::limit::algorithm::{NEVER, QuotaInfo};
+use crate::limit::clock::Nanos;
+use crate::proxy::ResponseBody;
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Whole seconds, rounded up.
+pub fn ceil_secs(n: Nanos) -> u64 {
+    n.div_ceil(NANOS_PER_SEC)
+}
+
+/// `q` and `w`: the window in whole seconds (at least 1), and the quota scaled to it when
+/// the period is not a whole number of seconds (rounded down, never promising more).
+pub fn quota_q_w(q: &QuotaInfo) -> (u64, Option<u64>) {
+    let period = q.period.as_nanos() as u64;
+    if period == 0 {
+        return (q.limit, None); // concurrency: no window
+    }
+    let w = ceil_secs(period).max(1);
+    let scaled = (q.limit as u128 * (w * NANOS_PER_SEC) as u128 / period as u128) as u64;
+    (scaled, Some(w))
+}
+
+/// The `t` of one item: the wait of a denying policy (≥ 1 s), else its reset.
+fn t_of(r: &PolicyReport) -> u64 {
+    match r.retry_after {
+        Some(wait) => ceil_secs(wait.min(NEVER - 1)).max(1),
+        None => ceil_secs(r.reset_after),
+    }
+}
+
+/// An sf-string: the policy name in quotes, `"` and `\` escaped (names are validated ASCII).
+fn sf_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+/// Add the rate-limit headers for `report` where `[response] headers` allows them.
+pub fn add_headers(
+    headers: &mut HeaderMap,
+    report: &[PolicyReport],
+    cfg: &ResponseConfig,
+    denied: bool,
+) {
+    if report.is_empty() {
+        return;
+    }
+    let show = match cfg.headers {
+        HeadersWhere::All => true,
+        HeadersWhere::Denied => denied,
+        HeadersWhere::None => false,
+    };
+    if show {
+        let (mut policy, mut state) = (String::new(), String::new());
+        for (i, r) in report.iter().enumerate() {
+            if i > 0 {
+                policy.push_str(", ");
+                state.push_str(", ");
+            }
+            let (q, w) = quota_q_w(&r.quota);
+            sf_string(&mut policy, &r.name);
+            let _ = write!(policy, ";q={q}");
+            if let Some(w) = w {
+                let _ = write!(policy, ";w={w}");
+            }
+            sf_string(&mut state, &r.name);
+            let remaining = if r.retry_after.is_some() {
+                0
+            } else {
+                r.remaining
+            };
+            let _ = write!(state, ";r={remaining};t={}", t_of(r));
+        }
+        insert(headers, RATELIMIT_POLICY.clone(), &policy);
+        insert(headers, RATELIMIT.clone(), &state);
+    }
+    if cfg.legacy_headers && cfg.headers != HeadersWhere::None {
+        // The legacy trio describes one policy: the one closest to denying.
+        let tightest = report
+            .iter()
+            .min_by_key(|r| {
+                if r.retry_after.is_some() {
+                    0
+                } else {
+                    r.remaining.saturating_add(1)
+                }
+            })
+            .expect("report is not empty");
+        let (q, _) = quota_q_w(&tightest.quota);
+        let remaining = if tightest.retry_after.is_some() {
+            0
+        } else {
+            tightest.remaining
+        };
+        insert(
+            headers,
+            HeaderName::from_static("x-ratelimit-limit"),
+            &q.to_string(),
+        );
+        insert(
+            headers,
+            HeaderName::from_static("x-ratelimit-remaining"),
+            &remaining.to_string(),
+        );
+        insert(
+            headers,
+            HeaderName::from_static("x-ratelimit-reset"),
+            &t_of(tightest).to_string(),
+        );
+    }
+}
+
+fn insert(headers: &mut HeaderMap, name: HeaderName, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        headers.insert(name, v);
+    }
+}
+
+/// The 429 for a denied request: problem body naming the denying policies and the wait.
+pub fn too_many_requests(report: &[PolicyReport], cfg: &ResponseConfig) -> Response<ResponseBody> {
+    let denying: Vec<&PolicyReport> = report.iter().filter(|r| r.retry_after.is_some()).collect();
+    let wait = denying
+        .iter()
+        .filter_map(|r| r.retry_after)
+        .max()
+        .unwrap_or(NANOS_PER_SEC);
+    let retry_after = ceil_secs(wait.min(NEVER - 1)).max(1);
+    let names: Vec<&str> = denying.iter().map(|r| &*r.name).collect();
+    let body = serde_json::json!({
+        "type": "https://tollgate.dev/problems/rate_limited",
+        "title": "Too Many Requests",
+        "status": 429,
+        "detail": format!("rate limit exceeded ({}); retry in {retry_after} s", names.join(", ")),
+        "policy": names.first().copied().unwrap_or(""),
+        "policies": names,
+        "retry_after": retry_after,
+    });
+    let mut resp = problem(StatusCode::TOO_MANY_REQUESTS, body);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    add_headers(resp.headers_mut(), report, cfg, true);
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn report(
+        name: &str,
+        limit: u64,
+        period_ms: u64,
+        remaining: u64,
+        reset_ms: u64,
+        retry_ms: Option<u64>,
+    ) -> PolicyReport {
+        PolicyReport {
+            name: Arc::from(name),
+            quota: QuotaInfo {
+                limit,
+                period: Duration::from_millis(period_ms),
+            },
+            remaining,
+            reset_after: reset_ms * 1_000_000,
+            retry_after: retry_ms.map(|m| m * 1_000_000),
+        }
+    }
+
+    fn all() -> ResponseConfig {
+        ResponseConfig {
+            headers: HeadersWhere::All,
+            legacy_headers: true,
+        }
+    }
+
+    #[test]
+    fn headers_match_the_draft_examples() {
+        let mut h = HeaderMap::new();
+        let r = [
+            report("per_ip", 100, 1000, 57, 430, None),
+            report("per_account_login", 5, 60_000, 0, 0, Some(41_200)),
+        ];
+        add_headers(&mut h, &r, &all(), true);
+        assert_eq!(
+            h["ratelimit-policy"],
+            "\"per_ip\";q=100;w=1, \"per_account_login\";q=5;w=60"
+        );
+        assert_eq!(
+            h["ratelimit"],
+            "\"per_ip\";r=57;t=1, \"per_account_login\";r=0;t=42"
+        );
+        assert_eq!(h["x-ratelimit-remaining"], "0");
+        assert_eq!(h["x-ratelimit-limit"], "5");
+    }
+
+    #[test]
+    fn sub_second_periods_scale_q() {
+        assert_eq!(
+            quota_q_w(&QuotaInfo {
+                limit: 10,
+                period: Duration::from_millis(500)
+            }),
+            (20, Some(1))
+        );
+        assert_eq!(
+            quota_q_w(&QuotaInfo {
+                limit: 10,
+                period: Duration::from_millis(1500)
+            }),
+            (13, Some(2))
+        );
+        assert_eq!(
+            quota_q_w(&QuotaInfo {
+                limit: 3,
+                period: Duration::ZERO
+            }),
+            (3, None)
+        );
+    }
+
+    #[test]
+    fn retry_after_is_the_largest_wait_rounded_up() {
+        let r = [
+            report("a", 1, 1000, 0, 0, Some(1)),
+            report("b", 1, 1000, 0, 0, Some(2_300)),
+        ];
+        let resp = too_many_requests(
+            &r,
+            &ResponseConfig {
+                headers: HeadersWhere::None,
+                legacy_headers: false,
+            },
+        );
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()["retry-after"], "3");
+        assert!(resp.headers().get("ratelimit").is_none());
+    }
+}
