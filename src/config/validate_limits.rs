@@ -11,6 +11,8 @@ use http::HeaderName;
 use ipnet::IpNet;
 use siphasher::sip128::{Hasher128, SipHasher13};
 
+use crate::limit::algorithm::{MAX_PERIOD, MIN_PERIOD};
+
 use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy};
 use super::validate::Validator;
 use super::{Account, ClientIp, KeyPart, Policy};
@@ -119,6 +121,16 @@ impl Validator {
     fn policy(&mut self, name: &str, p: &RawPolicy) -> Option<Policy> {
         let at = |k: &str| format!("policies.{name}.{k}");
         let before = self.problem_count();
+        // The name is a header item (an sf-string) and a metric label: keep it plain.
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        {
+            self.fail(
+                &format!("policies.{name}"),
+                "policy names may use only letters, digits, `_`, `-` and `.`",
+            );
+        }
         let key = self.key_parts(&at("key"), &p.key);
         let limit = self.nonzero_u32(&at("limit"), p.limit);
         let is = |a: AlgorithmName| p.algorithm == a;
@@ -137,9 +149,9 @@ impl Validator {
                 None
             }
             (Some(s), false) => self.duration(&at("period"), s).filter(|d| {
-                let ok = *d >= Duration::from_millis(1);
+                let ok = (MIN_PERIOD..=MAX_PERIOD).contains(d);
                 if !ok {
-                    self.fail(&at("period"), "must be at least 1ms");
+                    self.fail(&at("period"), "must be at least 1ms and at most 10 years");
                 }
                 ok
             }),
@@ -165,14 +177,20 @@ impl Validator {
                 self.fail(&at("max_delay"), "only leaky_bucket holds requests");
                 None
             }
-            Some(s) => humantime::parse_duration(s)
-                .map_err(|_| {
+            Some(s) => match humantime::parse_duration(s) {
+                Ok(d) if d <= MAX_PERIOD => Some(d),
+                Ok(_) => {
+                    self.fail(&at("max_delay"), "must be at most 10 years");
+                    None
+                }
+                Err(_) => {
                     self.fail(
                         &at("max_delay"),
                         format!("`{s}` is not a duration like \"500ms\""),
-                    )
-                })
-                .ok(),
+                    );
+                    None
+                }
+            },
             None => Some(Duration::ZERO),
         };
         let cost = self.nonzero_u32(&at("cost"), p.cost);

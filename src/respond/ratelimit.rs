@@ -96,7 +96,7 @@ pub fn add_headers(
         insert(headers, RATELIMIT_POLICY.clone(), &policy);
         insert(headers, RATELIMIT.clone(), &state);
     }
-    if cfg.legacy_headers && cfg.headers != HeadersWhere::None {
+    if show && cfg.legacy_headers {
         // The legacy trio describes one policy: the one closest to denying.
         let tightest = report
             .iter()

@@ -97,6 +97,7 @@ pub async fn echo_upstream() -> SocketAddr {
 /// A gateway running in-process on ephemeral ports.
 pub struct Gateway {
     pub addrs: tollgate::server::Addrs,
+    pub limiter: Arc<tollgate::limit::Limiter>,
     stop: Option<oneshot::Sender<()>>,
     pub task: Option<JoinHandle<()>>,
 }
@@ -104,19 +105,29 @@ pub struct Gateway {
 impl Gateway {
     /// Start from TOML text; relative paths resolve against the repository root.
     pub async fn start(toml: &str) -> Gateway {
+        Self::start_with_clock(toml, Arc::new(tollgate::limit::clock::SystemClock::new())).await
+    }
+
+    /// Start with the limiter on `clock` (a `ManualClock` makes limits deterministic).
+    pub async fn start_with_clock(
+        toml: &str,
+        clock: Arc<dyn tollgate::limit::clock::Clock>,
+    ) -> Gateway {
         let origin = repo_path("inline-test.toml");
         let raw = tollgate::config::parse_str(toml, &origin).expect("test config parses");
         let cfg = tollgate::config::validate(raw, &origin).expect("test config is valid");
-        let server = tollgate::server::Server::bind(cfg)
+        let server = tollgate::server::Server::bind_with_clock(cfg, clock)
             .await
             .expect("gateway binds");
         let addrs = server.addrs();
+        let limiter = server.limiter().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async {
             let _ = stopped.await;
         }));
         Gateway {
             addrs,
+            limiter,
             stop: Some(stop),
             task: Some(task),
         }

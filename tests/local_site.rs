@@ -1,0 +1,191 @@
+//! The local decision site under pressure: all-or-nothing with many threads on overlapping
+//! keys, and the memory bound under a flood of distinct clients.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, Method};
+use tollgate::config::{AlgorithmName, KeyPart, Policy};
+use tollgate::limit::Limiter;
+use tollgate::limit::clock::{Clock, ManualClock};
+use tollgate::limit::local::{CheckItem, LocalStore};
+use tollgate::limit::metrics::PolicyGauges;
+use tollgate::limit::policy::PolicyRuntime;
+
+fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
+    Policy {
+        name: name.into(),
+        key: vec![KeyPart::Ip],
+        algorithm,
+        limit: NonZeroU32::new(burst).unwrap(),
+        period: Duration::from_secs(60),
+        burst: NonZeroU32::new(burst).unwrap(),
+        cost: NonZeroU32::MIN,
+        max_delay: Duration::ZERO,
+        mode: None,
+        max_keys: NonZeroUsize::new(1_000_000).unwrap(),
+    }
+}
+
+/// 4 threads, each request spending on one "ip" key (GCRA) and one "account" key (token
+/// bucket) drawn from small overlapping sets, time frozen. Per key: admitted ≤ burst, and the
+/// key's remaining budget is exactly burst − admitted, so denied requests charged nothing.
+#[test]
+fn all_or_nothing_holds_under_concurrency() {
+    const BURST: u32 = 40;
+    let policies: Arc<[PolicyRuntime]> = vec![
+        PolicyRuntime::new(0, &policy("ip", AlgorithmName::Gcra, BURST), &[]).unwrap(),
+        PolicyRuntime::new(1, &policy("acct", AlgorithmName::TokenBucket, BURST), &[]).unwrap(),
+    ]
+    .into();
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let store = Arc::new(LocalStore::new(
+        policies.clone(),
+        Arc::new(clock.clone()),
+        Arc::new(PolicyGauges::detached(2)),
+    ));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut admitted: HashMap<(usize, String), u32> = HashMap::new();
+                let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
+                for _ in 0..3_000 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let items = [
+                        CheckItem {
+                            policy: 0,
+                            headroom: NonZeroU32::MIN,
+                            key: format!("ip:{}", seed % 7),
+                            cost: 1,
+                        },
+                        CheckItem {
+                            policy: 1,
+                            headroom: NonZeroU32::MIN,
+                            key: format!("acct:{}", (seed >> 8) % 5),
+                            cost: 1,
+                        },
+                    ];
+                    let results = store.check(&items, |ds| {
+                        let all = ds.iter().all(|d| d.verdict.admits());
+                        vec![all; ds.len()]
+                    });
+                    let all_admitted = results.iter().all(|r| r.decision.verdict.admits());
+                    assert!(
+                        results.iter().all(|r| r.committed == all_admitted),
+                        "partial commit"
+                    );
+                    if all_admitted {
+                        for it in &items {
+                            *admitted.entry((it.policy, it.key.clone())).or_default() += 1;
+                        }
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut total: HashMap<(usize, String), u32> = HashMap::new();
+    for t in threads {
+        for (k, n) in t.join().unwrap() {
+            *total.entry(k).or_default() += n;
+        }
+    }
+    assert!(total.values().sum::<u32>() > 0);
+    let now = clock.now();
+    for ((p, key), n) in &total {
+        assert!(*n <= BURST, "{key}: admitted {n} > burst {BURST}");
+        let state = store.state(*p, key);
+        let remaining = policies[*p]
+            .algorithm(NonZeroU32::MIN)
+            .peek(state, now)
+            .remaining;
+        assert_eq!(
+            remaining,
+            u64::from(BURST - n),
+            "{key}: a denied request was charged"
+        );
+    }
+    // Keys that never admitted anything hold no state at all.
+    for p in 0..2 {
+        assert_eq!(
+            store.key_count(p),
+            total.keys().filter(|(q, _)| *q == p).count()
+        );
+    }
+}
+
+/// A million distinct IPv6 /64s against one policy bounded at 100 000 keys.
+#[tokio::test(flavor = "current_thread")]
+async fn a_flood_of_distinct_clients_stays_within_max_keys() {
+    let text = r#"
+[server]
+listen = "127.0.0.1:0"
+[upstreams.app]
+urls = ["http://127.0.0.1:9"]
+[policies.per_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 10
+period = "1m"
+burst = 10
+max_keys = 100000
+[[routes]]
+name = "api"
+upstream = "app"
+policies = ["per_ip"]
+"#;
+    let origin = Path::new("flood.toml");
+    let cfg =
+        tollgate::config::validate(tollgate::config::parse_str(text, origin).unwrap(), origin)
+            .unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let clock = ManualClock::new();
+    let limiter = Limiter::new(&cfg, Arc::new(clock.clone()), &mut registry).unwrap();
+    let route: Arc<str> = Arc::from("api");
+    let (method, headers) = (Method::GET, HeaderMap::new());
+    let mut peak = 0;
+    for i in 0..1_000_000u64 {
+        // A different /64 each time; the low 64 bits vary too but are folded away.
+        let ip = Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            (i >> 16) as u16,
+            i as u16,
+            1,
+            2,
+            3,
+            (i % 7) as u16,
+        );
+        let a = limiter
+            .check(0, &route, IpAddr::V6(ip), &method, &headers)
+            .await;
+        assert!(!a.denied, "every client is new");
+        if i % 50_000 == 0 {
+            peak = peak.max(limiter.local().key_count(0));
+        }
+    }
+    let keys = limiter.local().key_count(0);
+    peak = peak.max(keys);
+    assert!(peak <= 100_000, "held {peak} keys, bound is 100000");
+    assert!(keys >= 80_000, "the bound is used, not emptied: {keys}");
+    let mut exported = String::new();
+    prometheus_client::encoding::text::encode(&mut exported, &registry).unwrap();
+    assert!(
+        exported.contains(&format!(
+            "tollgate_limiter_keys{{policy=\"per_ip\"}} {keys}"
+        )),
+        "{exported}"
+    );
+    assert!(
+        exported.contains("tollgate_limiter_evictions_total{policy=\"per_ip\"}"),
+        "{exported}"
+    );
+}
