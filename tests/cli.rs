@@ -96,8 +96,17 @@ fn demo_runs_without_any_service() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("polite client"), "{stdout}");
-    assert!(stdout.contains("200×"), "{stdout}");
+    let row = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row("polite client").contains("200×10"), "{stdout}");
+    assert!(!row("polite client").contains("429"), "{stdout}");
+    assert!(row("abusive client").contains("429×"), "{stdout}");
+    assert!(row("behind CGNAT").contains("200×40"), "{stdout}");
 }
 
 /// Start `tollgate serve` on port 0 and read the bound address from its log.

@@ -40,26 +40,46 @@ struct Persona {
     requests: usize,
     /// Pause between requests; zero means as fast as possible.
     pace: Duration,
+    /// What the row shows.
+    note: &'static str,
 }
 
+/// Against the shipped `per_ip` policy (GCRA, 20/s, burst 10) on `/api`.
 const PERSONAS: &[Persona] = &[
     Persona {
         name: "polite client",
         ip: "198.51.100.7",
         requests: 10,
-        pace: Duration::from_millis(50),
+        pace: Duration::from_millis(100),
+        note: "10/s, under the limit",
     },
     Persona {
-        name: "busy client",
+        name: "abusive client",
         ip: "203.0.113.9",
         requests: 60,
         pace: Duration::ZERO,
+        note: "burst of 60: 429 + Retry-After",
     },
     Persona {
-        name: "ipv6 client",
+        name: "ipv6 laptop",
         ip: "2001:db8:1:2::10",
-        requests: 20,
+        requests: 10,
         pace: Duration::ZERO,
+        note: "shares one /64 budget...",
+    },
+    Persona {
+        name: "ipv6 phone",
+        ip: "2001:db8:1:2::20",
+        requests: 10,
+        pace: Duration::ZERO,
+        note: "...with the laptop",
+    },
+    Persona {
+        name: "behind CGNAT",
+        ip: "100.64.12.34",
+        requests: 40,
+        pace: Duration::ZERO,
+        note: "100.64/10: limits x4",
     },
 ];
 
@@ -92,6 +112,11 @@ pub async fn run() -> Result<(), DemoError> {
     println!("sending requests as {} clients…\n", PERSONAS.len());
     let reports = futures_join_all(addrs.listen).await;
     print_table(&reports);
+    println!(
+        "\nPolicies come from config.toml: `per_ip` is GCRA at 20/s with a burst of 10. Denied requests\n\
+         got 429 with Retry-After and RateLimit headers; IPv6 clients are keyed by /64, and clients in\n\
+         100.64.0.0/10 (carrier-grade NAT) get `cgnat_headroom` times the limit."
+    );
 
     let _ = stop.send(());
     let _ = running.await;
@@ -117,22 +142,26 @@ async fn futures_join_all(gateway: SocketAddr) -> Vec<ClientReport> {
 type DemoClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
 
 async fn drive(client: &DemoClient, gateway: SocketAddr, p: &Persona) -> ClientReport {
-    let mut report = ClientReport::new(p.name, p.ip);
+    let mut report = ClientReport::new(p.name, p.ip, p.note);
     for _ in 0..p.requests {
         let req = http::Request::get(format!("http://{gateway}/api/hello"))
             .header("x-forwarded-for", p.ip)
             .body(Empty::new())
             .expect("static request is valid");
         let started = Instant::now();
-        let status = match client.request(req).await {
+        let (status, retry_after) = match client.request(req).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
+                let retry_after = resp
+                    .headers()
+                    .get(http::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
                 let _ = resp.into_body().collect().await;
-                status
+                (status, retry_after)
             }
-            Err(_) => 0,
+            Err(_) => (0, None),
         };
-        report.record(status, started.elapsed());
+        report.record(status, retry_after, started.elapsed());
         if !p.pace.is_zero() {
             tokio::time::sleep(p.pace).await;
         }

@@ -7,6 +7,10 @@ use std::time::Duration;
 pub struct ClientReport {
     pub name: &'static str,
     pub ip: &'static str,
+    /// What the row demonstrates.
+    pub note: &'static str,
+    /// Largest `Retry-After` seen, in seconds.
+    pub max_retry_after: Option<u64>,
     /// Count per status code (0 = connection error).
     pub statuses: BTreeMap<u16, usize>,
     /// Every request's latency, for percentiles.
@@ -14,16 +18,19 @@ pub struct ClientReport {
 }
 
 impl ClientReport {
-    pub fn new(name: &'static str, ip: &'static str) -> Self {
+    pub fn new(name: &'static str, ip: &'static str, note: &'static str) -> Self {
         ClientReport {
             name,
             ip,
+            note,
+            max_retry_after: None,
             statuses: BTreeMap::new(),
             latencies: Vec::new(),
         }
     }
 
-    pub fn record(&mut self, status: u16, took: Duration) {
+    pub fn record(&mut self, status: u16, retry_after: Option<u64>, took: Duration) {
+        self.max_retry_after = self.max_retry_after.max(retry_after);
         *self.statuses.entry(status).or_default() += 1;
         self.latencies.push(took);
     }
@@ -41,8 +48,8 @@ impl ClientReport {
 
 pub fn print_table(reports: &[ClientReport]) {
     println!(
-        "{:<16} {:<18} {:>5}  {:<24} {:>9} {:>9}",
-        "client", "address", "sent", "statuses", "p50 ms", "p99 ms"
+        "{:<15} {:<17} {:>4}  {:<16} {:>6} {:>7} {:>7}  {}",
+        "client", "address", "sent", "statuses", "retry", "p50 ms", "p99 ms", "what it shows"
     );
     for r in reports {
         let statuses = r
@@ -57,14 +64,19 @@ pub fn print_table(reports: &[ClientReport]) {
             })
             .collect::<Vec<_>>()
             .join(" ");
+        let retry = r
+            .max_retry_after
+            .map_or("-".to_string(), |s| format!("{s}s"));
         println!(
-            "{:<16} {:<18} {:>5}  {:<24} {:>9.2} {:>9.2}",
+            "{:<15} {:<17} {:>4}  {:<16} {:>6} {:>7.2} {:>7.2}  {}",
             r.name,
             r.ip,
             r.latencies.len(),
             statuses,
+            retry,
             r.percentile(0.5).as_secs_f64() * 1e3,
-            r.percentile(0.99).as_secs_f64() * 1e3
+            r.percentile(0.99).as_secs_f64() * 1e3,
+            r.note
         );
     }
 }
