@@ -48,8 +48,8 @@ impl ClientReport {
 
 pub fn print_table(reports: &[ClientReport]) {
     println!(
-        "{:<15} {:<17} {:>4}  {:<16} {:>6} {:>7} {:>7}  {}",
-        "client", "address", "sent", "statuses", "retry", "p50 ms", "p99 ms", "what it shows"
+        "{:<15} {:<17} {:>4}  {:<16} {:>6} {:>7} {:>7}  what it shows",
+        "client", "address", "sent", "statuses", "retry", "p50 ms", "p99 ms"
     );
     for r in reports {
         let statuses = r
