@@ -14,6 +14,8 @@ need() { # need BINARY DEBIAN_PACKAGE
 
 command -v cargo >/dev/null || { echo "test.sh: cargo not found: install the Rust toolchain (rustup)" >&2; exit 1; }
 need kill procps   # the SIGTERM test signals the gateway process
+need redis-server redis-server
+need redis-cli redis-tools
 
 cargo test --locked --all-targets
 cargo test --locked --doc
