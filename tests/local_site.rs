@@ -28,6 +28,8 @@ fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
         max_delay: Duration::ZERO,
         mode: None,
         max_keys: NonZeroUsize::new(1_000_000).unwrap(),
+        site: tollgate::config::Site::Local,
+        local_first: false,
     }
 }
 
@@ -65,12 +67,14 @@ fn all_or_nothing_holds_under_concurrency() {
                             headroom: NonZeroU32::MIN,
                             key: format!("ip:{}", seed % 7),
                             cost: 1,
+                            fallback: false,
                         },
                         CheckItem {
                             policy: 1,
                             headroom: NonZeroU32::MIN,
                             key: format!("acct:{}", (seed >> 8) % 5),
                             cost: 1,
+                            fallback: false,
                         },
                     ];
                     let results = store.check(&items, |ds| {

@@ -10,6 +10,7 @@ pub mod raw;
 mod types;
 mod validate;
 mod validate_limits;
+mod validate_store;
 
 pub use error::{ConfigError, Problem};
 pub use load::{load_file, parse_str};

@@ -32,6 +32,118 @@ pub struct RawConfig {
     /// Rate-limit policies by name; routes list the ones they enforce.
     #[serde(default)]
     pub policies: BTreeMap<String, RawPolicy>,
+    /// Where `central` policies keep their state.
+    #[serde(default)]
+    pub store: RawStore,
+    /// This node's place in a fleet of gateways.
+    #[serde(default)]
+    pub cluster: RawCluster,
+}
+
+/// `[store]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// memory (embedded, this process only) | redis | redis-cluster.
+    #[serde(default)]
+    pub kind: StoreKind,
+    /// `redis://` or `rediss://` URLs; for a cluster, any seed nodes.
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// Environment variable holding the Redis password (kept out of the file).
+    pub password_env: Option<String>,
+    /// Per store call: a slow store is worse than a down one.
+    #[serde(default = "defaults::store_timeout")]
+    pub timeout: String,
+    /// Consecutive failures that open the breaker, and how long it stays open.
+    #[serde(default)]
+    pub breaker: RawBreaker,
+    /// Prepended to every key, so several deployments can share one Redis.
+    #[serde(default = "defaults::key_prefix")]
+    pub key_prefix: String,
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        RawStore {
+            kind: StoreKind::Memory,
+            urls: Vec::new(),
+            password_env: None,
+            timeout: defaults::store_timeout(),
+            breaker: RawBreaker::default(),
+            key_prefix: defaults::key_prefix(),
+        }
+    }
+}
+
+/// `store.kind`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    #[default]
+    Memory,
+    Redis,
+    RedisCluster,
+}
+
+/// `store.breaker`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    #[serde(default = "defaults::breaker_failures")]
+    pub failures: u32,
+    #[serde(default = "defaults::breaker_cooldown")]
+    pub cooldown: String,
+}
+
+impl Default for RawBreaker {
+    fn default() -> Self {
+        RawBreaker {
+            failures: defaults::breaker_failures(),
+            cooldown: defaults::breaker_cooldown(),
+        }
+    }
+}
+
+/// `[cluster]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    /// Gateways sharing the limits; `on_store_error = "local"` enforces L/N with it.
+    #[serde(default = "defaults::expected_nodes")]
+    pub expected_nodes: u32,
+}
+
+impl Default for RawCluster {
+    fn default() -> Self {
+        RawCluster {
+            expected_nodes: defaults::expected_nodes(),
+        }
+    }
+}
+
+/// `policies.NAME.site`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Site {
+    /// In this process only.
+    #[default]
+    Local,
+    /// In the store, shared by every gateway, exact.
+    Central,
+}
+
+/// `routes[].on_store_error`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreError {
+    /// Forward as if allowed (reads that must not break when Redis does).
+    #[default]
+    Open,
+    /// Answer 503 (login, payments: better refused than unlimited).
+    Closed,
+    /// Decide with a local limiter at L/N.
+    Local,
 }
 
 /// `[server]`
@@ -167,6 +279,12 @@ pub struct RawPolicy {
     /// Memory bound of this policy's local state.
     #[serde(default = "defaults::max_keys")]
     pub max_keys: u64,
+    /// Where the decision is made.
+    #[serde(default)]
+    pub site: Site,
+    /// central: a node-local state of the same policy in front, denying without a store call.
+    #[serde(default)]
+    pub local_first: bool,
 }
 
 /// `policies.NAME.algorithm`
@@ -221,6 +339,9 @@ pub struct RawRoute {
     /// enforce | shadow | off for this route's policies.
     #[serde(default)]
     pub mode: Mode,
+    /// What central policies do when the store is slow or down.
+    #[serde(default)]
+    pub on_store_error: OnStoreError,
 }
 
 /// `match = { ... }` of a route.
@@ -275,5 +396,20 @@ mod defaults {
     }
     pub fn max_keys() -> u64 {
         1_000_000
+    }
+    pub fn store_timeout() -> String {
+        "10ms".into()
+    }
+    pub fn key_prefix() -> String {
+        "tg:".into()
+    }
+    pub fn breaker_failures() -> u32 {
+        5
+    }
+    pub fn breaker_cooldown() -> String {
+        "2s".into()
+    }
+    pub fn expected_nodes() -> u32 {
+        1
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::{HeaderName, Method, Uri};
 use ipnet::IpNet;
 
-pub use super::raw::{AlgorithmName, HeadersWhere, Mode};
+pub use super::raw::{AlgorithmName, HeadersWhere, Mode, OnStoreError, Site, StoreKind};
 
 /// A config that passed validation.
 #[derive(Debug, Clone)]
@@ -28,6 +28,36 @@ pub struct Config {
     pub response: Response,
     /// Policies in name order; routes refer to them by index.
     pub policies: Vec<Policy>,
+    /// `[store]`.
+    pub store: Store,
+    /// `[cluster] expected_nodes`: N of the L/N fallback.
+    pub expected_nodes: NonZeroU32,
+}
+
+/// `[store]`, typed.
+#[derive(Clone)]
+pub struct Store {
+    pub kind: StoreKind,
+    /// Parsed and checked for the scheme.
+    pub urls: Vec<String>,
+    /// The password read from `password_env`, never printed.
+    pub password: Option<String>,
+    pub timeout: Duration,
+    pub breaker_failures: NonZeroU32,
+    pub breaker_cooldown: Duration,
+    pub key_prefix: String,
+}
+
+impl std::fmt::Debug for Store {
+    /// Never prints the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("kind", &self.kind)
+            .field("urls", &self.urls)
+            .field("timeout", &self.timeout)
+            .field("key_prefix", &self.key_prefix)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[server]`, typed.
@@ -120,6 +150,10 @@ pub struct Policy {
     /// Overrides the route's mode when set.
     pub mode: Option<Mode>,
     pub max_keys: NonZeroUsize,
+    /// Where the decision is made (central is local when the store is `memory`).
+    pub site: Site,
+    /// central only: deny from node-local state first.
+    pub local_first: bool,
 }
 
 /// One `[upstreams.NAME]`.
@@ -145,4 +179,5 @@ pub struct Route {
     /// Indexes into [`Config::policies`].
     pub policies: Vec<usize>,
     pub mode: Mode,
+    pub on_store_error: OnStoreError,
 }

@@ -22,6 +22,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let client_ip = v.client_ip(&raw.client_ip);
     let account = raw.account.as_ref().and_then(|a| v.account(a));
     let policies = v.policies(&raw.policies);
+    let store = v.store(&raw.store);
+    let expected_nodes = v.cluster(&raw.cluster);
     let upstreams: Vec<Upstream> = raw
         .upstreams
         .iter()
@@ -50,6 +52,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             legacy_headers: raw.response.legacy_headers,
         },
         policies,
+        store: store.expect("store is Some when no problems were found"),
+        expected_nodes,
     })
 }
 
@@ -296,6 +300,7 @@ impl Validator {
                 Some(Route {
                     policies: route_policies,
                     mode: r.mode,
+                    on_store_error: r.on_store_error,
                     name: r.name.clone(),
                     host: r.matcher.host.as_ref().map(|h| h.to_ascii_lowercase()),
                     path_prefix: r.matcher.path_prefix.clone(),

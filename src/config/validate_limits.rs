@@ -13,7 +13,7 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 
 use crate::limit::algorithm::{MAX_PERIOD, MIN_PERIOD};
 
-use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy};
+use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site};
 use super::validate::Validator;
 use super::{Account, ClientIp, KeyPart, Policy};
 
@@ -205,6 +205,12 @@ impl Validator {
                 format!("{c} is more than the {what} ({cap}): no request could ever pass"),
             );
         }
+        if p.local_first && p.site != Site::Central {
+            self.fail(
+                &at("local_first"),
+                "only central policies have a store call to save",
+            );
+        }
         let max_keys = NonZeroUsize::new(p.max_keys as usize);
         if max_keys.is_none() {
             self.fail(&at("max_keys"), "must be at least 1");
@@ -223,6 +229,8 @@ impl Validator {
             max_delay: max_delay?,
             mode: p.mode,
             max_keys: max_keys?,
+            site: p.site,
+            local_first: p.local_first,
         })
     }
 

@@ -173,6 +173,8 @@ mod tests {
             max_delay: Duration::ZERO,
             mode: None,
             max_keys: NonZeroUsize::new(10).unwrap(),
+            site: crate::config::Site::Local,
+            local_first: false,
         };
         PolicyRuntime::new(0, &p, &[NonZeroU32::new(4).unwrap()]).unwrap()
     }

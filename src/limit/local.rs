@@ -23,7 +23,7 @@ use hashbrown::HashMap;
 use super::algorithm::{Decision, Snapshot};
 use super::clock::{Clock, Nanos};
 use super::metrics::PolicyGauges;
-use super::policy::{AnyState, PolicyRuntime};
+use super::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
 
 /// Number of lock shards: enough that two cores rarely contend, few enough to sweep.
 pub const SHARDS: usize = 64;
@@ -39,6 +39,8 @@ pub struct CheckItem {
     pub key: String,
     /// Cells to spend.
     pub cost: u32,
+    /// Decide with the policy's L/N fallback state instead of its own (store outage).
+    pub fallback: bool,
 }
 
 /// What the site decided for one item.
@@ -79,7 +81,8 @@ impl LocalStore {
         let shards = (0..SHARDS)
             .map(|_| {
                 Mutex::new(Shard {
-                    maps: policies.iter().map(|_| HashMap::new()).collect(),
+                    // Own state, then the L/N fallback state, per policy.
+                    maps: (0..2 * policies.len()).map(|_| HashMap::new()).collect(),
                 })
             })
             .collect();
@@ -98,6 +101,23 @@ impl LocalStore {
 
     fn shard_of(&self, key: &str) -> usize {
         (self.hasher.hash_one(key) as usize) % SHARDS
+    }
+
+    fn map_of(&self, it: &CheckItem) -> usize {
+        if it.fallback {
+            self.policies.len() + it.policy
+        } else {
+            it.policy
+        }
+    }
+
+    fn algorithm_of(&self, it: &CheckItem) -> &AnyAlgorithm {
+        let p = &self.policies[it.policy];
+        if it.fallback {
+            p.fallback_algorithm(it.headroom)
+        } else {
+            p.algorithm(it.headroom)
+        }
     }
 
     fn lock(&self, i: usize) -> MutexGuard<'_, Shard> {
@@ -170,8 +190,11 @@ impl LocalStore {
     /// Give back a concurrency item's cells (its request ended).
     pub fn release(&self, item: &CheckItem) {
         let mut shard = self.lock(self.shard_of(&item.key));
-        let alg = self.policies[item.policy].algorithm(item.headroom);
-        if let Some(state) = shard.maps[item.policy].get(item.key.as_str()).copied() {
+        let alg = self.algorithm_of(item);
+        if let Some(state) = shard.maps[self.map_of(item)]
+            .get(item.key.as_str())
+            .copied()
+        {
             let now = self.clock.now();
             let released = alg.release(state, item.cost);
             self.write(&mut shard, item, released, now);
@@ -180,6 +203,7 @@ impl LocalStore {
 
     /// Read a key without spending (tests, diagnostics).
     pub fn state(&self, policy: usize, key: &str) -> Option<AnyState> {
+        // (own state; fallback state is not exposed)
         self.lock(self.shard_of(key)).maps[policy].get(key).copied()
     }
 
@@ -193,8 +217,8 @@ impl LocalStore {
 
     fn write(&self, shard: &mut Shard, it: &CheckItem, state: AnyState, now: Nanos) {
         let policy = &self.policies[it.policy];
-        let alg = policy.algorithm(it.headroom);
-        let map = &mut shard.maps[it.policy];
+        let alg = self.algorithm_of(it);
+        let map = &mut shard.maps[self.map_of(it)];
         if alg.is_idle(&state, now) {
             if map.remove(it.key.as_str()).is_some() {
                 self.gauges.keys_removed(it.policy, 1);
@@ -207,7 +231,12 @@ impl LocalStore {
         }
         let cap = (policy.max_keys / SHARDS).max(1);
         if map.len() >= cap {
-            self.make_room(it.policy, map, cap, now);
+            let levels = if it.fallback {
+                &policy.fallback
+            } else {
+                &policy.algorithms
+            };
+            self.make_room(it.policy, levels, map, cap, now);
         }
         map.insert(it.key.clone(), state);
         self.gauges.keys_added(it.policy, 1);
@@ -217,14 +246,14 @@ impl LocalStore {
     fn make_room(
         &self,
         policy: usize,
+        levels: &[(NonZeroU32, AnyAlgorithm)],
         map: &mut HashMap<String, AnyState>,
         cap: usize,
         now: Nanos,
     ) {
         let before = map.len();
-        let p = &self.policies[policy];
-        // Idle means full at any headroom: a full state is the same at every level.
-        map.retain(|_, s| !p.algorithms.iter().all(|(_, a)| a.is_idle(s, now)));
+        // Idle at every headroom level: the state says nothing any level would not.
+        map.retain(|_, s| !levels.iter().all(|(_, a)| a.is_idle(s, now)));
         let target = cap - cap.div_ceil(8).min(cap);
         let mut evicted = 0;
         if map.len() > target {

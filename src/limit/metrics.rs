@@ -62,11 +62,16 @@ impl LimitMetrics {
     }
 
     pub fn decision(&self, route: &Arc<str>, policy: &Arc<str>, outcome: Outcome) {
+        self.decision_label(route, policy, outcome.label());
+    }
+
+    /// Count a decision by its outcome label (also `error_open`, `error_closed`).
+    pub fn decision_label(&self, route: &Arc<str>, policy: &Arc<str>, outcome: &'static str) {
         self.decisions
             .get_or_create(&DecisionLabels {
                 route: route.clone(),
                 policy: policy.clone(),
-                outcome: outcome.label(),
+                outcome,
             })
             .inc();
     }

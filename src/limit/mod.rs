@@ -7,7 +7,9 @@
 //! choose its own locking and eviction while the admission math stays testable
 //! with explicit timestamps.
 
+pub mod admission;
 pub mod algorithm;
+mod check;
 pub mod clock;
 pub mod keys;
 pub mod limiter;
@@ -16,4 +18,7 @@ pub mod metrics;
 pub mod permit;
 pub mod policy;
 
-pub use limiter::{Admission, Limiter, PolicyReport};
+pub use admission::{Admission, PolicyReport};
+pub use limiter::{Limiter, LimiterError};
+pub mod central;
+pub mod deny_cache;

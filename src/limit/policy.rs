@@ -174,10 +174,25 @@ pub struct PolicyRuntime {
     pub algorithms: Vec<(NonZeroU32, AnyAlgorithm)>,
     /// Memory bound of this policy's local state.
     pub max_keys: usize,
+    /// The policy as configured (the central site sends its numbers to the store).
+    pub spec: Policy,
+    /// The same levels at `limit / N` and `burst / N` (N = expected nodes): what a node
+    /// enforces alone when the store is down and the route says `on_store_error = "local"`.
+    pub fallback: Vec<(NonZeroU32, AnyAlgorithm)>,
 }
 
 impl PolicyRuntime {
     pub fn new(index: usize, p: &Policy, headrooms: &[NonZeroU32]) -> Result<Self, QuotaError> {
+        Self::with_nodes(index, p, headrooms, NonZeroU32::MIN)
+    }
+
+    /// As [`PolicyRuntime::new`], with the fleet size its store-outage fallback divides by.
+    pub fn with_nodes(
+        index: usize,
+        p: &Policy,
+        headrooms: &[NonZeroU32],
+        nodes: NonZeroU32,
+    ) -> Result<Self, QuotaError> {
         let mut levels = vec![NonZeroU32::MIN];
         if p.key.contains(&KeyPart::Ip) {
             for h in headrooms {
@@ -187,8 +202,19 @@ impl PolicyRuntime {
             }
         }
         let algorithms = levels
-            .into_iter()
-            .map(|h| AnyAlgorithm::new(p, h).map(|a| (h, a)))
+            .iter()
+            .map(|&h| AnyAlgorithm::new(p, h).map(|a| (h, a)))
+            .collect::<Result<_, _>>()?;
+        let share =
+            |v: NonZeroU32| NonZeroU32::new(v.get() / nodes.get()).unwrap_or(NonZeroU32::MIN);
+        let split = Policy {
+            limit: share(p.limit),
+            burst: share(p.burst),
+            ..p.clone()
+        };
+        let fallback = levels
+            .iter()
+            .map(|&h| AnyAlgorithm::new(&split, h).map(|a| (h, a)))
             .collect::<Result<_, _>>()?;
         Ok(PolicyRuntime {
             name: Arc::from(p.name.as_str()),
@@ -198,19 +224,30 @@ impl PolicyRuntime {
             mode: p.mode,
             algorithms,
             max_keys: p.max_keys.get(),
+            spec: p.clone(),
+            fallback,
         })
     }
 
     /// The algorithm for a client with this headroom (1 when not ip-keyed).
     pub fn algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
-        self.algorithms
-            .iter()
-            .find(|(h, _)| *h == headroom)
-            .map_or(&self.algorithms[0].1, |(_, a)| a)
+        level(&self.algorithms, headroom)
+    }
+
+    /// The L/N algorithm used while the store is unavailable.
+    pub fn fallback_algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
+        level(&self.fallback, headroom)
     }
 
     /// The algorithm at headroom 1: what `RateLimit-Policy` advertises.
     pub fn base(&self) -> &AnyAlgorithm {
         &self.algorithms[0].1
     }
+}
+
+fn level(levels: &[(NonZeroU32, AnyAlgorithm)], headroom: NonZeroU32) -> &AnyAlgorithm {
+    levels
+        .iter()
+        .find(|(h, _)| *h == headroom)
+        .map_or(&levels[0].1, |(_, a)| a)
 }

@@ -166,6 +166,9 @@ impl Gateway {
                 req.headers(),
             )
             .await;
+        if let Some(retry_after) = admission.unavailable {
+            return Err(GatewayError::StoreUnavailable { retry_after });
+        }
         if admission.denied {
             return Err(GatewayError::RateLimited(admission.report));
         }

@@ -34,6 +34,15 @@ pub enum GatewayError {
     /// An enforcing policy denied the request; the report names which and for how long.
     #[error("rate limited")]
     RateLimited(Vec<PolicyReport>),
+    /// The store could not decide and the route fails closed.
+    #[error("rate-limit store unavailable; retry in {}s", retry_after_secs(*.retry_after))]
+    StoreUnavailable {
+        retry_after: crate::limit::clock::Nanos,
+    },
+}
+
+fn retry_after_secs(n: crate::limit::clock::Nanos) -> u64 {
+    ratelimit::ceil_secs(n).max(1)
 }
 
 impl GatewayError {
@@ -44,6 +53,7 @@ impl GatewayError {
             GatewayError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::BadRequest(_) => StatusCode::BAD_REQUEST,
             GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -55,6 +65,7 @@ impl GatewayError {
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::BadRequest(_) => "bad_request",
             GatewayError::RateLimited(_) => "rate_limited",
+            GatewayError::StoreUnavailable { .. } => "store_unavailable",
         }
     }
 }
@@ -71,7 +82,14 @@ pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<Resp
         "status": status.as_u16(),
         "detail": err.to_string(),
     });
-    problem(status, body)
+    let mut resp = problem(status, body);
+    if let GatewayError::StoreUnavailable { retry_after } = err {
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs(*retry_after)),
+        );
+    }
+    resp
 }
 
 /// A `application/problem+json` response with the given status and JSON body.

@@ -23,9 +23,8 @@ use tracing::info;
 
 use crate::admin::{self, Metrics};
 use crate::config::Config;
-use crate::limit::Limiter;
-use crate::limit::algorithm::QuotaError;
 use crate::limit::clock::{Clock, SystemClock};
+use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
 use listener::Listener;
 use shutdown::Shutdown;
@@ -42,8 +41,8 @@ pub enum ServerError {
     },
     #[error("TLS: {path}: {reason}")]
     Tls { path: PathBuf, reason: String },
-    #[error("rate-limit policy: {0}")]
-    Limits(#[from] QuotaError),
+    #[error("rate limiting: {0}")]
+    Limits(#[from] LimiterError),
 }
 
 /// The addresses actually bound (port 0 resolved).

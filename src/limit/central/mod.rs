@@ -1,0 +1,268 @@
+//! The `central` decision site: every gateway decides in one shared store (Redis), exactly,
+//! with one script call per request carrying all of the request's central keys.
+//!
+//! On a Redis Cluster the keys of one request may live in different slots, and a script can
+//! only touch one slot. Keys are then grouped by slot and each group is **reserved** by its
+//! own script call (all in parallel); if the request turns out denied anywhere, every group
+//! that spent is **refunded**. While a reservation stands, other requests may see a little
+//! less budget (never more), so the protocol can only under-admit, briefly; a request denied
+//! anywhere ends with every key as it was (up to the refund's exactness: GCRA and leaky
+//! bucket move the arrival time back by the spent cells, token bucket adds the tokens back,
+//! sliding window subtracts from the window it counted in, concurrency decrements).
+
+mod breaker;
+mod connection;
+pub mod metrics;
+mod store;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+
+pub use store::{CHECK_LUA, RedisStore, StoreError};
+
+use crate::config::{AlgorithmName, Mode, Policy, StoreKind};
+use crate::limit::clock::{Clock, Nanos};
+use metrics::StoreMetrics;
+
+/// One central key of one request, ready for the script.
+#[derive(Debug, Clone)]
+pub struct CentralItem {
+    /// Full Redis key (prefixed).
+    pub key: String,
+    /// The script's 7 numbers: algorithm, limit, period_us, burst, cost, max_delay_us, mode.
+    pub params: [f64; 7],
+}
+
+impl CentralItem {
+    /// `policy`'s parameters at `headroom`, spending `cost`, in `mode`.
+    pub fn new(key: String, policy: &Policy, headroom: u32, cost: u32, mode: Mode) -> Self {
+        let alg = match policy.algorithm {
+            AlgorithmName::Gcra => 1.0,
+            AlgorithmName::TokenBucket => 2.0,
+            AlgorithmName::SlidingWindow => 3.0,
+            AlgorithmName::LeakyBucket => 4.0,
+            AlgorithmName::Concurrency => 5.0,
+        };
+        let h = f64::from(headroom);
+        CentralItem {
+            key,
+            params: [
+                alg,
+                f64::from(policy.limit.get()) * h,
+                policy.period.as_micros() as f64,
+                f64::from(policy.burst.get()) * h,
+                f64::from(cost),
+                policy.max_delay.as_micros() as f64,
+                if mode == Mode::Enforce { 1.0 } else { 2.0 },
+            ],
+        }
+    }
+
+    fn enforcing(&self) -> bool {
+        self.params[6] == 1.0
+    }
+}
+
+/// What the store decided for one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CentralResult {
+    pub admitted: bool,
+    /// Spent (and not refunded).
+    pub committed: bool,
+    pub remaining: u64,
+    pub reset_after: Nanos,
+    /// Retry-after when denied; the leaky-bucket delay when admitted.
+    pub wait: Nanos,
+}
+
+/// The central site.
+pub struct CentralSite {
+    store: RedisStore,
+    /// Group keys by slot (Redis Cluster) or send them all in one call.
+    cluster: bool,
+    /// Prepended to every key.
+    prefix: String,
+}
+
+impl CentralSite {
+    pub fn new(
+        store: &crate::config::Store,
+        clock: Arc<dyn Clock>,
+        metrics: StoreMetrics,
+    ) -> redis::RedisResult<Self> {
+        Ok(CentralSite {
+            store: RedisStore::new(store, clock, metrics)?,
+            cluster: store.kind == StoreKind::RedisCluster,
+            prefix: store.key_prefix.clone(),
+        })
+    }
+
+    pub fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    pub fn metrics(&self) -> &StoreMetrics {
+        &self.store.metrics
+    }
+
+    /// Decide and spend all-or-nothing (see the module doc for clusters).
+    pub async fn check(&self, items: &[CentralItem]) -> Result<Vec<CentralResult>, StoreError> {
+        if !self.cluster {
+            return self.call("check", items).await;
+        }
+        let groups = by_slot(items);
+        let calls = groups.values().map(|idx| {
+            let group: Vec<CentralItem> = idx.iter().map(|&i| items[i].clone()).collect();
+            async move { self.call("check", &group).await }
+        });
+        let replies = join_all(calls).await;
+        let mut results = vec![None; items.len()];
+        let mut failure = None;
+        for (idx, reply) in groups.values().zip(replies) {
+            match reply {
+                Ok(rs) => idx.iter().zip(rs).for_each(|(&i, r)| results[i] = Some(r)),
+                Err(e) => failure = Some(e),
+            }
+        }
+        let spent: Vec<CentralItem> = items
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_some_and(|r| r.committed))
+            .map(|(it, _)| it.clone())
+            .collect();
+        if let Some(e) = failure {
+            // Part of the request could not be decided: give back what the rest spent.
+            self.refund(&spent).await;
+            return Err(e);
+        }
+        let mut results: Vec<CentralResult> = results
+            .into_iter()
+            .map(|r| r.expect("every group answered"))
+            .collect();
+        // The same plan the script applies per group, now over the whole request.
+        let enforce_ok = items
+            .iter()
+            .zip(&results)
+            .all(|(it, r)| r.admitted || !it.enforcing());
+        let all_ok = results.iter().all(|r| r.admitted);
+        let mut undo = Vec::new();
+        for (it, r) in items.iter().zip(results.iter_mut()) {
+            let keep = all_ok || (enforce_ok && it.enforcing());
+            if r.committed && !keep {
+                r.committed = false;
+                undo.push(it.clone());
+            }
+        }
+        self.refund(&undo).await;
+        Ok(results)
+    }
+
+    /// Give back spends (best effort: a failed refund only under-admits until the keys
+    /// refill or expire).
+    pub async fn refund(&self, items: &[CentralItem]) {
+        self.undo("refund", items).await;
+    }
+
+    /// Concurrency: the request ended.
+    pub async fn release(&self, items: &[CentralItem]) {
+        self.undo("release", items).await;
+    }
+
+    async fn undo(&self, op: &'static str, items: &[CentralItem]) {
+        if items.is_empty() {
+            return;
+        }
+        if !self.cluster {
+            let _ = self.call_raw(op, items).await;
+            return;
+        }
+        let groups = by_slot(items);
+        join_all(groups.values().map(|idx| {
+            let group: Vec<CentralItem> = idx.iter().map(|&i| items[i].clone()).collect();
+            async move {
+                let _ = self.call_raw(op, &group).await;
+            }
+        }))
+        .await;
+    }
+
+    async fn call_raw(
+        &self,
+        op: &'static str,
+        items: &[CentralItem],
+    ) -> Result<Vec<i64>, StoreError> {
+        let keys: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
+        let args: Vec<f64> = items.iter().flat_map(|it| it.params).collect();
+        self.store.eval(op, &keys, &args).await
+    }
+
+    async fn call(
+        &self,
+        op: &'static str,
+        items: &[CentralItem],
+    ) -> Result<Vec<CentralResult>, StoreError> {
+        let reply = self.call_raw(op, items).await?;
+        decode(&reply, items.len())
+    }
+}
+
+/// 5 integers per item (admitted, committed, remaining, reset_us, wait_us), then now_us.
+fn decode(reply: &[i64], n: usize) -> Result<Vec<CentralResult>, StoreError> {
+    if reply.len() != n * 5 + 1 {
+        return Err(StoreError::Reply(format!(
+            "{} values for {n} keys",
+            reply.len()
+        )));
+    }
+    let us = |v: i64| (v.max(0) as u64).saturating_mul(1_000);
+    Ok(reply
+        .chunks_exact(5)
+        .map(|c| CentralResult {
+            admitted: c[0] == 1,
+            committed: c[1] == 1,
+            remaining: c[2].max(0) as u64,
+            reset_after: us(c[3]),
+            wait: us(c[4]),
+        })
+        .collect())
+}
+
+/// Item indexes grouped by Redis Cluster slot.
+fn by_slot(items: &[CentralItem]) -> BTreeMap<u16, Vec<usize>> {
+    let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        groups.entry(slot(it.key.as_bytes())).or_default().push(i);
+    }
+    groups
+}
+
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of the key, or of its `{hash tag}`.
+pub fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&len| len > 0)
+                .map(|len| &rest[..len])
+        })
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from `redis-cli CLUSTER KEYSLOT`.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"123456789"), 12739);
+    }
+}

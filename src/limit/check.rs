@@ -1,0 +1,426 @@
+//! The limit step: one request's keys through the caches and sites, all or nothing.
+//!
+//! 1. **keys** — one per applicable policy (a policy whose key part is missing is skipped);
+//! 2. **without the store** — a central key remembered as denied, or a local state that
+//!    already denies (a local policy, or the node-local state in front of a `local_first`
+//!    central policy), denies the request at once: no store call, nothing spent;
+//! 3. **central** — one script call decides and spends every central key (or the route's
+//!    `on_store_error` decides when the store cannot);
+//! 4. **local** — local keys (and the store-outage L/N fallback, and the local-first
+//!    mirrors) are decided and spent under their shard locks; if they now deny (a race with
+//!    another request since step 2), the central spend is refunded.
+//!
+//! Why the local-first state can only deny what the store would deny too: it spends only
+//! when the store admitted, so it counts a subset of what the store counted (this node's
+//! admitted requests), and every algorithm here is monotone — fewer spends never deny more.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::{HeaderMap, Method};
+
+use super::admission::{Admission, PolicyReport};
+use super::algorithm::{Decision, Verdict};
+use super::central::{CentralItem, CentralResult};
+use super::clock::Nanos;
+use super::limiter::{Limiter, PlanEntry};
+use super::local::{CheckItem, ItemResult};
+use super::metrics::Outcome;
+use super::permit::Permits;
+use super::policy::AnyState;
+use crate::config::{Mode, OnStoreError};
+
+/// One applicable policy of this request.
+struct Pending {
+    entry: PlanEntry,
+    key: String,
+    headroom: std::num::NonZeroU32,
+}
+
+/// What was decided for one policy.
+#[derive(Debug, Clone, Copy, Default)]
+struct Decided {
+    admitted: bool,
+    committed: bool,
+    remaining: u64,
+    reset_after: Nanos,
+    /// Retry-after when denied; the leaky-bucket delay when admitted.
+    wait: Nanos,
+    /// The store failed and the route fails open: allowed without a decision.
+    error_open: bool,
+}
+
+impl Decided {
+    fn from_local(r: &ItemResult) -> Self {
+        let (admitted, wait) = match r.decision.verdict {
+            Verdict::Allow => (true, 0),
+            Verdict::Delay(d) => (true, d),
+            Verdict::Deny { retry_after } => (false, retry_after),
+        };
+        Decided {
+            admitted,
+            committed: r.committed,
+            remaining: r.snapshot.remaining,
+            reset_after: r.snapshot.reset_after,
+            wait,
+            error_open: false,
+        }
+    }
+
+    fn from_central(r: &CentralResult) -> Self {
+        Decided {
+            admitted: r.admitted,
+            committed: r.committed,
+            remaining: r.remaining,
+            reset_after: r.reset_after,
+            wait: r.wait,
+            error_open: false,
+        }
+    }
+}
+
+fn any_enforce_denied(pending: &[Pending], decided: &[Option<Decided>]) -> bool {
+    pending
+        .iter()
+        .zip(decided)
+        .any(|(p, d)| p.entry.mode == Mode::Enforce && d.is_some_and(|d| !d.admitted))
+}
+
+impl Limiter {
+    /// Decide a request of route `route` (its index in the config).
+    pub async fn check(
+        &self,
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Admission {
+        let plan = &self.plans[route];
+        if plan.entries.is_empty() {
+            return Admission::default();
+        }
+        let facts = self.keys.facts(client, route_name, method, headers);
+        let pending: Vec<Pending> = plan
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let key = self.keys.key(&self.policies[e.policy], &facts)?;
+                Some(Pending {
+                    entry: *e,
+                    key,
+                    headroom: facts.headroom,
+                })
+            })
+            .collect();
+        if pending.is_empty() {
+            return Admission::default();
+        }
+        let mut decided: Vec<Option<Decided>> = vec![None; pending.len()];
+        let mut fallback = false;
+        let mut central_spent: Vec<CentralItem> = Vec::new();
+        let mut central_shadow_spent: Vec<CentralItem> = Vec::new();
+        let mut central_held: Vec<CentralItem> = Vec::new();
+
+        if let Some(site) = self
+            .central
+            .as_ref()
+            .filter(|_| pending.iter().any(|p| p.entry.central))
+        {
+            // 2. without the store
+            self.answer_without_store(&pending, &mut decided);
+            if any_enforce_denied(&pending, &decided) {
+                return self.finish(route_name, &pending, &decided, Permits::default());
+            }
+            // 3. central
+            let idx: Vec<usize> = (0..pending.len())
+                .filter(|&i| pending[i].entry.central)
+                .collect();
+            let items: Vec<CentralItem> = idx
+                .iter()
+                .map(|&i| self.central_item(&pending[i]))
+                .collect();
+            match site.check(&items).await {
+                Ok(results) => {
+                    let now = self.local.now();
+                    for ((&i, item), r) in idx.iter().zip(&items).zip(&results) {
+                        decided[i] = Some(Decided::from_central(r));
+                        let p = &pending[i];
+                        let concurrency = self.policies[p.entry.policy].base().is_concurrency();
+                        if !r.admitted
+                            && p.entry.mode == Mode::Enforce
+                            && !concurrency
+                            && r.wait > 0
+                        {
+                            self.denied_until
+                                .deny(&p.key, now.saturating_add(r.wait), now);
+                        }
+                        if r.committed {
+                            central_spent.push(item.clone());
+                            if p.entry.mode != Mode::Enforce {
+                                central_shadow_spent.push(item.clone());
+                            }
+                            if concurrency {
+                                central_held.push(item.clone());
+                            }
+                        }
+                    }
+                    if any_enforce_denied(&pending, &decided) {
+                        return self.finish(route_name, &pending, &decided, Permits::default());
+                    }
+                }
+                Err(err) => {
+                    self.log_store_error(route_name, &err, plan.on_store_error);
+                    match plan.on_store_error {
+                        OnStoreError::Open => {
+                            for &i in &idx {
+                                decided[i] = Some(Decided {
+                                    admitted: true,
+                                    error_open: true,
+                                    ..Decided::default()
+                                });
+                            }
+                        }
+                        OnStoreError::Closed => {
+                            for &i in &idx {
+                                let policy = &self.policies[pending[i].entry.policy];
+                                self.metrics.decision_label(
+                                    route_name,
+                                    &policy.name,
+                                    "error_closed",
+                                );
+                            }
+                            return Admission {
+                                unavailable: Some(self.unavailable_retry),
+                                ..Admission::default()
+                            };
+                        }
+                        OnStoreError::Local => fallback = true,
+                    }
+                }
+            }
+        }
+
+        // 4. local
+        let (local_idx, items, mirror): (Vec<usize>, Vec<CheckItem>, Vec<bool>) =
+            self.local_items(&pending, &decided, fallback);
+        if items.is_empty() {
+            let permits = self.permits(Vec::new(), central_held);
+            return self.finish(route_name, &pending, &decided, permits);
+        }
+        let outside_enforce_ok = !any_enforce_denied(&pending, &decided);
+        let outside_all_ok = decided.iter().all(|d| d.is_none_or(|d| d.admitted));
+        let modes: Vec<Mode> = local_idx.iter().map(|&i| pending[i].entry.mode).collect();
+        let results = self.local.check(&items, |ds| {
+            local_plan(ds, &modes, &mirror, outside_enforce_ok, outside_all_ok)
+        });
+        let mut held = Vec::new();
+        for (((&i, item), r), &is_mirror) in local_idx.iter().zip(&items).zip(&results).zip(&mirror)
+        {
+            if r.committed
+                && self.policies[item.policy]
+                    .algorithm(item.headroom)
+                    .is_concurrency()
+            {
+                held.push(item.clone());
+            }
+            if !is_mirror {
+                decided[i] = Some(Decided::from_local(r));
+            }
+        }
+        if any_enforce_denied(&pending, &decided) {
+            // Denied here after the store spent: give the store its cells back.
+            drop(self.permits(held, Vec::new()));
+            self.spawn_refund(central_spent);
+            return self.finish(route_name, &pending, &decided, Permits::default());
+        }
+        if !decided.iter().all(|d| d.is_none_or(|d| d.admitted)) {
+            // A shadow policy would deny: shadow keys must not have spent.
+            self.spawn_refund(central_shadow_spent);
+        }
+        let permits = self.permits(held, central_held);
+        self.finish(route_name, &pending, &decided, permits)
+    }
+
+    /// Step 2: the denied-until cache and the local states that decide without the store.
+    fn answer_without_store(&self, pending: &[Pending], decided: &mut [Option<Decided>]) {
+        let now = self.local.now();
+        for (p, d) in pending.iter().zip(decided.iter_mut()) {
+            if p.entry.central
+                && p.entry.mode == Mode::Enforce
+                && let Some(left) = self.denied_until.denied_for(&p.key, now)
+            {
+                *d = Some(Decided {
+                    admitted: false,
+                    wait: left,
+                    ..Decided::default()
+                });
+            }
+        }
+        if any_enforce_denied(pending, decided) {
+            return;
+        }
+        let idx: Vec<usize> = (0..pending.len())
+            .filter(|&i| !pending[i].entry.central || pending[i].entry.local_first)
+            .collect();
+        if idx.is_empty() {
+            return;
+        }
+        let items: Vec<CheckItem> = idx
+            .iter()
+            .map(|&i| self.check_item(&pending[i], false))
+            .collect();
+        let results = self.local.check(&items, |ds| vec![false; ds.len()]);
+        for (&i, r) in idx.iter().zip(&results) {
+            if pending[i].entry.mode == Mode::Enforce && !r.decision.verdict.admits() {
+                decided[i] = Some(Decided::from_local(r));
+            }
+        }
+    }
+
+    /// Step 4's items: local policies, central ones on the L/N fallback, and local-first
+    /// mirrors of central policies the store admitted.
+    fn local_items(
+        &self,
+        pending: &[Pending],
+        decided: &[Option<Decided>],
+        fallback: bool,
+    ) -> (Vec<usize>, Vec<CheckItem>, Vec<bool>) {
+        let (mut idx, mut items, mut mirror) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, p) in pending.iter().enumerate() {
+            let (take, is_mirror, use_fallback) = if !p.entry.central {
+                (true, false, false)
+            } else if fallback {
+                (true, false, true)
+            } else {
+                (
+                    p.entry.local_first && decided[i].is_some_and(|d| d.committed),
+                    true,
+                    false,
+                )
+            };
+            if take {
+                idx.push(i);
+                items.push(self.check_item(p, use_fallback));
+                mirror.push(is_mirror);
+            }
+        }
+        (idx, items, mirror)
+    }
+
+    fn check_item(&self, p: &Pending, fallback: bool) -> CheckItem {
+        CheckItem {
+            policy: p.entry.policy,
+            headroom: p.headroom,
+            key: p.key.clone(),
+            cost: self.policies[p.entry.policy].cost.get(),
+            fallback,
+        }
+    }
+
+    fn central_item(&self, p: &Pending) -> CentralItem {
+        let policy = &self.policies[p.entry.policy];
+        let site = self
+            .central
+            .as_ref()
+            .expect("central entries exist only with a central site");
+        CentralItem::new(
+            site.key(&p.key),
+            &policy.spec,
+            p.headroom.get(),
+            policy.cost.get(),
+            p.entry.mode,
+        )
+    }
+
+    fn permits(&self, local: Vec<CheckItem>, central: Vec<CentralItem>) -> Permits {
+        let permits = Permits::new(self.local.clone(), local);
+        match &self.central {
+            Some(site) => permits.with_central(site.clone(), central),
+            None => permits,
+        }
+    }
+
+    fn spawn_refund(&self, items: Vec<CentralItem>) {
+        if let (Some(site), false) = (self.central.clone(), items.is_empty()) {
+            tokio::spawn(async move { site.refund(&items).await });
+        }
+    }
+
+    /// Metrics, shadow logs and the report of what was decided.
+    fn finish(
+        &self,
+        route_name: &Arc<str>,
+        pending: &[Pending],
+        decided: &[Option<Decided>],
+        permits: Permits,
+    ) -> Admission {
+        let mut admission = Admission {
+            permits,
+            ..Admission::default()
+        };
+        for (p, d) in pending.iter().zip(decided) {
+            let Some(d) = d else { continue };
+            let policy = &self.policies[p.entry.policy];
+            if d.error_open {
+                self.metrics
+                    .decision_label(route_name, &policy.name, "error_open");
+                continue;
+            }
+            let outcome = match (d.admitted, p.entry.mode) {
+                (true, _) => Outcome::Allow,
+                (false, Mode::Shadow) => Outcome::ShadowDeny,
+                (false, _) => Outcome::Deny,
+            };
+            self.metrics.decision(route_name, &policy.name, outcome);
+            if outcome == Outcome::ShadowDeny {
+                self.log_shadow_denial(policy, route_name, &p.key);
+            }
+            if p.entry.mode != Mode::Enforce {
+                continue;
+            }
+            let retry_after = (!d.admitted).then_some(d.wait.max(1));
+            if d.admitted {
+                admission.delay = admission.delay.max(d.wait);
+            }
+            admission.denied |= retry_after.is_some();
+            admission.report.push(PolicyReport {
+                name: policy.name.clone(),
+                quota: policy.algorithm(p.headroom).quota(),
+                remaining: d.remaining,
+                reset_after: d.reset_after,
+                retry_after,
+            });
+        }
+        if admission.denied {
+            admission.delay = 0;
+            admission.permits = Permits::default();
+        }
+        admission
+    }
+}
+
+/// Step 4's plan: the usual all-or-nothing over this step's own items, counting what the
+/// store already decided; mirrors spend whenever the request is admitted.
+fn local_plan(
+    ds: &[Decision<AnyState>],
+    modes: &[Mode],
+    mirror: &[bool],
+    outside_enforce_ok: bool,
+    outside_all_ok: bool,
+) -> Vec<bool> {
+    let own: Vec<usize> = (0..ds.len()).filter(|&i| !mirror[i]).collect();
+    let enforce_ok = outside_enforce_ok
+        && own
+            .iter()
+            .all(|&i| ds[i].verdict.admits() || modes[i] != Mode::Enforce);
+    let all_ok = outside_all_ok && own.iter().all(|&i| ds[i].verdict.admits());
+    let mut plan = vec![false; ds.len()];
+    for &i in &own {
+        plan[i] = enforce_ok && (all_ok || modes[i] == Mode::Enforce);
+    }
+    for i in (0..ds.len()).filter(|i| mirror[*i]) {
+        plan[i] = enforce_ok && ds[i].verdict.admits();
+    }
+    plan
+}
