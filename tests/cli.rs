@@ -3,17 +3,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use common::process::tollgate;
 use common::*;
 use http::{Response, StatusCode};
-
-fn tollgate() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tollgate"))
-}
 
 fn toml_files(dir: &str) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(repo_path(dir))
@@ -109,37 +104,6 @@ fn demo_runs_without_any_service() {
     assert!(row("behind CGNAT").contains("200×40"), "{stdout}");
 }
 
-/// Start `tollgate serve` on port 0 and read the bound address from its log.
-fn spawn_serve(config: &Path) -> (std::process::Child, std::net::SocketAddr) {
-    let mut child = tollgate()
-        .args(["serve", "-c"])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .env("TOLLGATE_LOG_FORMAT", "json")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("tollgate exited before listening")
-            .unwrap();
-        let v: serde_json::Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        if v["message"] == "tollgate listening" {
-            break v["listen"].as_str().unwrap().parse().unwrap();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_in_flight_request_and_exits_zero() {
     let (release_tx, release_rx) = tokio::sync::watch::channel(false);
@@ -154,22 +118,20 @@ async fn sigterm_drains_in_flight_request_and_exits_zero() {
         }
     })
     .await;
-    let dir = std::env::temp_dir().join(format!("tollgate-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("sigterm.toml");
-    std::fs::write(&cfg, config(up, "shutdown_grace = \"20s\"", "")).unwrap();
-    let (mut child, addr) = spawn_serve(&cfg);
+    let cfg = process::temp_file("sigterm.toml", &config(up, "shutdown_grace = \"20s\"", ""));
+    let mut gw = process::spawn_serve(&cfg);
+    let addr = gw.addr;
 
     let in_flight = tokio::spawn(send_h1(addr, get(&format!("http://{addr}/slow"))));
     arrived_rx.recv().await.unwrap();
     let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &gw.child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
     // Until the upstream answers, the process must still be alive, draining.
     assert!(
-        child.try_wait().unwrap().is_none(),
+        gw.child.try_wait().unwrap().is_none(),
         "exited with a request in flight"
     );
     release_tx.send(true).unwrap();
@@ -178,17 +140,15 @@ async fn sigterm_drains_in_flight_request_and_exits_zero() {
     assert_eq!(text(resp).await, "done");
     let status = tokio::task::spawn_blocking(move || {
         for _ in 0..400 {
-            if let Some(s) = child.try_wait().unwrap() {
+            if let Some(s) = gw.child.try_wait().unwrap() {
                 return Some(s);
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        let _ = child.kill();
         None
     })
     .await
     .unwrap()
     .expect("tollgate did not exit within 10 s of draining");
     assert_eq!(status.code(), Some(0));
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -145,7 +145,7 @@ impl LocalStore {
             .iter()
             .zip(&shard_of)
             .map(|(it, &s)| {
-                guards[slot(s)].maps[it.policy]
+                guards[slot(s)].maps[self.map_of(it)]
                     .get(it.key.as_str())
                     .copied()
             })
@@ -153,11 +153,7 @@ impl LocalStore {
         let decisions: Vec<Decision<AnyState>> = items
             .iter()
             .zip(&before)
-            .map(|(it, state)| {
-                self.policies[it.policy]
-                    .algorithm(it.headroom)
-                    .decide(*state, it.cost, now)
-            })
+            .map(|(it, state)| self.algorithm_of(it).decide(*state, it.cost, now))
             .collect();
         let commit = plan(&decisions);
         items
@@ -174,9 +170,7 @@ impl LocalStore {
                     }
                 } else {
                     // Nothing was spent: report the key as it stands.
-                    self.policies[it.policy]
-                        .algorithm(it.headroom)
-                        .peek(state, now)
+                    self.algorithm_of(it).peek(state, now)
                 };
                 ItemResult {
                     decision,

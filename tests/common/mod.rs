@@ -1,6 +1,10 @@
 //! Test harness: real upstream servers, a real gateway on port 0, and real clients.
 #![allow(dead_code)]
 
+pub mod faulty;
+pub mod process;
+pub mod redis;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;

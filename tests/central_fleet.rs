@@ -1,0 +1,176 @@
+//! Several gateway processes against one Redis, and one gateway against a real 3-master
+//! Redis Cluster with a request's keys in different slots.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use common::process::{spawn_serve, temp_file};
+use common::redis::{RedisCluster, RedisServer};
+use common::*;
+use http::{Request, StatusCode};
+use http_body_util::Empty;
+
+fn fleet_config(
+    up: SocketAddr,
+    kind: &str,
+    urls: &[String],
+    policies: &str,
+    route_policies: &str,
+) -> String {
+    let urls: Vec<String> = urls.iter().map(|u| format!("\"{u}\"")).collect();
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+[account]
+header = "x-api-key"
+[store]
+kind = "{kind}"
+urls = [{}]
+timeout = "1s"
+[upstreams.app]
+urls = ["http://{up}"]
+{policies}
+[[routes]]
+name = "api"
+upstream = "app"
+policies = [{route_policies}]
+"#,
+        urls.join(", ")
+    )
+}
+
+async fn call(
+    addr: SocketAddr,
+    ip: &str,
+    account: Option<&str>,
+) -> http::Response<hyper::body::Incoming> {
+    let mut req = Request::get(format!("http://{addr}/x")).header("x-forwarded-for", ip);
+    if let Some(a) = account {
+        req = req.header("x-api-key", a);
+    }
+    send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap()).await
+}
+
+/// Three gateway processes, 8 concurrent clients each, one key: the total admitted stays
+/// within what one GCRA admits over the elapsed time, `burst + elapsed·rate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateway_processes_enforce_one_limit() {
+    const LIMIT: f64 = 100.0; // per second
+    const BURST: f64 = 20.0;
+    let redis = RedisServer::start();
+    let up = echo_upstream().await;
+    let policy = format!(
+        "[policies.shared]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = {LIMIT}\nperiod = \"1s\"\nburst = {BURST}\nsite = \"central\"\n"
+    );
+    let cfg = temp_file(
+        "fleet.toml",
+        &fleet_config(up, "redis", &[redis.url()], &policy, "\"shared\""),
+    );
+    let nodes: Vec<_> = (0..3).map(|_| spawn_serve(&cfg)).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (n, &addr) in addrs.iter().enumerate() {
+        for c in 0..8 {
+            tasks.spawn(async move {
+                let mut ok = 0u32;
+                for _ in 0..40 {
+                    let ip = format!("198.51.100.{}", n * 8 + c);
+                    match call(addr, &ip, None).await.status() {
+                        StatusCode::OK => ok += 1,
+                        StatusCode::TOO_MANY_REQUESTS => {}
+                        other => panic!("unexpected {other}"),
+                    }
+                }
+                ok
+            });
+        }
+    }
+    let mut admitted = 0;
+    while let Some(r) = tasks.join_next().await {
+        admitted += r.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let bound = BURST + (elapsed * LIMIT).floor();
+    assert!(
+        f64::from(admitted) <= bound,
+        "admitted {admitted} > bound {bound} over {elapsed:.3}s"
+    );
+    assert!(
+        f64::from(admitted) >= BURST,
+        "admitted {admitted}: the limit was not shared but starved"
+    );
+    assert!(admitted < 3 * 8 * 40, "nothing was limited");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_keys_in_different_slots_are_all_or_nothing() {
+    let cluster = RedisCluster::start(3);
+    let policies = r#"
+[policies.per_ip]
+key = ["ip"]
+algorithm = "token_bucket"
+limit = 100
+period = "1h"
+burst = 100
+site = "central"
+
+[policies.per_account]
+key = ["account"]
+algorithm = "gcra"
+limit = 2
+period = "1h"
+burst = 2
+site = "central"
+"#;
+    let cfg = fleet_config(
+        echo_upstream().await,
+        "redis-cluster",
+        &cluster.urls(),
+        policies,
+        "\"per_ip\", \"per_account\"",
+    );
+    let gw = Gateway::start(&cfg).await;
+    let ip = "203.0.113.77";
+    let ip_slot = tollgate::limit::central::slot(format!("tg:per_ip:ip:{ip}").as_bytes());
+    for _ in 0..2 {
+        assert_eq!(
+            call(gw.addrs.listen, ip, Some("acct-9")).await.status(),
+            StatusCode::OK
+        );
+    }
+    // Find the account key the gateway wrote and check it really is in another slot.
+    let keys = (0..3)
+        .flat_map(|n| {
+            cluster
+                .cli(n, &["KEYS", "tg:per_account:*"])
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_ne!(
+        tollgate::limit::central::slot(keys[0].as_bytes()),
+        ip_slot,
+        "test needs two slots"
+    );
+
+    for _ in 0..4 {
+        let r = call(gw.addrs.listen, ip, Some("acct-9")).await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+    // The ip bucket was reserved and refunded (before each 429 was sent) four times:
+    // 100 - 2 - this one = 97.
+    let r = call(gw.addrs.listen, ip, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["ratelimit"], "\"per_ip\";r=97;t=108");
+}

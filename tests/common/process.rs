@@ -1,0 +1,78 @@
+//! `tollgate serve` as a separate process, for tests that need several gateways or signals.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A running `tollgate serve`; killed by pid on drop.
+pub struct GatewayProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn tollgate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+}
+
+/// Start `tollgate serve -c config` and read the bound addresses from its JSON log.
+pub fn spawn_serve(config: &Path) -> GatewayProcess {
+    let mut child = tollgate()
+        .args(["serve", "-c"])
+        .arg(config)
+        .env("RUST_LOG", "info,tollgate::access=warn")
+        .env("TOLLGATE_LOG_FORMAT", "json")
+        .env("TOLLGATE_WORKERS", "2")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let (addr, admin) = loop {
+        let line = lines
+            .next()
+            .expect("tollgate exited before listening")
+            .unwrap();
+        let v: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if v["message"] == "tollgate listening" {
+            let addr = v["listen"].as_str().unwrap().parse().unwrap();
+            // admin_listen is logged as Debug of Option<SocketAddr>: `Some(127.0.0.1:1234)`.
+            let admin = v["admin_listen"]
+                .as_str()
+                .and_then(|s| s.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok());
+            break (addr, admin);
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    GatewayProcess { child, addr, admin }
+}
+
+/// A file in a fresh temp folder for this test.
+pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tollgate-test-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}

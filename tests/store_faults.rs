@@ -1,0 +1,203 @@
+//! A store that fails: down, blackholed, slow, resetting — with each `on_store_error`, through
+//! a fault-injecting proxy in front of a real Redis. No request may wait past the store
+//! timeout (plus scheduling slack), nothing panics, and decisions resume when Redis is back.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::faulty::{Fault, FaultyProxy};
+use common::redis::RedisServer;
+use common::*;
+use http::{Request, Response, StatusCode};
+use http_body_util::Empty;
+use tollgate::limit::clock::ManualClock;
+
+/// Routes `/open`, `/closed`, `/local`, each with its own central policy (burst 2).
+fn config(up: SocketAddr, store_url: &str, breaker: &str) -> String {
+    let mut text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+[store]
+kind = "redis"
+urls = ["{store_url}"]
+timeout = "100ms"
+breaker = {breaker}
+[upstreams.app]
+urls = ["http://{up}"]
+"#
+    );
+    for mode in ["open", "closed", "local"] {
+        text.push_str(&format!(
+            "[policies.{mode}]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\nsite = \"central\"\n\
+             [[routes]]\nname = \"{mode}\"\nmatch = {{ path_prefix = \"/{mode}\" }}\nupstream = \"app\"\npolicies = [\"{mode}\"]\non_store_error = \"{mode}\"\n"
+        ));
+    }
+    text
+}
+
+/// One request, which must be answered well within a second (store timeout is 100 ms).
+async fn call(addr: SocketAddr, path: &str, ip: &str) -> Response<hyper::body::Incoming> {
+    let req = Request::get(format!("http://{addr}{path}"))
+        .header("x-forwarded-for", ip)
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let started = Instant::now();
+    let resp = tokio::time::timeout(Duration::from_secs(5), send_h1(addr, req))
+        .await
+        .expect("request hung on the store");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{path} took {:?}",
+        started.elapsed()
+    );
+    resp
+}
+
+fn decided_by_store(r: &Response<hyper::body::Incoming>) -> bool {
+    r.headers().contains_key("ratelimit")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_failure_mode_with_every_fallback() {
+    let redis = RedisServer::start();
+    let proxy = FaultyProxy::start(redis.addr()).await;
+    let gw = Gateway::start(&config(
+        echo_upstream().await,
+        &proxy.url(),
+        "{ failures = 1000, cooldown = \"1s\" }",
+    ))
+    .await;
+    let addr = gw.addrs.listen;
+    assert!(decided_by_store(&call(addr, "/open", "198.51.100.1").await));
+
+    let faults = [
+        ("down", Fault::Refuse),
+        ("blackholed", Fault::Blackhole),
+        ("slow", Fault::Delay(Duration::from_millis(300))),
+        ("resetting", Fault::Reset),
+    ];
+    for (n, (name, fault)) in faults.into_iter().enumerate() {
+        proxy.set(fault);
+        let ip = format!("203.0.113.{}", 10 + n);
+        let open = call(addr, "/open", &ip).await;
+        assert_eq!(open.status(), StatusCode::OK, "{name}: fail open forwards");
+        assert!(!decided_by_store(&open), "{name}");
+        let closed = call(addr, "/closed", &ip).await;
+        assert_eq!(
+            closed.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{name}: fail closed is 503"
+        );
+        assert!(closed.headers().contains_key("retry-after"), "{name}");
+        // Local fallback: L/N with N = 1 here, so burst 2 then 429.
+        for i in 0..2 {
+            assert_eq!(
+                call(addr, "/local", &ip).await.status(),
+                StatusCode::OK,
+                "{name}: local #{i}"
+            );
+        }
+        assert_eq!(
+            call(addr, "/local", &ip).await.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "{name}"
+        );
+
+        // The store comes back: decisions resume within 2 s.
+        proxy.set(Fault::Pass);
+        let back = Instant::now();
+        while !decided_by_store(&call(addr, "/closed", "198.51.100.99").await) {
+            assert!(
+                back.elapsed() < Duration::from_secs(2),
+                "{name}: no store decision 2 s after recovery"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let admin = gw.addrs.admin_listen.unwrap();
+    let metrics = text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await;
+    let count = |needle: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    // Exactly one fail-open request per fault; fail-closed ones may add recovery polls.
+    assert_eq!(count("outcome=\"error_open\""), 4.0, "{metrics}");
+    assert!(count("outcome=\"error_closed\"") >= 4.0, "{metrics}");
+    for kind in ["timeout", "redis"] {
+        assert!(
+            metrics.contains(&format!("tollgate_store_errors_total{{kind=\"{kind}\"}}")),
+            "{kind}: {metrics}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_opens_skips_the_store_and_closes_after_a_probe() {
+    let redis = RedisServer::start();
+    let proxy = FaultyProxy::start(redis.addr()).await;
+    let clock = ManualClock::new();
+    let cfg = config(
+        echo_upstream().await,
+        &proxy.url(),
+        "{ failures = 3, cooldown = \"2s\" }",
+    );
+    let gw = Gateway::start_with_clock(&cfg, Arc::new(clock.clone())).await;
+    let (addr, admin) = (gw.addrs.listen, gw.addrs.admin_listen.unwrap());
+    let metrics =
+        || async move { text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await };
+    let calls = |m: &str| -> f64 {
+        m.lines()
+            .find(|l| l.starts_with("tollgate_store_calls_total{op=\"check\"}"))
+            .map_or(0.0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
+    };
+
+    proxy.set(Fault::Refuse);
+    for _ in 0..3 {
+        assert_eq!(
+            call(addr, "/open", "198.51.100.7").await.status(),
+            StatusCode::OK
+        );
+    }
+    let m = metrics().await;
+    assert!(m.contains("tollgate_store_breaker_open 1"), "{m}");
+    let calls_when_open = calls(&m);
+    for _ in 0..10 {
+        assert_eq!(
+            call(addr, "/open", "198.51.100.7").await.status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        calls(&metrics().await),
+        calls_when_open,
+        "an open breaker makes no store calls"
+    );
+
+    // Redis is back, but the breaker holds until its cooldown is over.
+    proxy.set(Fault::Pass);
+    assert!(!decided_by_store(
+        &call(addr, "/open", "198.51.100.7").await
+    ));
+    clock.advance(Duration::from_secs(2));
+    let back = Instant::now();
+    while !decided_by_store(&call(addr, "/open", "198.51.100.7").await) {
+        // The probe may still meet a connection that is reconnecting; keep probing.
+        clock.advance(Duration::from_secs(2));
+        assert!(
+            back.elapsed() < Duration::from_secs(2),
+            "breaker never closed"
+        );
+    }
+    assert!(metrics().await.contains("tollgate_store_breaker_open 0"));
+}
