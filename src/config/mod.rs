@@ -7,6 +7,8 @@
 mod error;
 mod load;
 pub mod raw;
+mod raw_limits;
+mod raw_store;
 mod types;
 mod validate;
 mod validate_limits;

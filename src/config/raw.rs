@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+pub use super::raw_limits::*;
+pub use super::raw_store::*;
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,112 +41,6 @@ pub struct RawConfig {
     /// This node's place in a fleet of gateways.
     #[serde(default)]
     pub cluster: RawCluster,
-}
-
-/// `[store]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawStore {
-    /// memory (embedded, this process only) | redis | redis-cluster.
-    #[serde(default)]
-    pub kind: StoreKind,
-    /// `redis://` or `rediss://` URLs; for a cluster, any seed nodes.
-    #[serde(default)]
-    pub urls: Vec<String>,
-    /// Environment variable holding the Redis password (kept out of the file).
-    pub password_env: Option<String>,
-    /// Per store call: a slow store is worse than a down one.
-    #[serde(default = "defaults::store_timeout")]
-    pub timeout: String,
-    /// Consecutive failures that open the breaker, and how long it stays open.
-    #[serde(default)]
-    pub breaker: RawBreaker,
-    /// Prepended to every key, so several deployments can share one Redis.
-    #[serde(default = "defaults::key_prefix")]
-    pub key_prefix: String,
-}
-
-impl Default for RawStore {
-    fn default() -> Self {
-        RawStore {
-            kind: StoreKind::Memory,
-            urls: Vec::new(),
-            password_env: None,
-            timeout: defaults::store_timeout(),
-            breaker: RawBreaker::default(),
-            key_prefix: defaults::key_prefix(),
-        }
-    }
-}
-
-/// `store.kind`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StoreKind {
-    #[default]
-    Memory,
-    Redis,
-    RedisCluster,
-}
-
-/// `store.breaker`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawBreaker {
-    #[serde(default = "defaults::breaker_failures")]
-    pub failures: u32,
-    #[serde(default = "defaults::breaker_cooldown")]
-    pub cooldown: String,
-}
-
-impl Default for RawBreaker {
-    fn default() -> Self {
-        RawBreaker {
-            failures: defaults::breaker_failures(),
-            cooldown: defaults::breaker_cooldown(),
-        }
-    }
-}
-
-/// `[cluster]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCluster {
-    /// Gateways sharing the limits; `on_store_error = "local"` enforces L/N with it.
-    #[serde(default = "defaults::expected_nodes")]
-    pub expected_nodes: u32,
-}
-
-impl Default for RawCluster {
-    fn default() -> Self {
-        RawCluster {
-            expected_nodes: defaults::expected_nodes(),
-        }
-    }
-}
-
-/// `policies.NAME.site`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Site {
-    /// In this process only.
-    #[default]
-    Local,
-    /// In the store, shared by every gateway, exact.
-    Central,
-}
-
-/// `routes[].on_store_error`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnStoreError {
-    /// Forward as if allowed (reads that must not break when Redis does).
-    #[default]
-    Open,
-    /// Answer 503 (login, payments: better refused than unlimited).
-    Closed,
-    /// Decide with a local limiter at L/N.
-    Local,
 }
 
 /// `[server]`
@@ -211,106 +108,6 @@ pub struct RawSharedRange {
     pub headroom: u32,
 }
 
-/// `[account]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAccount {
-    /// Request header naming the account (an API key, a user id).
-    pub header: String,
-    /// Environment variable holding the secret for the keyed hash of account values; nodes
-    /// sharing limits must share it. Unset: a built-in key (values are still never stored raw).
-    pub hash_key_env: Option<String>,
-}
-
-/// `[response]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawResponse {
-    /// Where `RateLimit-Policy` / `RateLimit` appear.
-    #[serde(default)]
-    pub headers: HeadersWhere,
-    /// Also send `X-RateLimit-Limit` / `-Remaining` / `-Reset` for older clients.
-    #[serde(default)]
-    pub legacy_headers: bool,
-}
-
-impl Default for RawResponse {
-    fn default() -> Self {
-        RawResponse {
-            headers: HeadersWhere::All,
-            legacy_headers: false,
-        }
-    }
-}
-
-/// `response.headers`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HeadersWhere {
-    /// On every response of a route with policies.
-    #[default]
-    All,
-    /// Only on 429s.
-    Denied,
-    /// Never.
-    None,
-}
-
-/// `[policies.NAME]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPolicy {
-    /// Key parts, joined in order: ip, account, route, method, header:NAME.
-    pub key: Vec<String>,
-    pub algorithm: AlgorithmName,
-    /// Requests per period (concurrency: requests in flight).
-    pub limit: u64,
-    /// Required except for concurrency.
-    pub period: Option<String>,
-    /// gcra / token_bucket: most requests at once from a full state (default: `limit`).
-    pub burst: Option<u64>,
-    /// Cells a request spends.
-    #[serde(default = "defaults::cost")]
-    pub cost: u64,
-    /// leaky_bucket: longest a request may be held before it is denied (default 0: no queue).
-    pub max_delay: Option<String>,
-    /// Overrides the route's mode for this policy.
-    pub mode: Option<Mode>,
-    /// Memory bound of this policy's local state.
-    #[serde(default = "defaults::max_keys")]
-    pub max_keys: u64,
-    /// Where the decision is made.
-    #[serde(default)]
-    pub site: Site,
-    /// central: a node-local state of the same policy in front, denying without a store call.
-    #[serde(default)]
-    pub local_first: bool,
-}
-
-/// `policies.NAME.algorithm`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlgorithmName {
-    Gcra,
-    TokenBucket,
-    SlidingWindow,
-    LeakyBucket,
-    Concurrency,
-}
-
-/// Route or policy mode.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Denied requests get 429.
-    #[default]
-    Enforce,
-    /// Decide and count, but forward everything and change nothing the client sees.
-    Shadow,
-    /// Ask no policy.
-    Off,
-}
-
 /// `[upstreams.NAME]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -369,7 +166,7 @@ impl Default for RawMatch {
 }
 
 /// Defaults live in one place so the README, the sample config and the code agree.
-mod defaults {
+pub(super) mod defaults {
     pub fn header_timeout() -> String {
         "10s".into()
     }

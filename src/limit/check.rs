@@ -20,71 +20,13 @@ use std::sync::Arc;
 use http::{HeaderMap, Method};
 
 use super::admission::{Admission, PolicyReport};
-use super::algorithm::{Decision, Verdict};
-use super::central::{CentralItem, CentralResult};
-use super::clock::Nanos;
-use super::limiter::{Limiter, PlanEntry};
-use super::local::{CheckItem, ItemResult};
+use super::central::CentralItem;
+use super::decided::{Decided, Pending, any_enforce_denied, local_plan};
+use super::limiter::Limiter;
+use super::local::CheckItem;
 use super::metrics::Outcome;
 use super::permit::Permits;
-use super::policy::AnyState;
 use crate::config::{Mode, OnStoreError};
-
-/// One applicable policy of this request.
-struct Pending {
-    entry: PlanEntry,
-    key: String,
-    headroom: std::num::NonZeroU32,
-}
-
-/// What was decided for one policy.
-#[derive(Debug, Clone, Copy, Default)]
-struct Decided {
-    admitted: bool,
-    committed: bool,
-    remaining: u64,
-    reset_after: Nanos,
-    /// Retry-after when denied; the leaky-bucket delay when admitted.
-    wait: Nanos,
-    /// The store failed and the route fails open: allowed without a decision.
-    error_open: bool,
-}
-
-impl Decided {
-    fn from_local(r: &ItemResult) -> Self {
-        let (admitted, wait) = match r.decision.verdict {
-            Verdict::Allow => (true, 0),
-            Verdict::Delay(d) => (true, d),
-            Verdict::Deny { retry_after } => (false, retry_after),
-        };
-        Decided {
-            admitted,
-            committed: r.committed,
-            remaining: r.snapshot.remaining,
-            reset_after: r.snapshot.reset_after,
-            wait,
-            error_open: false,
-        }
-    }
-
-    fn from_central(r: &CentralResult) -> Self {
-        Decided {
-            admitted: r.admitted,
-            committed: r.committed,
-            remaining: r.remaining,
-            reset_after: r.reset_after,
-            wait: r.wait,
-            error_open: false,
-        }
-    }
-}
-
-fn any_enforce_denied(pending: &[Pending], decided: &[Option<Decided>]) -> bool {
-    pending
-        .iter()
-        .zip(decided)
-        .any(|(p, d)| p.entry.mode == Mode::Enforce && d.is_some_and(|d| !d.admitted))
-}
 
 impl Limiter {
     /// Decide a request of route `route` (its index in the config).
@@ -398,29 +340,4 @@ impl Limiter {
         }
         admission
     }
-}
-
-/// Step 4's plan: the usual all-or-nothing over this step's own items, counting what the
-/// store already decided; mirrors spend whenever the request is admitted.
-fn local_plan(
-    ds: &[Decision<AnyState>],
-    modes: &[Mode],
-    mirror: &[bool],
-    outside_enforce_ok: bool,
-    outside_all_ok: bool,
-) -> Vec<bool> {
-    let own: Vec<usize> = (0..ds.len()).filter(|&i| !mirror[i]).collect();
-    let enforce_ok = outside_enforce_ok
-        && own
-            .iter()
-            .all(|&i| ds[i].verdict.admits() || modes[i] != Mode::Enforce);
-    let all_ok = outside_all_ok && own.iter().all(|&i| ds[i].verdict.admits());
-    let mut plan = vec![false; ds.len()];
-    for &i in &own {
-        plan[i] = enforce_ok && (all_ok || modes[i] == Mode::Enforce);
-    }
-    for i in (0..ds.len()).filter(|i| mirror[*i]) {
-        plan[i] = enforce_ok && ds[i].verdict.admits();
-    }
-    plan
 }

@@ -11,6 +11,7 @@ pub mod admission;
 pub mod algorithm;
 mod check;
 pub mod clock;
+mod decided;
 pub mod keys;
 pub mod limiter;
 pub mod local;

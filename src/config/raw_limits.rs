@@ -1,0 +1,107 @@
+//! Rate-limit sections of the TOML file as written: `[account]`, `[response]`,
+//! `[policies.NAME]` and the enums they share with routes. Part of the user-facing contract.
+
+use serde::Deserialize;
+
+use super::raw::defaults;
+use super::raw_store::Site;
+
+/// `[account]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    /// Request header naming the account (an API key, a user id).
+    pub header: String,
+    /// Environment variable holding the secret for the keyed hash of account values; nodes
+    /// sharing limits must share it. Unset: a built-in key (values are still never stored raw).
+    pub hash_key_env: Option<String>,
+}
+
+/// `[response]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResponse {
+    /// Where `RateLimit-Policy` / `RateLimit` appear.
+    #[serde(default)]
+    pub headers: HeadersWhere,
+    /// Also send `X-RateLimit-Limit` / `-Remaining` / `-Reset` for older clients.
+    #[serde(default)]
+    pub legacy_headers: bool,
+}
+
+impl Default for RawResponse {
+    fn default() -> Self {
+        RawResponse {
+            headers: HeadersWhere::All,
+            legacy_headers: false,
+        }
+    }
+}
+
+/// `response.headers`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadersWhere {
+    /// On every response of a route with policies.
+    #[default]
+    All,
+    /// Only on 429s.
+    Denied,
+    /// Never.
+    None,
+}
+
+/// `[policies.NAME]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    /// Key parts, joined in order: ip, account, route, method, header:NAME.
+    pub key: Vec<String>,
+    pub algorithm: AlgorithmName,
+    /// Requests per period (concurrency: requests in flight).
+    pub limit: u64,
+    /// Required except for concurrency.
+    pub period: Option<String>,
+    /// gcra / token_bucket: most requests at once from a full state (default: `limit`).
+    pub burst: Option<u64>,
+    /// Cells a request spends.
+    #[serde(default = "defaults::cost")]
+    pub cost: u64,
+    /// leaky_bucket: longest a request may be held before it is denied (default 0: no queue).
+    pub max_delay: Option<String>,
+    /// Overrides the route's mode for this policy.
+    pub mode: Option<Mode>,
+    /// Memory bound of this policy's local state.
+    #[serde(default = "defaults::max_keys")]
+    pub max_keys: u64,
+    /// Where the decision is made.
+    #[serde(default)]
+    pub site: Site,
+    /// central: a node-local state of the same policy in front, denying without a store call.
+    #[serde(default)]
+    pub local_first: bool,
+}
+
+/// `policies.NAME.algorithm`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlgorithmName {
+    Gcra,
+    TokenBucket,
+    SlidingWindow,
+    LeakyBucket,
+    Concurrency,
+}
+
+/// Route or policy mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Denied requests get 429.
+    #[default]
+    Enforce,
+    /// Decide and count, but forward everything and change nothing the client sees.
+    Shadow,
+    /// Ask no policy.
+    Off,
+}

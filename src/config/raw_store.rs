@@ -1,0 +1,112 @@
+//! Store sections of the TOML file as written: `[store]`, `[cluster]`, and the per-policy
+//! and per-route store settings. Part of the user-facing contract.
+
+use serde::Deserialize;
+
+use super::raw::defaults;
+
+/// `[store]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// memory (embedded, this process only) | redis | redis-cluster.
+    #[serde(default)]
+    pub kind: StoreKind,
+    /// `redis://` or `rediss://` URLs; for a cluster, any seed nodes.
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// Environment variable holding the Redis password (kept out of the file).
+    pub password_env: Option<String>,
+    /// Per store call: a slow store is worse than a down one.
+    #[serde(default = "defaults::store_timeout")]
+    pub timeout: String,
+    /// Consecutive failures that open the breaker, and how long it stays open.
+    #[serde(default)]
+    pub breaker: RawBreaker,
+    /// Prepended to every key, so several deployments can share one Redis.
+    #[serde(default = "defaults::key_prefix")]
+    pub key_prefix: String,
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        RawStore {
+            kind: StoreKind::Memory,
+            urls: Vec::new(),
+            password_env: None,
+            timeout: defaults::store_timeout(),
+            breaker: RawBreaker::default(),
+            key_prefix: defaults::key_prefix(),
+        }
+    }
+}
+
+/// `store.kind`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    #[default]
+    Memory,
+    Redis,
+    RedisCluster,
+}
+
+/// `store.breaker`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    #[serde(default = "defaults::breaker_failures")]
+    pub failures: u32,
+    #[serde(default = "defaults::breaker_cooldown")]
+    pub cooldown: String,
+}
+
+impl Default for RawBreaker {
+    fn default() -> Self {
+        RawBreaker {
+            failures: defaults::breaker_failures(),
+            cooldown: defaults::breaker_cooldown(),
+        }
+    }
+}
+
+/// `[cluster]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    /// Gateways sharing the limits; `on_store_error = "local"` enforces L/N with it.
+    #[serde(default = "defaults::expected_nodes")]
+    pub expected_nodes: u32,
+}
+
+impl Default for RawCluster {
+    fn default() -> Self {
+        RawCluster {
+            expected_nodes: defaults::expected_nodes(),
+        }
+    }
+}
+
+/// `policies.NAME.site`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Site {
+    /// In this process only.
+    #[default]
+    Local,
+    /// In the store, shared by every gateway, exact.
+    Central,
+}
+
+/// `routes[].on_store_error`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreError {
+    /// Forward as if allowed (reads that must not break when Redis does).
+    #[default]
+    Open,
+    /// Answer 503 (login, payments: better refused than unlimited).
+    Closed,
+    /// Decide with a local limiter at L/N.
+    Local,
+}
