@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# Load benchmark: tollgate against nginx (the peer) and against the upstream alone (the ceiling).
+#
+#   benches/load.sh                      # 3 s warm-up + 10 s measured per target
+#   DURATION=30 CONNECTIONS=128 benches/load.sh
+#
+# Every target gets the same small GET (`GET /bench` answered `200 "hello\n"`) from the same
+# upstream, one after the other, in ONE run, so the numbers are comparable with each other
+# (absolute numbers depend on the machine: wrk, the upstream and the proxy share its cores).
+#
+# Targets:
+#   direct   wrk -> upstream nginx                       the ceiling
+#   nginx    wrk -> nginx proxy_pass (keepalive 64) -> upstream   the peer
+#   tollgate wrk -> tollgate (release, 2 workers) -> upstream
+#
+# The upstream is its own nginx instance with `worker_processes 1`: it is the same process for
+# every target, and it is never counted among the proxy nginx's workers, so the peer gets
+# exactly 2 workers as tollgate gets exactly 2 tokio worker threads.
+#
+# Everything listens on free 127.0.0.1 ports chosen at start; nginx runs with `-p`/`-c` in a
+# `mktemp -d` folder with `daemon off`; every process started here is killed by pid on exit.
+# Traffic goes to 127.0.0.1 only, bounded by WARMUP + DURATION seconds per target.
+#
+# Environment: DURATION (10), WARMUP (3), CONNECTIONS (64), THREADS (2), TOLLGATE_WORKERS (2),
+# NGINX_WORKERS (2), SKIP_BUILD (unset: `cargo build --release` first), KEEP_TMP (unset).
+#
+# To add a target: start its server with a helper below (start_nginx / start_tollgate, which
+# return its pid in $STARTED_PID), wait_ready on its URL, then `measure NAME URL PID...`; the
+# row and the ratios in the report come from the NAMES array.
+set -euo pipefail
+
+DURATION="${DURATION:-10}"
+WARMUP="${WARMUP:-3}"
+CONNECTIONS="${CONNECTIONS:-64}"
+THREADS="${THREADS:-2}"
+TOLLGATE_WORKERS="${TOLLGATE_WORKERS:-2}"
+NGINX_WORKERS="${NGINX_WORKERS:-2}"
+NGINX="${NGINX:-/usr/sbin/nginx}"
+BENCH_PATH="/bench"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+COMMAND_LINE="DURATION=$DURATION WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS THREADS=$THREADS TOLLGATE_WORKERS=$TOLLGATE_WORKERS NGINX_WORKERS=$NGINX_WORKERS benches/load.sh"
+
+log() { printf '[load.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Tools and build.
+# ---------------------------------------------------------------------------------------------
+APT_UPDATED=""
+need() { # need COMMAND-OR-PATH PACKAGE
+    command -v "$1" >/dev/null 2>&1 && return 0
+    log "installing $2"
+    if [ -z "$APT_UPDATED" ]; then apt-get update -qq >&2; APT_UPDATED=1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >&2
+    command -v "$1" >/dev/null 2>&1 || die "$2 did not provide $1"
+}
+need wrk wrk
+need "$NGINX" nginx
+need curl curl
+need python3 python3
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+    log "cargo build --release"
+    (cd "$ROOT" && cargo build --release --quiet)
+fi
+TOLLGATE="$ROOT/target/release/tollgate"
+[ -x "$TOLLGATE" ] || die "$TOLLGATE missing (cargo build --release)"
+
+# ---------------------------------------------------------------------------------------------
+# Process bookkeeping: every pid started here is killed on exit, whatever the exit.
+# ---------------------------------------------------------------------------------------------
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/tollgate-load.XXXXXX")"
+chmod 755 "$TMP"
+PIDS=()
+cleanup() {
+    local rc=$? pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        # nginx's fast shutdown and tollgate's graceful one both take well under 5 s here.
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ -n "${KEEP_TMP:-}" ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# free_ports N: N distinct free loopback ports, all held open together while they are picked.
+free_ports() {
+    python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+# wait_ready URL PID: until URL answers 200 "hello" through whatever is listening (10 s max).
+wait_ready() {
+    local url="$1" pid="$2" body
+    for _ in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || die "process $pid for $url exited; see $TMP"
+        body="$(curl -fsS --max-time 1 "$url" 2>/dev/null || true)"
+        [ "$body" = "hello" ] && return 0
+        sleep 0.1
+    done
+    die "$url not ready after 10 s"
+}
+
+# start_nginx NAME HTTP-BLOCK-BODY WORKERS: runs nginx in $TMP/NAME; pid in STARTED_PID.
+STARTED_PID=""
+start_nginx() {
+    local name="$1" body="$2" workers="$3" dir="$TMP/$1" user_line=""
+    mkdir -p "$dir/tmp"
+    # As root nginx would switch its workers to `nobody`; keep them as the invoking user.
+    [ "$(id -u)" = 0 ] && user_line="user root root;"
+    cat >"$dir/nginx.conf" <<EOF
+$user_line
+daemon off;
+master_process on;
+worker_processes $workers;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    keepalive_requests 1000000;
+$body
+}
+EOF
+    "$NGINX" -t -q -e "$dir/error.log" -p "$dir" -c "$dir/nginx.conf" || die "bad nginx config $dir/nginx.conf"
+    "$NGINX" -e "$dir/error.log" -p "$dir" -c "$dir/nginx.conf" 2>>"$dir/error.log" &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+}
+
+# start_tollgate NAME CONFIG-FILE: runs the release build; pid in STARTED_PID.
+start_tollgate() {
+    local name="$1" config="$2"
+    mkdir -p "$TMP/$name"
+    RUST_LOG=warn TOLLGATE_WORKERS="$TOLLGATE_WORKERS" \
+        "$TOLLGATE" serve -c "$config" 2>"$TMP/$name/stderr.log" &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+}
+
+# machine_ticks: "busy total" clock ticks of all cores so far; busy = user + nice + system,
+# the time processes are charged with (irq/softirq time, loopback networking mostly, is not).
+machine_ticks() {
+    awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $2 + $3 + $4, t }' /proc/stat
+}
+
+# cpu_ticks PID...: user+system clock ticks used so far by these processes and their children.
+cpu_ticks() {
+    local total=0 pid p t
+    for pid in "$@"; do
+        for p in "$pid" $(pgrep -P "$pid" || true); do
+            # fields 14 and 15 of /proc/PID/stat (after the parenthesised command name)
+            t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0)
+            total=$((total + t))
+        done
+    done
+    echo "$total"
+}
+
+# upstream_accepts: connections the upstream nginx has accepted so far (its own stub_status;
+# the curl asking for it is one of them).
+upstream_accepts() {
+    curl -fsS --max-time 2 "http://127.0.0.1:$UP_PORT/nginx-status" | awk 'NR == 3 { print $1 }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# Measuring.
+# ---------------------------------------------------------------------------------------------
+cat >"$TMP/report.lua" <<'EOF'
+-- One parse-friendly line at the end of a wrk run; latencies in microseconds.
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "BENCH requests=%d duration_us=%d p50_us=%.0f p90_us=%.0f p99_us=%.0f max_us=%.0f " ..
+    "connect=%d read=%d write=%d status=%d timeout=%d\n",
+    summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max,
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+EOF
+
+WRK_CMD="wrk --threads $THREADS --connections $CONNECTIONS --duration ${DURATION}s --latency --script report.lua URL"
+NAMES=()
+declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS
+NOISY=""
+UPSTREAM_PID=""
+
+# measure NAME URL [PID...]: warm-up (discarded), then the measured run; appends a row.
+# PIDs are the processes under test, for the CPU column (their children count too).
+measure() {
+    local name="$1" url="$2"; shift 2
+    local out="$TMP/wrk-$name.txt" hz before after up_before up_after line wrk_ticks m_before m_after others acc_before acc_after
+    log "$name: warm-up ${WARMUP}s, then ${DURATION}s against $url"
+    wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${WARMUP}s" "$url" >/dev/null
+    hz=$(getconf CLK_TCK)
+    acc_before=$(upstream_accepts)
+    before=$(cpu_ticks "$@"); up_before=$(cpu_ticks "$UPSTREAM_PID"); m_before=$(machine_ticks)
+    # In a subshell, so that its cutime+cstime afterwards are wrk's own CPU ticks.
+    wrk_ticks=$(
+        wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${DURATION}s" \
+            --latency --script "$TMP/report.lua" "$url" >"$out"
+        awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$BASHPID/stat"
+    )
+    after=$(cpu_ticks "$@"); up_after=$(cpu_ticks "$UPSTREAM_PID"); m_after=$(machine_ticks)
+    acc_after=$(upstream_accepts)
+    UPCONNS[$name]=$((acc_after - acc_before - 1))
+    line=$(grep '^BENCH ' "$out") || die "no BENCH line in $out: $(cat "$out")"
+    # BENCH k=v k=v ... -> shell-free parsing with awk
+    NAMES+=("$name")
+    RPS[$name]=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                       printf "%.0f", v["requests"] / (v["duration_us"] / 1e6) }' <<<"$line")
+    P50[$name]=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                       printf "%.3f", v["p50_us"] / 1000 }' <<<"$line")
+    P99[$name]=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                       printf "%.3f", v["p99_us"] / 1000 }' <<<"$line")
+    ERRS[$name]=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                        printf "%d", v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"] }' <<<"$line")
+    if [ "$#" -gt 0 ]; then
+        CPU[$name]=$(awk -v t=$((after - before)) -v hz="$hz" -v d="$DURATION" 'BEGIN { printf "%.0f%%", 100 * t / hz / d }')
+    else
+        CPU[$name]="-"
+    fi
+    WRKCPU[$name]=$(awk -v t="$wrk_ticks" -v hz="$hz" -v d="$DURATION" 'BEGIN { printf "%.0f%%", 100 * t / hz / d }')
+    # Whatever else ran on the machine meanwhile (a build, a test suite) skews every column.
+    others=$(awk -v busy="$(awk -v b="$m_before" -v a="$m_after" 'BEGIN { split(b, x, " "); split(a, y, " "); print y[1] - x[1] }')" \
+                 -v ours=$(( (after - before) + (up_after - up_before) + wrk_ticks )) -v hz="$hz" -v d="$DURATION" \
+                 'BEGIN { o = (busy - ours) / hz / d * 100; if (o < 0) o = 0; printf "%.0f", o }')
+    OTHER[$name]="${others}%"
+    if [ "$others" -gt 15 ]; then NOISY="$NOISY $name"; fi
+    UPCPU[$name]=$(awk -v t=$((up_after - up_before)) -v hz="$hz" -v d="$DURATION" 'BEGIN { printf "%.0f%%", 100 * t / hz / d }')
+    log "$name: ${RPS[$name]} req/s, p50 ${P50[$name]} ms, p99 ${P99[$name]} ms, errors ${ERRS[$name]}"
+}
+
+# ratio A B FIELD-ARRAY: A/B of a numeric column, or "n/a".
+ratio() {
+    local -n col="$3"
+    [ -n "${col[$1]:-}" ] && [ -n "${col[$2]:-}" ] || { echo "n/a"; return; }
+    awk -v a="${col[$1]}" -v b="${col[$2]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# The targets.
+# ---------------------------------------------------------------------------------------------
+read -r UP_PORT NGINX_PORT TOLLGATE_PORT <<<"$(free_ports 3)"
+
+start_nginx upstream "
+    server {
+        listen 127.0.0.1:$UP_PORT;
+        location / { return 200 \"hello\\n\"; }
+        location = /nginx-status { stub_status; }
+    }" 1
+UPSTREAM_PID=$STARTED_PID
+wait_ready "http://127.0.0.1:$UP_PORT$BENCH_PATH" "$UPSTREAM_PID"
+
+start_nginx nginx "
+    upstream app {
+        server 127.0.0.1:$UP_PORT;
+        keepalive 64;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }
+    }" "$NGINX_WORKERS"
+NGINX_PID=$STARTED_PID
+wait_ready "http://127.0.0.1:$NGINX_PORT$BENCH_PATH" "$NGINX_PID"
+
+cat >"$TMP/tollgate.toml" <<EOF
+[server]
+listen = "127.0.0.1:$TOLLGATE_PORT"
+
+[client_ip]
+trusted_proxies = []
+
+[upstreams.app]
+urls = ["http://127.0.0.1:$UP_PORT"]
+
+[[routes]]
+name = "default"
+match = { path_prefix = "/" }
+upstream = "app"
+EOF
+"$TOLLGATE" check -c "$TMP/tollgate.toml" >/dev/null || die "tollgate rejects $TMP/tollgate.toml"
+start_tollgate tollgate "$TMP/tollgate.toml"
+TOLLGATE_PID=$STARTED_PID
+wait_ready "http://127.0.0.1:$TOLLGATE_PORT$BENCH_PATH" "$TOLLGATE_PID"
+
+measure direct "http://127.0.0.1:$UP_PORT$BENCH_PATH"
+measure nginx "http://127.0.0.1:$NGINX_PORT$BENCH_PATH" "$NGINX_PID"
+measure tollgate "http://127.0.0.1:$TOLLGATE_PORT$BENCH_PATH" "$TOLLGATE_PID"
+
+# ---------------------------------------------------------------------------------------------
+# Report (stdout, markdown).
+# ---------------------------------------------------------------------------------------------
+echo "## tollgate load benchmark"
+echo
+echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "- nproc: $(nproc)"
+echo "- command: \`$COMMAND_LINE\`"
+echo "- wrk per target: \`$WRK_CMD\` after a ${WARMUP}s warm-up run (discarded)"
+echo "- request: \`GET $BENCH_PATH\` -> \`200 hello\\n\` from an nginx upstream (worker_processes 1)"
+echo "- versions: $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), $(wrk --version 2>&1 | head -1 | awk '{ print "wrk " $2 }'), tollgate $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')${SKIP_BUILD:+ (SKIP_BUILD: the binary may be older than this tree)}"
+echo
+echo "| target | req/s | p50 ms | p99 ms | errors | proxy CPU | upstream CPU | wrk CPU | other CPU | upstream conns |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for n in "${NAMES[@]}"; do
+    echo "| $n | ${RPS[$n]} | ${P50[$n]} | ${P99[$n]} | ${ERRS[$n]} | ${CPU[$n]} | ${UPCPU[$n]} | ${WRKCPU[$n]} | ${OTHER[$n]} | ${UPCONNS[$n]} |"
+done
+echo
+echo "CPU columns: share of one core used during the measured run ($(( $(nproc) * 100 ))% = every core);"
+echo "other CPU: the machine's user+system time not used by the proxy, the upstream or wrk"
+echo "(another build or test suite running meanwhile); softirq time (loopback networking) is in no column."
+echo "upstream conns: connections the upstream accepted during the measured run (a proxy that"
+echo "reuses its upstream connections opens ~0; wrk itself opens CONNECTIONS for the direct row)."
+echo "errors: wrk's connect/read/write/timeout errors plus non-2xx/3xx answers."
+if [ -n "$NOISY" ]; then
+    echo
+    echo "**Warning**: other processes used more than 15% of a core during:$NOISY; those rows are skewed."
+fi
+echo
+echo "| ratio | throughput | p99 |"
+echo "| --- | ---: | ---: |"
+echo "| tollgate / nginx | $(ratio tollgate nginx RPS) | $(ratio tollgate nginx P99) |"
+echo "| tollgate / direct | $(ratio tollgate direct RPS) | $(ratio tollgate direct P99) |"
+echo "| nginx / direct | $(ratio nginx direct RPS) | $(ratio nginx direct P99) |"
+echo
+echo "Target: tollgate / nginx throughput >= 0.80 and p99 <= 1.25."
