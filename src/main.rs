@@ -84,7 +84,13 @@ fn main() -> ExitCode {
                 unsafe { std::env::set_var("RUST_LOG", "warn") };
             }
             telemetry::init(cli.log_format);
-            report(runtime().and_then(|rt| rt.block_on(tollgate::demo::run()).map_err(Into::into)))
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build();
+            report(
+                rt.context("starting the async runtime")
+                    .and_then(|rt| rt.block_on(tollgate::demo::run()).map_err(Into::into)),
+            )
         }
         Command::Certs { out } => report(
             tollgate::certs::write(&out)

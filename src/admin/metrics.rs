@@ -2,7 +2,7 @@
 //!
 //! Metric names are a contract users alert on: add new ones, never rename these.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -86,27 +86,27 @@ impl Metrics {
         &mut self.registry
     }
 
-    pub fn record_request(&self, route: &Arc<str>, status: u16, took: Duration) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                route: route.clone(),
-                status,
-            })
-            .inc();
-        self.request_duration
-            .get_or_create(&RouteLabels {
-                route: route.clone(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn record_upstream(&self, route: &Arc<str>, upstream: &Arc<str>, took: Duration) {
-        self.upstream_duration
-            .get_or_create(&UpstreamLabels {
-                route: route.clone(),
-                upstream: upstream.clone(),
-            })
-            .observe(took.as_secs_f64());
+    /// Handles for one route's metrics, resolved once so a request does no label lookups.
+    pub fn route(&self, route: &Arc<str>, upstream: Option<&Arc<str>>) -> RouteMetrics {
+        RouteMetrics {
+            route: route.clone(),
+            requests: self.requests.clone(),
+            statuses: (100..600).map(|_| OnceLock::new()).collect(),
+            duration: self
+                .request_duration
+                .get_or_create(&RouteLabels {
+                    route: route.clone(),
+                })
+                .clone(),
+            upstream: upstream.map(|u| {
+                self.upstream_duration
+                    .get_or_create(&UpstreamLabels {
+                        route: route.clone(),
+                        upstream: u.clone(),
+                    })
+                    .clone()
+            }),
+        }
     }
 
     /// Prometheus text exposition of everything.
@@ -121,5 +121,39 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// One route's metric handles (see [`Metrics::route`]).
+pub struct RouteMetrics {
+    route: Arc<str>,
+    /// The family, for statuses seen the first time.
+    requests: Family<RequestLabels, Counter>,
+    /// Counter per status code 100..=599, created on first use.
+    statuses: Box<[OnceLock<Counter>]>,
+    duration: Histogram,
+    /// `None` for the no-route bucket.
+    upstream: Option<Histogram>,
+}
+
+impl RouteMetrics {
+    pub fn record_request(&self, status: u16, took: Duration) {
+        let labels = || RequestLabels {
+            route: self.route.clone(),
+            status,
+        };
+        match self.statuses.get(usize::from(status).wrapping_sub(100)) {
+            Some(slot) => slot
+                .get_or_init(|| self.requests.get_or_create(&labels()).clone())
+                .inc(),
+            None => self.requests.get_or_create(&labels()).inc(),
+        };
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    pub fn record_upstream(&self, took: Duration) {
+        if let Some(h) = &self.upstream {
+            h.observe(took.as_secs_f64());
+        }
     }
 }

@@ -16,7 +16,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tracing::debug;
 
-pub use metrics::Metrics;
+pub use metrics::{Metrics, RouteMetrics};
 
 use crate::proxy::ResponseBody;
 use crate::respond::full;

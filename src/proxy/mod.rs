@@ -30,7 +30,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tracing::{info, warn};
 
-use crate::admin::Metrics;
+use crate::admin::{Metrics, RouteMetrics};
 use crate::config::Config;
 use crate::config::Response as ResponseConfig;
 use crate::limit::Limiter;
@@ -73,8 +73,8 @@ struct Inner {
     client: Client<HttpConnector, UpstreamBody>,
     /// Step 4: longest wait for an upstream's response head.
     upstream_timeout: Duration,
-    /// Step 6.
-    metrics: Arc<Metrics>,
+    /// Step 6: per route (config order), then the no-route bucket last.
+    route_metrics: Vec<RouteMetrics>,
 }
 
 /// The label used for requests no route took.
@@ -82,6 +82,13 @@ const NO_ROUTE: &str = "-";
 
 impl Gateway {
     pub fn new(config: &Config, limiter: Arc<Limiter>, metrics: Arc<Metrics>) -> Self {
+        let pools: Vec<Pool> = config.upstreams.iter().map(Pool::new).collect();
+        let mut route_metrics: Vec<RouteMetrics> = config
+            .routes
+            .iter()
+            .map(|r| metrics.route(&Arc::from(r.name.as_str()), Some(&pools[r.upstream].name)))
+            .collect();
+        route_metrics.push(metrics.route(&Arc::from(NO_ROUTE), None));
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(config.server.upstream_timeout));
@@ -94,20 +101,22 @@ impl Gateway {
                 router: Router::new(config),
                 limiter,
                 response: config.response,
-                pools: config.upstreams.iter().map(Pool::new).collect(),
+                pools,
                 client,
                 upstream_timeout: config.server.upstream_timeout,
-                metrics,
+                route_metrics,
             }),
         }
     }
 
-    /// Handle one request; never fails, since every error is answered (step 4).
+    /// Handle one request; never fails, since every error is answered (step 5).
     pub async fn handle(&self, req: Request<Incoming>, conn: ConnInfo) -> Response<ResponseBody> {
         let started = Instant::now();
         let inner = &*self.inner;
-        let method = req.method().clone();
-        let path = req.uri().path().to_owned();
+        // The access log needs method and path after the request is gone; copy them only
+        // when the log is on.
+        let logged = tracing::enabled!(target: "tollgate::access", tracing::Level::INFO)
+            .then(|| (req.method().clone(), req.uri().path().to_owned()));
         // 1. client
         let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
         // 2. route
@@ -115,32 +124,30 @@ impl Gateway {
         // 3–4. limit, forward
         let result = match &route {
             None => Err(GatewayError::NoRoute {
-                method: method.clone(),
-                path: path.clone(),
+                method: req.method().clone(),
+                path: req.uri().path().to_owned(),
             }),
             Some(entry) => self.limit_and_forward(entry, req, conn, client).await,
         };
         // 5. respond
-        let route_name: Arc<str> = route.map_or_else(|| Arc::from(NO_ROUTE), |r| r.name.clone());
         let resp = result.unwrap_or_else(|err| {
             if !matches!(err, GatewayError::RateLimited(_)) {
-                warn!(route = %route_name, %client, error = %err, kind = err.kind(), "request failed");
+                let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
+                warn!(route, %client, error = %err, kind = err.kind(), "request failed");
             }
             respond::error_response(&err, &inner.response)
         });
         // 6. observe
         let took = started.elapsed();
-        inner
-            .metrics
-            .record_request(&route_name, resp.status().as_u16(), took);
-        access_log(
-            &route_name,
-            &method,
-            &path,
-            resp.status().as_u16(),
-            took,
-            client,
-        );
+        let status = resp.status().as_u16();
+        let index = route
+            .as_ref()
+            .map_or(inner.route_metrics.len() - 1, |r| r.index);
+        inner.route_metrics[index].record_request(status, took);
+        if let Some((method, path)) = logged {
+            let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
+            access_log(route, &method, &path, status, took, client);
+        }
         resp
     }
 }
@@ -180,9 +187,7 @@ impl Gateway {
         let pool = &inner.pools[entry.route.upstream];
         let sent = Instant::now();
         let result = forward::forward(inner, entry, pool, req, conn, client).await;
-        inner
-            .metrics
-            .record_upstream(&entry.name, &pool.name, sent.elapsed());
+        inner.route_metrics[entry.index].record_upstream(sent.elapsed());
         let mut resp = result?;
         respond::ratelimit::add_headers(
             resp.headers_mut(),

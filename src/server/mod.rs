@@ -7,6 +7,7 @@
 mod listener;
 pub mod shutdown;
 mod tls;
+mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
 use listener::Listener;
 use shutdown::Shutdown;
+use workers::{ConnSettings, Workers};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +71,8 @@ pub struct Server {
     limiter: Arc<Limiter>,
     /// Flipped to true once every listener is serving; `/readyz` reads it.
     ready: Arc<AtomicBool>,
+    /// Worker threads serving connections (default: one per core).
+    workers: usize,
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
@@ -109,6 +113,7 @@ impl Server {
             metrics: Arc::new(metrics),
             limiter,
             ready: Arc::new(AtomicBool::new(false)),
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
     }
 
@@ -126,25 +131,44 @@ impl Server {
         }
     }
 
-    /// Serve until `shutdown` resolves, then drain. Returns once every listener has stopped.
+    /// Serve connections on `n` worker threads instead of one per core.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// Serve until `shutdown` resolves, then drain. Returns once every listener has stopped
+    /// and every worker has drained its connections (within `shutdown_grace`).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let addrs = self.addrs();
         let (notify, _) = broadcast::channel::<()>(1);
-        let gateway = Gateway::new(&self.config, self.limiter.clone(), self.metrics.clone());
-        let http = Arc::new(http_builder(&self.config));
-        let grace = self.config.server.shutdown_grace;
-        let make = |listener, tls| Listener {
-            listener,
-            tls,
-            gateway: gateway.clone(),
-            http: http.clone(),
+        let settings = ConnSettings {
+            http: http_builder(&self.config),
             handshake_timeout: self.config.server.header_timeout,
-            grace,
+            grace: self.config.server.shutdown_grace,
+        };
+        let (config, limiter, metrics) = (
+            self.config.clone(),
+            self.limiter.clone(),
+            self.metrics.clone(),
+        );
+        let gateway = Arc::new(move || Gateway::new(&config, limiter.clone(), metrics.clone()));
+        let workers = match Workers::start(self.workers, settings, gateway) {
+            Ok(w) => Arc::new(w),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start worker threads");
+                return;
+            }
         };
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(make(self.plain, None).run(Shutdown::new(notify.subscribe())));
+        let listener = |listener, tls| Listener {
+            listener,
+            tls,
+            workers: workers.clone(),
+        };
+        tasks.spawn(listener(self.plain, None).run(Shutdown::new(notify.subscribe())));
         if let Some((l, acceptor)) = self.tls {
-            tasks.spawn(make(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
+            tasks.spawn(listener(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
         }
         if let Some(l) = self.admin {
             let state = admin::State {
@@ -154,12 +178,16 @@ impl Server {
             tasks.spawn(admin::run(l, state, Shutdown::new(notify.subscribe())));
         }
         self.ready.store(true, Ordering::Release);
-        info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, "tollgate listening");
+        info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, workers = self.workers, "tollgate listening");
         shutdown.await;
         info!("shutting down");
         self.ready.store(false, Ordering::Release);
         let _ = notify.send(());
+        // Listeners close their sockets first, so new clients are refused while draining.
         while tasks.join_next().await.is_some() {}
+        if let Some(workers) = Arc::into_inner(workers) {
+            let _ = tokio::task::spawn_blocking(move || workers.shutdown()).await;
+        }
         info!("stopped");
     }
 }
