@@ -94,18 +94,17 @@ impl Pool {
     }
 
     /// The URI for `path_and_query` on target `i`.
-    pub fn uri(&self, i: usize, path_and_query: &str) -> Result<Uri, http::Error> {
+    pub fn uri(&self, i: usize, path_and_query: &PathAndQuery) -> Result<Uri, http::Error> {
         let t = &self.targets[i];
-        let pq = if t.base_path.is_empty() {
-            PathAndQuery::try_from(path_and_query)?
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(t.scheme.clone());
+        parts.authority = Some(t.authority.clone());
+        parts.path_and_query = Some(if t.base_path.is_empty() {
+            path_and_query.clone()
         } else {
             PathAndQuery::try_from(format!("{}{}", t.base_path, path_and_query))?
-        };
-        Uri::builder()
-            .scheme(t.scheme.clone())
-            .authority(t.authority.clone())
-            .path_and_query(pq)
-            .build()
+        });
+        Ok(Uri::from_parts(parts)?)
     }
 }
 
@@ -142,7 +141,9 @@ mod tests {
     fn base_path_is_prefixed() {
         let p = pool(&["http://a:1/base/"]);
         assert_eq!(
-            p.uri(0, "/x?y=1").unwrap().to_string(),
+            p.uri(0, &PathAndQuery::from_static("/x?y=1"))
+                .unwrap()
+                .to_string(),
             "http://a:1/base/x?y=1"
         );
     }
