@@ -23,7 +23,7 @@ use super::admission::{Admission, PolicyReport};
 use super::central::CentralItem;
 use super::decided::{Decided, Pending, any_enforce_denied, local_plan};
 use super::limiter::Limiter;
-use super::local::CheckItem;
+use super::local::{CheckItem, Plan};
 use super::metrics::Outcome;
 use super::permit::Permits;
 use crate::config::{Mode, OnStoreError};
@@ -212,7 +212,9 @@ impl Limiter {
             .iter()
             .map(|&i| self.check_item(&pending[i], false))
             .collect();
-        let results = self.local.check(&items, |ds| vec![false; ds.len()]);
+        let results = self
+            .local
+            .check(&items, |ds| Plan::from_elem(false, ds.len()));
         for (&i, r) in idx.iter().zip(&results) {
             if pending[i].entry.mode == Mode::Enforce && !r.decision.verdict.admits() {
                 decided[i] = Some(Decided::from_local(r));

@@ -5,7 +5,7 @@ use super::algorithm::{Decision, Verdict};
 use super::central::CentralResult;
 use super::clock::Nanos;
 use super::limiter::PlanEntry;
-use super::local::ItemResult;
+use super::local::{ItemResult, Plan};
 use super::policy::AnyState;
 use crate::config::Mode;
 
@@ -73,14 +73,14 @@ pub(super) fn local_plan(
     mirror: &[bool],
     outside_enforce_ok: bool,
     outside_all_ok: bool,
-) -> Vec<bool> {
+) -> Plan {
     let own: Vec<usize> = (0..ds.len()).filter(|&i| !mirror[i]).collect();
     let enforce_ok = outside_enforce_ok
         && own
             .iter()
             .all(|&i| ds[i].verdict.admits() || modes[i] != Mode::Enforce);
     let all_ok = outside_all_ok && own.iter().all(|&i| ds[i].verdict.admits());
-    let mut plan = vec![false; ds.len()];
+    let mut plan = Plan::from_elem(false, ds.len());
     for &i in &own {
         plan[i] = enforce_ok && (all_ok || modes[i] == Mode::Enforce);
     }

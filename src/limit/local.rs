@@ -17,8 +17,8 @@ use std::hash::BuildHasher;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use hashbrown::DefaultHashBuilder;
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashTable};
+use smallvec::SmallVec;
 
 use super::algorithm::{Decision, Snapshot};
 use super::clock::{Clock, Nanos};
@@ -27,6 +27,10 @@ use super::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
 
 /// Number of lock shards: enough that two cores rarely contend, few enough to sweep.
 pub const SHARDS: usize = 64;
+
+/// Per-request lists stay on the stack up to this many keys (a route rarely has more
+/// policies), so a check allocates nothing.
+const INLINE: usize = 4;
 
 /// One key of one request, as the site sees it.
 #[derive(Debug, Clone)]
@@ -54,9 +58,21 @@ pub struct ItemResult {
     pub snapshot: Snapshot,
 }
 
-/// One lock shard: a map per policy.
+/// The results of one check, in item order.
+pub type Results = SmallVec<[ItemResult; INLINE]>;
+/// A commit plan: which items to spend.
+pub type Plan = SmallVec<[bool; INLINE]>;
+
+/// A key and its state. Keys are hashed once per check: the same hash picks the shard and
+/// finds the entry.
+struct Entry {
+    key: Box<str>,
+    state: AnyState,
+}
+
+/// One lock shard: a table per policy (own state, then the L/N fallback state).
 struct Shard {
-    maps: Vec<HashMap<String, AnyState>>,
+    tables: Vec<HashTable<Entry>>,
 }
 
 /// In-process state of every policy.
@@ -64,7 +80,6 @@ pub struct LocalStore {
     /// The policies whose algorithms decide; indexed by `CheckItem::policy`.
     policies: Arc<[PolicyRuntime]>,
     shards: Box<[Mutex<Shard>]>,
-    /// Picks a key's shard; the same hasher family the maps use.
     hasher: DefaultHashBuilder,
     /// Time source: system time in production, a manual clock in tests.
     clock: Arc<dyn Clock>,
@@ -81,8 +96,7 @@ impl LocalStore {
         let shards = (0..SHARDS)
             .map(|_| {
                 Mutex::new(Shard {
-                    // Own state, then the L/N fallback state, per policy.
-                    maps: (0..2 * policies.len()).map(|_| HashMap::new()).collect(),
+                    tables: (0..2 * policies.len()).map(|_| HashTable::new()).collect(),
                 })
             })
             .collect();
@@ -99,11 +113,17 @@ impl LocalStore {
         self.clock.now()
     }
 
-    fn shard_of(&self, key: &str) -> usize {
-        (self.hasher.hash_one(key) as usize) % SHARDS
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
     }
 
-    fn map_of(&self, it: &CheckItem) -> usize {
+    /// The table's index uses the hash's low bits and its control bytes the top 7: the
+    /// shard takes bits from the middle so the three stay independent.
+    fn shard_of(hash: u64) -> usize {
+        ((hash >> 32) as usize) % SHARDS
+    }
+
+    fn table_of(&self, it: &CheckItem) -> usize {
         if it.fallback {
             self.policies.len() + it.policy
         } else {
@@ -131,108 +151,124 @@ impl LocalStore {
     pub fn check(
         &self,
         items: &[CheckItem],
-        plan: impl FnOnce(&[Decision<AnyState>]) -> Vec<bool>,
-    ) -> Vec<ItemResult> {
-        let shard_of: Vec<usize> = items.iter().map(|it| self.shard_of(&it.key)).collect();
-        let mut order: Vec<usize> = shard_of.clone();
+        plan: impl FnOnce(&[Decision<AnyState>]) -> Plan,
+    ) -> Results {
+        let hashes: SmallVec<[u64; INLINE]> = items.iter().map(|it| self.hash(&it.key)).collect();
+        let mut order: SmallVec<[usize; INLINE]> =
+            hashes.iter().map(|&h| Self::shard_of(h)).collect();
         order.sort_unstable();
         order.dedup();
-        let mut guards: Vec<MutexGuard<'_, Shard>> = order.iter().map(|&i| self.lock(i)).collect();
-        let slot = |shard: usize| order.binary_search(&shard).unwrap_or(0);
+        let mut guards: SmallVec<[MutexGuard<'_, Shard>; INLINE]> =
+            order.iter().map(|&i| self.lock(i)).collect();
+        let slot = |hash: u64| order.binary_search(&Self::shard_of(hash)).unwrap_or(0);
         let now = self.clock.now();
 
-        let before: Vec<Option<AnyState>> = items
+        let before: SmallVec<[Option<AnyState>; INLINE]> = items
             .iter()
-            .zip(&shard_of)
-            .map(|(it, &s)| {
-                guards[slot(s)].maps[self.map_of(it)]
-                    .get(it.key.as_str())
-                    .copied()
+            .zip(&hashes)
+            .map(|(it, &h)| {
+                guards[slot(h)].tables[self.table_of(it)]
+                    .find(h, |e| *e.key == *it.key)
+                    .map(|e| e.state)
             })
             .collect();
-        let decisions: Vec<Decision<AnyState>> = items
+        let decisions: SmallVec<[Decision<AnyState>; INLINE]> = items
             .iter()
             .zip(&before)
             .map(|(it, state)| self.algorithm_of(it).decide(*state, it.cost, now))
             .collect();
         let commit = plan(&decisions);
-        items
-            .iter()
-            .zip(&shard_of)
-            .zip(decisions.into_iter().zip(commit))
-            .zip(before)
-            .map(|(((it, &s), (decision, committed)), state)| {
-                let snapshot = if committed {
-                    self.write(&mut guards[slot(s)], it, decision.state, now);
-                    Snapshot {
-                        remaining: decision.remaining,
-                        reset_after: decision.reset_after,
-                    }
-                } else {
-                    // Nothing was spent: report the key as it stands.
-                    self.algorithm_of(it).peek(state, now)
-                };
-                ItemResult {
-                    decision,
-                    committed,
-                    snapshot,
+        let mut results = Results::new();
+        for (i, it) in items.iter().enumerate() {
+            let (decision, committed) = (decisions[i], commit.get(i).copied().unwrap_or(false));
+            let snapshot = if committed {
+                self.write(
+                    &mut guards[slot(hashes[i])],
+                    it,
+                    hashes[i],
+                    decision.state,
+                    now,
+                );
+                Snapshot {
+                    remaining: decision.remaining,
+                    reset_after: decision.reset_after,
                 }
-            })
-            .collect()
+            } else {
+                // Nothing was spent: report the key as it stands.
+                self.algorithm_of(it).peek(before[i], now)
+            };
+            results.push(ItemResult {
+                decision,
+                committed,
+                snapshot,
+            });
+        }
+        results
     }
 
     /// Give back a concurrency item's cells (its request ended).
     pub fn release(&self, item: &CheckItem) {
-        let mut shard = self.lock(self.shard_of(&item.key));
-        let alg = self.algorithm_of(item);
-        if let Some(state) = shard.maps[self.map_of(item)]
-            .get(item.key.as_str())
-            .copied()
-        {
-            let now = self.clock.now();
-            let released = alg.release(state, item.cost);
-            self.write(&mut shard, item, released, now);
+        let hash = self.hash(&item.key);
+        let mut shard = self.lock(Self::shard_of(hash));
+        let state = shard.tables[self.table_of(item)]
+            .find(hash, |e| *e.key == *item.key)
+            .map(|e| e.state);
+        if let Some(state) = state {
+            let released = self.algorithm_of(item).release(state, item.cost);
+            self.write(&mut shard, item, hash, released, self.clock.now());
         }
     }
 
-    /// Read a key without spending (tests, diagnostics).
+    /// Read a key's own state without spending (tests, diagnostics).
     pub fn state(&self, policy: usize, key: &str) -> Option<AnyState> {
-        // (own state; fallback state is not exposed)
-        self.lock(self.shard_of(key)).maps[policy].get(key).copied()
+        let hash = self.hash(key);
+        self.lock(Self::shard_of(hash)).tables[policy]
+            .find(hash, |e| *e.key == *key)
+            .map(|e| e.state)
     }
 
     /// Keys held for `policy` right now.
     pub fn key_count(&self, policy: usize) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).maps[policy].len())
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).tables[policy].len())
             .sum()
     }
 
-    fn write(&self, shard: &mut Shard, it: &CheckItem, state: AnyState, now: Nanos) {
+    fn write(&self, shard: &mut Shard, it: &CheckItem, hash: u64, state: AnyState, now: Nanos) {
         let policy = &self.policies[it.policy];
         let alg = self.algorithm_of(it);
-        let map = &mut shard.maps[self.map_of(it)];
+        let table = &mut shard.tables[self.table_of(it)];
+        let found = table.find_entry(hash, |e| *e.key == *it.key);
         if alg.is_idle(&state, now) {
-            if map.remove(it.key.as_str()).is_some() {
+            if let Ok(entry) = found {
+                entry.remove();
                 self.gauges.keys_removed(it.policy, 1);
             }
             return;
         }
-        if let Some(slot) = map.get_mut(it.key.as_str()) {
-            *slot = state;
+        if let Ok(mut entry) = found {
+            entry.get_mut().state = state;
             return;
         }
         let cap = (policy.max_keys / SHARDS).max(1);
-        if map.len() >= cap {
+        if table.len() >= cap {
             let levels = if it.fallback {
                 &policy.fallback
             } else {
                 &policy.algorithms
             };
-            self.make_room(it.policy, levels, map, cap, now);
+            self.make_room(it.policy, levels, table, cap, now);
         }
-        map.insert(it.key.clone(), state);
+        let hasher = &self.hasher;
+        table.insert_unique(
+            hash,
+            Entry {
+                key: it.key.as_str().into(),
+                state,
+            },
+            |e| hasher.hash_one(&*e.key),
+        );
         self.gauges.keys_added(it.policy, 1);
     }
 
@@ -241,25 +277,26 @@ impl LocalStore {
         &self,
         policy: usize,
         levels: &[(NonZeroU32, AnyAlgorithm)],
-        map: &mut HashMap<String, AnyState>,
+        table: &mut HashTable<Entry>,
         cap: usize,
         now: Nanos,
     ) {
-        let before = map.len();
+        let before = table.len();
         // Idle at every headroom level: the state says nothing any level would not.
-        map.retain(|_, s| !levels.iter().all(|(_, a)| a.is_idle(s, now)));
+        table.retain(|e| !levels.iter().all(|(_, a)| a.is_idle(&e.state, now)));
         let target = cap - cap.div_ceil(8).min(cap);
-        let mut evicted = 0;
-        if map.len() > target {
-            let excess = map.len() - target;
-            let victims: Vec<String> = map.keys().take(excess).cloned().collect();
-            for k in victims {
-                map.remove(&k);
-                evicted += 1;
+        let mut evicted = 0u64;
+        let mut excess = table.len().saturating_sub(target);
+        table.retain(|_| {
+            if excess == 0 {
+                return true;
             }
-        }
+            excess -= 1;
+            evicted += 1;
+            false
+        });
         self.gauges
-            .keys_removed(policy, (before - map.len()) as i64);
+            .keys_removed(policy, (before - table.len()) as i64);
         self.gauges.evicted(policy, evicted);
     }
 }
