@@ -40,7 +40,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tollgate::config::{AlgorithmName, KeyPart, Policy};
 use tollgate::limit::clock::SystemClock;
-use tollgate::limit::local::{CheckItem, ItemResult, LocalStore};
+use tollgate::limit::local::{CheckItem, Results, LocalStore};
 use tollgate::limit::metrics::PolicyGauges;
 use tollgate::limit::policy::PolicyRuntime;
 
@@ -135,7 +135,7 @@ fn governor_limiter() -> Limiter {
 /// One tollgate decision on `key`, committed when admitted (what the limiter's plan does for
 /// a single key). The clone is the key the request built.
 #[inline]
-fn tollgate_check(store: &LocalStore, key: &str) -> Vec<ItemResult> {
+fn tollgate_check(store: &LocalStore, key: &str) -> Results {
     store.check(
         &[CheckItem {
             policy: 0,
