@@ -28,9 +28,10 @@ use super::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
 /// Number of lock shards: enough that two cores rarely contend, few enough to sweep.
 pub const SHARDS: usize = 64;
 
-/// Per-request lists stay on the stack up to this many keys (a route rarely has more
-/// policies), so a check allocates nothing.
-const INLINE: usize = 4;
+/// Per-request lists stay on the stack up to this many keys (most routes have one or two
+/// policies), so a check allocates nothing; more spill to the heap. Kept small because the
+/// results are moved by value.
+const INLINE: usize = 2;
 
 /// One key of one request, as the site sees it.
 #[derive(Debug, Clone)]
@@ -153,6 +154,9 @@ impl LocalStore {
         items: &[CheckItem],
         plan: impl FnOnce(&[Decision<AnyState>]) -> Plan,
     ) -> Results {
+        if let [it] = items {
+            return self.check_one(it, plan);
+        }
         let hashes: SmallVec<[u64; INLINE]> = items.iter().map(|it| self.hash(&it.key)).collect();
         let mut order: SmallVec<[usize; INLINE]> =
             hashes.iter().map(|&h| Self::shard_of(h)).collect();
@@ -203,6 +207,42 @@ impl LocalStore {
                 snapshot,
             });
         }
+        results
+    }
+
+    /// [`LocalStore::check`] for the common single-key request: one lock, no lists.
+    fn check_one(
+        &self,
+        it: &CheckItem,
+        plan: impl FnOnce(&[Decision<AnyState>]) -> Plan,
+    ) -> Results {
+        let hash = self.hash(&it.key);
+        let mut shard = self.lock(Self::shard_of(hash));
+        let now = self.clock.now();
+        let alg = self.algorithm_of(it);
+        let before = shard.tables[self.table_of(it)]
+            .find(hash, |e| *e.key == *it.key)
+            .map(|e| e.state);
+        let decision = alg.decide(before, it.cost, now);
+        let committed = plan(std::slice::from_ref(&decision))
+            .first()
+            .copied()
+            .unwrap_or(false);
+        let snapshot = if committed {
+            self.write(&mut shard, it, hash, decision.state, now);
+            Snapshot {
+                remaining: decision.remaining,
+                reset_after: decision.reset_after,
+            }
+        } else {
+            alg.peek(before, now)
+        };
+        let mut results = Results::new();
+        results.push(ItemResult {
+            decision,
+            committed,
+            snapshot,
+        });
         results
     }
 

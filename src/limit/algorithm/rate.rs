@@ -72,13 +72,21 @@ impl Rate {
 
     /// How many whole cells fit in `ticks` (rounded down: never promise more).
     pub(crate) fn whole_cells(&self, ticks: u128) -> u64 {
-        saturate(ticks / u128::from(self.interval))
+        // u128 division is a slow library call; every real timestamp fits in u64.
+        match u64::try_from(ticks) {
+            Ok(t) => t / self.interval,
+            Err(_) => saturate(ticks / u128::from(self.interval)),
+        }
     }
 
     /// Ticks back to nanoseconds, rounded up: a wait reported 1 ns late is
     /// harmless, one reported early would be denied again.
     pub(crate) fn ns_ceil(&self, ticks: u128) -> Nanos {
-        saturate(ticks.div_ceil(u128::from(self.scale)))
+        match (self.scale, u64::try_from(ticks)) {
+            (1, _) => saturate(ticks),
+            (scale, Ok(t)) => t.div_ceil(scale),
+            (scale, Err(_)) => saturate(ticks.div_ceil(u128::from(scale))),
+        }
     }
 }
 
