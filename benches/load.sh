@@ -12,6 +12,14 @@
 #   direct   wrk -> upstream nginx                       the ceiling
 #   nginx    wrk -> nginx proxy_pass (keepalive 64) -> upstream   the peer
 #   tollgate wrk -> tollgate (release, 2 workers) -> upstream
+# and, with X-Forwarded-For spread over 1 000 client addresses (spread.lua):
+#   nginx-limit_req   nginx as above with limit_req keyed by the client, never reached
+#   tollgate-nolimit  tollgate, a route without policies (the baseline of the next two)
+#   tollgate-local    a route with one local GCRA policy keyed by client IP, never reached
+#   tollgate-central  the same policy with site = "central" in a Redis the script starts
+# and, without spread: tollgate-abuse, one client hammering a central key limited to 100/s
+# (store calls per request show the denied-until cache); then redis-benchmark runs the check
+# script's EVALSHA directly: the store's own ceiling.
 #
 # The upstream is its own nginx instance with `worker_processes 1`: it is the same process for
 # every target, and it is never counted among the proxy nginx's workers, so the peer gets
@@ -59,6 +67,9 @@ need wrk wrk
 need "$NGINX" nginx
 need curl curl
 need python3 python3
+need redis-server redis-server
+need redis-cli redis-tools
+need redis-benchmark redis-tools
 
 if [ -z "${SKIP_BUILD:-}" ]; then
     log "cargo build --release"
@@ -209,14 +220,15 @@ measure() {
     local name="$1" url="$2"; shift 2
     local out="$TMP/wrk-$name.txt" hz before after up_before up_after line wrk_ticks m_before m_after others acc_before acc_after
     log "$name: warm-up ${WARMUP}s, then ${DURATION}s against $url"
-    wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${WARMUP}s" "$url" >/dev/null
+    local script="${SCRIPT_FILE:-$TMP/report.lua}"
+    wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${WARMUP}s" --script "$script" "$url" >/dev/null
     hz=$(getconf CLK_TCK)
     acc_before=$(upstream_accepts)
     before=$(cpu_ticks "$@"); up_before=$(cpu_ticks "$UPSTREAM_PID"); m_before=$(machine_ticks)
     # In a subshell, so that its cutime+cstime afterwards are wrk's own CPU ticks.
     wrk_ticks=$(
         wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${DURATION}s" \
-            --latency --script "$TMP/report.lua" "$url" >"$out"
+            --latency --script "$script" "$url" >"$out"
         awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$BASHPID/stat"
     )
     after=$(cpu_ticks "$@"); up_after=$(cpu_ticks "$UPSTREAM_PID"); m_after=$(machine_ticks)
@@ -311,6 +323,143 @@ measure nginx "http://127.0.0.1:$NGINX_PORT$BENCH_PATH" "$NGINX_PID"
 measure tollgate "http://127.0.0.1:$TOLLGATE_PORT$BENCH_PATH" "$TOLLGATE_PID"
 
 # ---------------------------------------------------------------------------------------------
+# Rate limiting: the same request with client addresses spread over 1 000 IPs (X-Forwarded-For
+# from a trusted loopback client), through nginx limit_req and through tollgate routes with no
+# policy, a local policy, and a central (Redis) policy whose limit is never reached; then one
+# abusive client hammering one central key with a small limit.
+# ---------------------------------------------------------------------------------------------
+cat >"$TMP/spread.lua" <<'LUA'
+-- Every request from one of 1 000 client addresses, as a trusted proxy would report them.
+local ips = {}
+for i = 0, 999 do ips[i + 1] = string.format("10.%d.%d.%d", i % 7, math.floor(i / 7) % 256, i % 251) end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, nil, { ["X-Forwarded-For"] = ips[(n % 1000) + 1] })
+end
+LUA
+sed -n '/^done = function/,$p' "$TMP/report.lua" >>"$TMP/spread.lua"
+
+read -r LIMIT_NGINX_PORT LIMITED_PORT LIMITED_ADMIN REDIS_PORT <<<"$(free_ports 4)"
+mkdir -p "$TMP/redis"
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP/redis" \
+    >"$TMP/redis/log" 2>&1 &
+REDIS_PID=$!
+PIDS+=("$REDIS_PID")
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG || die "redis-server did not start; see $TMP/redis/log"
+
+start_nginx nginx-limit "
+    limit_req_zone \$http_x_forwarded_for zone=perip:10m rate=100000000r/s;
+    upstream app {
+        server 127.0.0.1:$UP_PORT;
+        keepalive 64;
+    }
+    server {
+        listen 127.0.0.1:$LIMIT_NGINX_PORT;
+        location / {
+            limit_req zone=perip burst=1000000 nodelay;
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }
+    }" "$NGINX_WORKERS"
+LIMIT_NGINX_PID=$STARTED_PID
+wait_ready "http://127.0.0.1:$LIMIT_NGINX_PORT$BENCH_PATH" "$LIMIT_NGINX_PID"
+
+cat >"$TMP/limited.toml" <<TOML
+[server]
+listen = "127.0.0.1:$LIMITED_PORT"
+admin_listen = "127.0.0.1:$LIMITED_ADMIN"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+[store]
+kind = "redis"
+urls = ["redis://127.0.0.1:$REDIS_PORT"]
+timeout = "50ms"
+[upstreams.app]
+urls = ["http://127.0.0.1:$UP_PORT"]
+[policies.local_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+[policies.central_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+site = "central"
+[policies.abuse_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100
+period = "1s"
+burst = 100
+site = "central"
+[[routes]]
+name = "plain"
+match = { path_prefix = "/plain" }
+upstream = "app"
+[[routes]]
+name = "limited"
+match = { path_prefix = "/limited" }
+upstream = "app"
+policies = ["local_ip"]
+[[routes]]
+name = "central"
+match = { path_prefix = "/central" }
+upstream = "app"
+policies = ["central_ip"]
+[[routes]]
+name = "abuse"
+match = { path_prefix = "/abuse" }
+upstream = "app"
+policies = ["abuse_ip"]
+TOML
+"$TOLLGATE" check -c "$TMP/limited.toml" >/dev/null || die "tollgate rejects $TMP/limited.toml"
+start_tollgate tollgate-limits "$TMP/limited.toml"
+LIMITED_PID=$STARTED_PID
+wait_ready "http://127.0.0.1:$LIMITED_PORT/plain" "$LIMITED_PID"
+wait_ready "http://127.0.0.1:$LIMITED_PORT/central" "$LIMITED_PID"
+
+# metric PATTERN: sum of the tollgate-limits metrics whose line starts with PATTERN.
+metric() {
+    curl -fsS --max-time 2 "http://127.0.0.1:$LIMITED_ADMIN/metrics" |
+        awk -v p="$1" 'index($0, p) == 1 { s += $NF } END { printf "%.0f", s }'
+}
+declare -A CALLS_PER_REQ
+# measure_store NAME ROUTE URL: measure, and the store calls per request on ROUTE meanwhile
+# (warm-up included on both sides of the ratio).
+measure_store() {
+    local name="$1" route="$2" url="$3" c0 r0 c1 r1
+    c0=$(metric 'tollgate_store_calls_total{op="check"}')
+    r0=$(metric "tollgate_requests_total{route=\"$route\"")
+    measure "$name" "$url" "$LIMITED_PID"
+    c1=$(metric 'tollgate_store_calls_total{op="check"}')
+    r1=$(metric "tollgate_requests_total{route=\"$route\"")
+    CALLS_PER_REQ[$name]=$(awk -v c=$((c1 - c0)) -v r=$((r1 - r0)) \
+        'BEGIN { if (r > 0) printf "%.3f", c / r; else print "n/a" }')
+}
+
+SCRIPT_FILE="$TMP/spread.lua"
+measure nginx-limit_req "http://127.0.0.1:$LIMIT_NGINX_PORT$BENCH_PATH" "$LIMIT_NGINX_PID"
+measure tollgate-nolimit "http://127.0.0.1:$LIMITED_PORT/plain" "$LIMITED_PID"
+measure tollgate-local "http://127.0.0.1:$LIMITED_PORT/limited" "$LIMITED_PID"
+measure_store tollgate-central central "http://127.0.0.1:$LIMITED_PORT/central"
+SCRIPT_FILE=""
+measure_store tollgate-abuse abuse "http://127.0.0.1:$LIMITED_PORT/abuse"
+
+# The store's own ceiling: redis-benchmark running the check script directly.
+SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat "$ROOT/src/limit/central/check.lua")")
+EVALSHA_RPS=$(redis-benchmark -p "$REDIS_PORT" -n 200000 -c 50 -q \
+    EVALSHA "$SHA" 1 tg:bench:key check 1 100000000 1000000 1000000 1 0 1 2>/dev/null |
+    tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($i == "requests") v = $(i - 1) } END { print v }')
+EVALSHA_RPS=${EVALSHA_RPS%%.*}
+
+# ---------------------------------------------------------------------------------------------
 # Report (stdout, markdown).
 # ---------------------------------------------------------------------------------------------
 echo "## tollgate load benchmark"
@@ -344,5 +493,19 @@ echo "| --- | ---: | ---: |"
 echo "| tollgate / nginx | $(ratio tollgate nginx RPS) | $(ratio tollgate nginx P99) |"
 echo "| tollgate / direct | $(ratio tollgate direct RPS) | $(ratio tollgate direct P99) |"
 echo "| nginx / direct | $(ratio nginx direct RPS) | $(ratio nginx direct P99) |"
+echo "| tollgate-local / tollgate-nolimit | $(ratio tollgate-local tollgate-nolimit RPS) | $(ratio tollgate-local tollgate-nolimit P99) |"
+echo "| tollgate-local / nginx-limit_req | $(ratio tollgate-local nginx-limit_req RPS) | $(ratio tollgate-local nginx-limit_req P99) |"
+echo "| tollgate-central / tollgate-local | $(ratio tollgate-central tollgate-local RPS) | $(ratio tollgate-central tollgate-local P99) |"
 echo
-echo "Target: tollgate / nginx throughput >= 0.80 and p99 <= 1.25."
+echo "| store | value |"
+echo "| --- | ---: |"
+echo "| store calls per request, tollgate-central (1 000 clients, limit never reached) | ${CALLS_PER_REQ[tollgate-central]:-n/a} |"
+echo "| store calls per request, tollgate-abuse (one client hammering one key) | ${CALLS_PER_REQ[tollgate-abuse]:-n/a} |"
+echo "| redis-benchmark EVALSHA of the check script, req/s (50 clients) | ${EVALSHA_RPS:-n/a} |"
+echo "| tollgate-central req/s / EVALSHA req/s | $(awk -v a="${RPS[tollgate-central]:-0}" -v b="${EVALSHA_RPS:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }') |"
+echo
+echo "Targets: tollgate / nginx throughput >= 0.80 and p99 <= 1.25; tollgate-local >= 0.95 x"
+echo "tollgate-nolimit and >= 0.80 x nginx-limit_req; tollgate-central >= 0.60 x tollgate-local with"
+echo "1.0 store call per request; tollgate-abuse <= 0.1 store calls per request. The spread rows"
+echo "(nginx-limit_req, tollgate-nolimit/local/central) send spread.lua's X-Forwarded-For, whose"
+echo "per-request Lua makes wrk costlier than in the first three rows: compare them with each other."
