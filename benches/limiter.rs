@@ -17,7 +17,8 @@
 //!
 //! Quotas never deny, so every check takes the admit-and-write path: tollgate GCRA 1e9 per
 //! second with a burst of 1e9, governor `Quota::per_second(1e9)` (its burst defaults to the
-//! same 1e9). Both read real clocks (tollgate `SystemClock`, governor its default `quanta`).
+//! same 1e9). Each reads its production clock (tollgate `SystemClock`, governor its default
+//! `QuantaClock`).
 //!
 //! Fairness: tollgate's `CheckItem` owns its key `String`, so every tollgate check includes
 //! one key clone (a request builds its key string anyway). governor's `check_key` borrows,
@@ -40,7 +41,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tollgate::config::{AlgorithmName, KeyPart, Policy};
 use tollgate::limit::clock::SystemClock;
-use tollgate::limit::local::{CheckItem, Results, LocalStore};
+use tollgate::limit::local::{CheckItem, LocalStore, Results};
 use tollgate::limit::metrics::PolicyGauges;
 use tollgate::limit::policy::PolicyRuntime;
 
