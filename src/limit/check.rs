@@ -96,6 +96,8 @@ impl Limiter {
                         {
                             self.denied_until
                                 .deny(&p.key, now.saturating_add(r.wait), now);
+                        } else if r.admitted && p.entry.mode == Mode::Enforce {
+                            self.denied_until.forget(&p.key);
                         }
                         if r.committed {
                             central_spent.push(item.clone());

@@ -130,7 +130,10 @@ impl Limiter {
             store_error_logged: AtomicU64::new(0),
             local: Arc::new(LocalStore::new(policies.clone(), clock, gauges)),
             central,
-            denied_until: DenyCache::new(DENY_CACHE_KEYS),
+            denied_until: DenyCache::new(
+                DENY_CACHE_KEYS,
+                super::clock::duration_to_nanos(config.store.timeout),
+            ),
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
             plans,
