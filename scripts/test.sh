@@ -17,5 +17,11 @@ need kill procps   # the SIGTERM test signals the gateway process
 need redis-server redis-server
 need redis-cli redis-tools
 
-cargo test --locked --all-targets
-cargo test --locked --doc
+# Benchmarks first, in test mode (each criterion function runs once): they must build and run.
+cargo test --locked --benches
+# Then every test: unit, integration (real sockets, real redis-server and Redis Cluster),
+# property tests. The last line sums every runner's result line.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+cargo test --locked --lib --bins --tests 2>&1 | tee "$log"
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f; if (p == 0) exit 1 }' "$log"
