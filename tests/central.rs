@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::redis::RedisServer;
 use common::*;
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
 use tollgate::limit::clock::ManualClock;
 
 /// A gateway whose policies decide in the Redis at `store_url`.
@@ -52,19 +52,11 @@ async fn call(
     ip: &str,
     account: Option<&str>,
 ) -> Response<hyper::body::Incoming> {
-    let mut req = Request::get(format!("http://{addr}/x")).header("x-forwarded-for", ip);
-    if let Some(a) = account {
-        req = req.header("x-api-key", a);
-    }
-    send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap()).await
+    get_as(addr, "/x", ip, account).await
 }
 
 async fn metric(admin: SocketAddr, line_prefix: &str) -> f64 {
-    let text = text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await;
-    text.lines()
-        .filter(|l| l.starts_with(line_prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_sum(&metrics_text(admin).await, line_prefix)
 }
 
 const STORE_CALLS: &str = "tollgate_store_calls_total{op=\"check\"}";

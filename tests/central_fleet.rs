@@ -6,12 +6,10 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use bytes::Bytes;
 use common::process::{spawn_serve, temp_file};
 use common::redis::{RedisCluster, RedisServer};
 use common::*;
-use http::{Request, StatusCode};
-use http_body_util::Empty;
+use http::StatusCode;
 
 fn fleet_config(
     up: SocketAddr,
@@ -51,11 +49,7 @@ async fn call(
     ip: &str,
     account: Option<&str>,
 ) -> http::Response<hyper::body::Incoming> {
-    let mut req = Request::get(format!("http://{addr}/x")).header("x-forwarded-for", ip);
-    if let Some(a) = account {
-        req = req.header("x-api-key", a);
-    }
-    send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap()).await
+    get_as(addr, "/x", ip, account).await
 }
 
 /// Three gateway processes, 8 concurrent clients each, one key: the total admitted stays

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::*;
-use http::{Request, Response, StatusCode};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
 use http_body_util::channel::Channel;
-use http_body_util::{BodyExt, Empty};
 use tollgate::limit::clock::ManualClock;
 
 /// Gateway trusting loopback as a proxy (so tests pick client IPs with XFF), with `policies`
@@ -44,11 +44,7 @@ upstream = "app"
 }
 
 async fn call(gw: &Gateway, ip: &str, account: Option<&str>) -> Response<hyper::body::Incoming> {
-    let mut req = Request::get(gw.url("/x")).header("x-forwarded-for", ip);
-    if let Some(a) = account {
-        req = req.header("x-api-key", a);
-    }
-    send_h1(gw.addrs.listen, req.body(Empty::<Bytes>::new()).unwrap()).await
+    get_as(gw.addrs.listen, "/x", ip, account).await
 }
 
 fn header(resp: &Response<hyper::body::Incoming>, name: &str) -> Option<String> {
@@ -58,8 +54,7 @@ fn header(resp: &Response<hyper::body::Incoming>, name: &str) -> Option<String> 
 }
 
 async fn metrics(gw: &Gateway) -> String {
-    let admin = gw.addrs.admin_listen.unwrap();
-    text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await
+    metrics_text(gw.addrs.admin_listen.unwrap()).await
 }
 
 const PER_IP: &str = r#"

@@ -8,12 +8,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use common::faulty::{Fault, FaultyProxy};
 use common::redis::RedisServer;
 use common::*;
-use http::{Request, Response, StatusCode};
-use http_body_util::Empty;
+use http::{Response, StatusCode};
 use tollgate::limit::clock::ManualClock;
 
 /// Routes `/open`, `/closed`, `/local`, each with its own central policy (burst 2).
@@ -45,12 +43,8 @@ urls = ["http://{up}"]
 
 /// One request, which must be answered well within a second (store timeout is 100 ms).
 async fn call(addr: SocketAddr, path: &str, ip: &str) -> Response<hyper::body::Incoming> {
-    let req = Request::get(format!("http://{addr}{path}"))
-        .header("x-forwarded-for", ip)
-        .body(Empty::<Bytes>::new())
-        .unwrap();
     let started = Instant::now();
-    let resp = tokio::time::timeout(Duration::from_secs(5), send_h1(addr, req))
+    let resp = tokio::time::timeout(Duration::from_secs(5), get_as(addr, path, ip, None))
         .await
         .expect("request hung on the store");
     assert!(
@@ -123,14 +117,8 @@ async fn every_failure_mode_with_every_fallback() {
         }
     }
     let admin = gw.addrs.admin_listen.unwrap();
-    let metrics = text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await;
-    let count = |needle: &str| -> f64 {
-        metrics
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum()
-    };
+    let metrics = metrics_text(admin).await;
+    let count = |needle: &str| metric_sum(&metrics, needle);
     // Exactly one fail-open request per fault; fail-closed ones may add recovery polls.
     assert_eq!(count("outcome=\"error_open\""), 4.0, "{metrics}");
     assert!(count("outcome=\"error_closed\"") >= 4.0, "{metrics}");
@@ -154,13 +142,8 @@ async fn breaker_opens_skips_the_store_and_closes_after_a_probe() {
     );
     let gw = Gateway::start_with_clock(&cfg, Arc::new(clock.clone())).await;
     let (addr, admin) = (gw.addrs.listen, gw.addrs.admin_listen.unwrap());
-    let metrics =
-        || async move { text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await };
-    let calls = |m: &str| -> f64 {
-        m.lines()
-            .find(|l| l.starts_with("tollgate_store_calls_total{op=\"check\"}"))
-            .map_or(0.0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
-    };
+    let metrics = || metrics_text(admin);
+    let calls = |m: &str| metric_sum(m, "tollgate_store_calls_total{op=\"check\"}");
 
     proxy.set(Fault::Refuse);
     for _ in 0..3 {

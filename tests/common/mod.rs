@@ -230,3 +230,32 @@ pub async fn dead_port() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     l.local_addr().unwrap()
 }
+
+/// GET `path` as client `ip` (sent as `X-Forwarded-For`, which gateways that trust loopback
+/// believe), with an `x-api-key` account when given.
+pub async fn get_as(
+    addr: SocketAddr,
+    path: &str,
+    ip: &str,
+    account: Option<&str>,
+) -> Response<Incoming> {
+    let mut req = Request::get(format!("http://{addr}{path}")).header("x-forwarded-for", ip);
+    if let Some(a) = account {
+        req = req.header("x-api-key", a);
+    }
+    send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap()).await
+}
+
+/// The admin endpoint's `/metrics` text.
+pub async fn metrics_text(admin: SocketAddr) -> String {
+    text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await
+}
+
+/// Sum of the values of every metric line containing `needle`.
+pub fn metric_sum(metrics: &str, needle: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
