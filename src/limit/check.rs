@@ -46,10 +46,12 @@ impl Limiter {
         let pending: Vec<Pending> = plan
             .entries
             .iter()
-            .filter_map(|e| {
+            .enumerate()
+            .filter_map(|(slot, e)| {
                 let key = self.keys.key(&self.policies[e.policy], &facts)?;
                 Some(Pending {
                     entry: *e,
+                    slot,
                     key,
                     headroom: facts.headroom,
                 })
@@ -72,7 +74,7 @@ impl Limiter {
             // 2. without the store
             self.answer_without_store(&pending, &mut decided);
             if any_enforce_denied(&pending, &decided) {
-                return self.finish(route_name, &pending, &decided, Permits::default());
+                return self.finish(route, route_name, &pending, &decided, Permits::default());
             }
             // 3. central
             let idx: Vec<usize> = (0..pending.len())
@@ -110,7 +112,13 @@ impl Limiter {
                         }
                     }
                     if any_enforce_denied(&pending, &decided) {
-                        return self.finish(route_name, &pending, &decided, Permits::default());
+                        return self.finish(
+                            route,
+                            route_name,
+                            &pending,
+                            &decided,
+                            Permits::default(),
+                        );
                     }
                 }
                 Err(err) => {
@@ -127,12 +135,7 @@ impl Limiter {
                         }
                         OnStoreError::Closed => {
                             for &i in &idx {
-                                let policy = &self.policies[pending[i].entry.policy];
-                                self.metrics.decision_label(
-                                    route_name,
-                                    &policy.name,
-                                    "error_closed",
-                                );
+                                plan.counters[pending[i].slot].count_store_error(false);
                             }
                             return Admission {
                                 unavailable: Some(self.unavailable_retry),
@@ -150,7 +153,7 @@ impl Limiter {
             self.local_items(&pending, &decided, fallback);
         if items.is_empty() {
             let permits = self.permits(Vec::new(), central_held);
-            return self.finish(route_name, &pending, &decided, permits);
+            return self.finish(route, route_name, &pending, &decided, permits);
         }
         let outside_enforce_ok = !any_enforce_denied(&pending, &decided);
         let outside_all_ok = decided.iter().all(|d| d.is_none_or(|d| d.admitted));
@@ -176,14 +179,14 @@ impl Limiter {
             // Denied here after the store spent: give the store its cells back.
             drop(self.permits(held, Vec::new()));
             self.spawn_refund(central_spent);
-            return self.finish(route_name, &pending, &decided, Permits::default());
+            return self.finish(route, route_name, &pending, &decided, Permits::default());
         }
         if !decided.iter().all(|d| d.is_none_or(|d| d.admitted)) {
             // A shadow policy would deny: shadow keys must not have spent.
             self.spawn_refund(central_shadow_spent);
         }
         let permits = self.permits(held, central_held);
-        self.finish(route_name, &pending, &decided, permits)
+        self.finish(route, route_name, &pending, &decided, permits)
     }
 
     /// Step 2: the denied-until cache and the local states that decide without the store.
@@ -296,6 +299,7 @@ impl Limiter {
     /// Metrics, shadow logs and the report of what was decided.
     fn finish(
         &self,
+        route: usize,
         route_name: &Arc<str>,
         pending: &[Pending],
         decided: &[Option<Decided>],
@@ -308,9 +312,9 @@ impl Limiter {
         for (p, d) in pending.iter().zip(decided) {
             let Some(d) = d else { continue };
             let policy = &self.policies[p.entry.policy];
+            let counters = &self.plans[route].counters[p.slot];
             if d.error_open {
-                self.metrics
-                    .decision_label(route_name, &policy.name, "error_open");
+                counters.count_store_error(true);
                 continue;
             }
             let outcome = match (d.admitted, p.entry.mode) {
@@ -318,7 +322,7 @@ impl Limiter {
                 (false, Mode::Shadow) => Outcome::ShadowDeny,
                 (false, _) => Outcome::Deny,
             };
-            self.metrics.decision(route_name, &policy.name, outcome);
+            counters.count(outcome);
             if outcome == Outcome::ShadowDeny {
                 self.log_shadow_denial(policy, route_name, &p.key);
             }

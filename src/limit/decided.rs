@@ -12,6 +12,8 @@ use crate::config::Mode;
 /// One applicable policy of this request.
 pub(super) struct Pending {
     pub entry: PlanEntry,
+    /// Position in the route plan's entries (and counters).
+    pub slot: usize,
     pub key: String,
     pub headroom: std::num::NonZeroU32,
 }

@@ -14,7 +14,7 @@ use super::clock::{Clock, Nanos};
 use super::deny_cache::DenyCache;
 use super::keys::KeyBuilder;
 use super::local::LocalStore;
-use super::metrics::{LimitMetrics, PolicyGauges};
+use super::metrics::{LimitMetrics, OutcomeCounters, PolicyGauges};
 use super::policy::PolicyRuntime;
 use crate::config::{Config, Mode, OnStoreError, Site, StoreKind};
 
@@ -31,9 +31,11 @@ pub(super) struct PlanEntry {
 }
 
 /// A route's policies and what to do when the store fails.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct RoutePlan {
     pub entries: Vec<PlanEntry>,
+    /// Decision counters, aligned with `entries`.
+    pub counters: Vec<OutcomeCounters>,
     pub on_store_error: OnStoreError,
 }
 
@@ -59,7 +61,6 @@ pub struct Limiter {
     pub(super) denied_until: DenyCache,
     /// `Retry-After` of a fail-closed 503: the breaker's cooldown.
     pub(super) unavailable_retry: Nanos,
-    pub(super) metrics: LimitMetrics,
     /// Per policy: last time (clock nanos) a shadow denial was logged, to keep attacks
     /// from flooding the log (at most one line per policy per second).
     shadow_logged: Vec<AtomicU64>,
@@ -99,11 +100,13 @@ impl Limiter {
                 )?))
             }
         };
+        let metrics = LimitMetrics::register(registry);
         let plans = config
             .routes
             .iter()
             .map(|r| RoutePlan {
                 on_store_error: r.on_store_error,
+                counters: Vec::new(),
                 entries: if r.mode == Mode::Off {
                     Vec::new()
                 } else {
@@ -123,6 +126,18 @@ impl Limiter {
                         .collect()
                 },
             })
+            .collect::<Vec<RoutePlan>>()
+            .into_iter()
+            .zip(&config.routes)
+            .map(|(mut plan, r)| {
+                let route: Arc<str> = Arc::from(r.name.as_str());
+                plan.counters = plan
+                    .entries
+                    .iter()
+                    .map(|e| metrics.counters(&route, &policies[e.policy].name))
+                    .collect();
+                plan
+            })
             .collect();
         Ok(Limiter {
             keys,
@@ -137,7 +152,6 @@ impl Limiter {
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
             plans,
-            metrics: LimitMetrics::register(registry),
         })
     }
 

@@ -61,19 +61,56 @@ impl LimitMetrics {
         LimitMetrics { decisions }
     }
 
-    pub fn decision(&self, route: &Arc<str>, policy: &Arc<str>, outcome: Outcome) {
-        self.decision_label(route, policy, outcome.label());
-    }
-
-    /// Count a decision by its outcome label (also `error_open`, `error_closed`).
-    pub fn decision_label(&self, route: &Arc<str>, policy: &Arc<str>, outcome: &'static str) {
-        self.decisions
-            .get_or_create(&DecisionLabels {
+    /// The counters of one (route, policy), one per outcome, created at start: every series
+    /// is exported from the first scrape on (at 0), so rates and alerts work at once.
+    pub fn counters(&self, route: &Arc<str>, policy: &Arc<str>) -> OutcomeCounters {
+        let c = |outcome: &'static str| {
+            let labels = DecisionLabels {
                 route: route.clone(),
                 policy: policy.clone(),
                 outcome,
-            })
-            .inc();
+            };
+            self.decisions.get_or_create(&labels).clone()
+        };
+        OutcomeCounters {
+            allow: c(Outcome::Allow.label()),
+            deny: c(Outcome::Deny.label()),
+            shadow_deny: c(Outcome::ShadowDeny.label()),
+            error_open: c("error_open"),
+            error_closed: c("error_closed"),
+        }
+    }
+}
+
+/// One (route, policy)'s decision counters, resolved at start so a decision is one atomic
+/// increment instead of a label lookup.
+#[derive(Clone)]
+pub struct OutcomeCounters {
+    allow: Counter,
+    deny: Counter,
+    shadow_deny: Counter,
+    error_open: Counter,
+    error_closed: Counter,
+}
+
+impl OutcomeCounters {
+    pub fn count(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Allow => &self.allow,
+            Outcome::Deny => &self.deny,
+            Outcome::ShadowDeny => &self.shadow_deny,
+        }
+        .inc();
+    }
+
+    /// The store failed and the route failed open (`true`) or closed (`false`).
+    pub fn count_store_error(&self, open: bool) {
+        if open {
+            &self.error_open
+        } else {
+            &self.error_closed
+        }
+        .inc();
     }
 }
 
