@@ -151,8 +151,8 @@ fn prepare_headers(
         version: parts.version,
         peer_trusted: inner.trusted.contains(conn.peer.ip()),
     };
-    headers::add_forwarding(&mut parts.headers, &hop);
-    headers::set_real_ip(&mut parts.headers, client);
+    headers::add_forwarding(&mut parts.headers, &hop, &conn.hop);
+    headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
 }
 
 /// hyper's errors hide their cause behind `source()`; logs and problem bodies want it.

@@ -66,35 +66,72 @@ pub struct Hop {
     pub peer_trusted: bool,
 }
 
+/// Forwarding values that depend only on the connection: made once per connection, so a
+/// request whose client sent no forwarding headers of its own costs no formatting.
+#[derive(Debug)]
+pub struct HopValues {
+    /// The peer address, as `X-Forwarded-For` and `X-Real-IP` write it.
+    peer: HeaderValue,
+    /// This hop's `Forwarded` element, `for=…;proto=…`.
+    forwarded: HeaderValue,
+}
+
+impl HopValues {
+    pub fn new(peer: IpAddr, tls: bool) -> Self {
+        let proto = if tls { "https" } else { "http" };
+        let node = match peer {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("\"[{v6}]\""),
+        };
+        let value = |s: String| {
+            HeaderValue::from_str(&s).expect("an address formats as a valid header value")
+        };
+        HopValues {
+            peer: value(peer.to_string()),
+            forwarded: value(format!("for={node};proto={proto}")),
+        }
+    }
+}
+
 /// Append `X-Forwarded-For`, `Forwarded` and `Via`; set `X-Forwarded-Proto`.
-pub fn add_forwarding(headers: &mut HeaderMap, hop: &Hop) {
+pub fn add_forwarding(headers: &mut HeaderMap, hop: &Hop, values: &HopValues) {
     let proto = if hop.tls { "https" } else { "http" };
-    append_list(
+    append_value(
         headers,
         HeaderName::from_static("x-forwarded-for"),
-        &hop.peer.to_string(),
+        &values.peer,
     );
     let xfp = HeaderName::from_static("x-forwarded-proto");
     if !(hop.peer_trusted && headers.contains_key(&xfp)) {
         headers.insert(xfp, HeaderValue::from_static(proto));
     }
-    let node = match hop.peer {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
-    };
-    append_list(
+    append_value(headers, header::FORWARDED, &values.forwarded);
+    append_value(
         headers,
-        header::FORWARDED,
-        &format!("for={node};proto={proto}"),
+        header::VIA,
+        &HeaderValue::from_static(via(hop.version)),
     );
-    append_list(headers, header::VIA, via(hop.version));
 }
 
 /// `X-Real-IP`: the client as tollgate resolved it (trusted-proxy rules applied), so the
 /// backend need not repeat that logic. Always overwritten: a client must not set it.
-pub fn set_real_ip(headers: &mut HeaderMap, client: IpAddr) {
-    if let Ok(v) = HeaderValue::from_str(&client.to_string()) {
-        headers.insert(HeaderName::from_static("x-real-ip"), v);
+pub fn set_real_ip(headers: &mut HeaderMap, client: IpAddr, peer: IpAddr, values: &HopValues) {
+    let name = HeaderName::from_static("x-real-ip");
+    if client == peer {
+        headers.insert(name, values.peer.clone());
+    } else if let Ok(v) = HeaderValue::from_str(&client.to_string()) {
+        headers.insert(name, v);
+    }
+}
+
+/// Append to a list header; the common case (no such header yet) is a cheap clone.
+fn append_value(headers: &mut HeaderMap, name: HeaderName, value: &HeaderValue) {
+    if headers.contains_key(&name) {
+        if let Ok(v) = value.to_str() {
+            append_list(headers, name, v);
+        }
+    } else {
+        headers.insert(name, value.clone());
     }
 }
 
@@ -156,7 +193,7 @@ mod tests {
             version: Version::HTTP_2,
             peer_trusted: false,
         };
-        add_forwarding(&mut h, &hop);
+        add_forwarding(&mut h, &hop, &HopValues::new(hop.peer, hop.tls));
         assert_eq!(h["x-forwarded-for"], "1.2.3.4, 2001:db8::2");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["forwarded"], "for=\"[2001:db8::2]\";proto=http");

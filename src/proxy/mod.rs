@@ -44,12 +44,27 @@ use upstream::Pool;
 pub type ResponseBody = UnsyncBoxBody<Bytes, hyper::Error>;
 
 /// What the listener knows about the connection a request came on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConnInfo {
     /// TCP peer address.
     pub peer: SocketAddr,
     /// Whether the connection is TLS (for `X-Forwarded-Proto`).
     pub tls: bool,
+    /// Forwarding header values of this hop, made once per connection.
+    pub hop: Arc<headers::HopValues>,
+}
+
+impl ConnInfo {
+    pub fn new(peer: SocketAddr, tls: bool) -> Self {
+        ConnInfo {
+            peer,
+            tls,
+            hop: Arc::new(headers::HopValues::new(
+                client_ip::canonical(peer.ip()),
+                tls,
+            )),
+        }
+    }
 }
 
 /// The request path; cheap to clone (one `Arc`), one per process.

@@ -137,7 +137,7 @@ async fn connection(job: Job, gateway: Gateway, settings: &ConnSettings, watcher
         None => {
             serve(
                 stream,
-                ConnInfo { peer, tls: false },
+                ConnInfo::new(peer, false),
                 gateway,
                 &settings.http,
                 watcher,
@@ -149,7 +149,7 @@ async fn connection(job: Job, gateway: Gateway, settings: &ConnSettings, watcher
                 Ok(Ok(tls_stream)) => {
                     serve(
                         tls_stream,
-                        ConnInfo { peer, tls: true },
+                        ConnInfo::new(peer, true),
                         gateway,
                         &settings.http,
                         watcher,
@@ -173,12 +173,14 @@ async fn serve<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let peer = conn.peer;
     let service = service_fn(move |req| {
         let gateway = gateway.clone();
+        let conn = conn.clone();
         async move { Ok::<_, Infallible>(gateway.handle(req, conn).await) }
     });
     let connection = http.serve_connection_with_upgrades(TokioIo::new(io), service);
     if let Err(e) = watcher.watch(connection.into_owned()).await {
-        debug!(peer = %conn.peer, error = %e, "connection ended with an error");
+        debug!(%peer, error = %e, "connection ended with an error");
     }
 }
