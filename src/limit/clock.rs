@@ -37,16 +37,16 @@ pub(crate) fn duration_to_nanos(d: Duration) -> Nanos {
 pub struct SystemClock {
     /// The calibrated counter.
     clock: quanta::Clock,
-    /// The instant that reads as 0; creation time, so values start small and
-    /// stay far from overflow for centuries.
-    epoch: quanta::Instant,
+    /// The raw counter value that reads as 0; creation time, so values start small and
+    /// stay far from overflow for centuries. Raw, so a reading is one scaled subtraction.
+    epoch: u64,
 }
 
 impl SystemClock {
     /// A clock whose epoch is the moment of this call.
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
-        let epoch = clock.now();
+        let epoch = clock.raw();
         Self { clock, epoch }
     }
 }
@@ -59,7 +59,7 @@ impl Default for SystemClock {
 
 impl Clock for SystemClock {
     fn now(&self) -> Nanos {
-        duration_to_nanos(self.clock.now().saturating_duration_since(self.epoch))
+        self.clock.delta_as_nanos(self.epoch, self.clock.raw())
     }
 }
 

@@ -76,11 +76,16 @@ struct Shard {
     tables: Vec<HashTable<Entry>>,
 }
 
+/// A shard's lock on a cache line of its own: two threads locking neighbouring shards
+/// must not bounce one line between their cores (false sharing).
+#[repr(align(64))]
+struct Padded(Mutex<Shard>);
+
 /// In-process state of every policy.
 pub struct LocalStore {
     /// The policies whose algorithms decide; indexed by `CheckItem::policy`.
     policies: Arc<[PolicyRuntime]>,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Padded]>,
     hasher: DefaultHashBuilder,
     /// Time source: system time in production, a manual clock in tests.
     clock: Arc<dyn Clock>,
@@ -96,9 +101,9 @@ impl LocalStore {
     ) -> Self {
         let shards = (0..SHARDS)
             .map(|_| {
-                Mutex::new(Shard {
+                Padded(Mutex::new(Shard {
                     tables: (0..2 * policies.len()).map(|_| HashTable::new()).collect(),
-                })
+                }))
             })
             .collect();
         LocalStore {
@@ -144,7 +149,7 @@ impl LocalStore {
     fn lock(&self, i: usize) -> MutexGuard<'_, Shard> {
         // A panic while holding a shard cannot leave a state half-written (states are
         // Copy values swapped in one step), so a poisoned lock is safe to keep using.
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.shards[i].0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Decide every item at one instant; then write back the states of the items `plan`
@@ -271,7 +276,7 @@ impl LocalStore {
     pub fn key_count(&self, policy: usize) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).tables[policy].len())
+            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).tables[policy].len())
             .sum()
     }
 
