@@ -38,13 +38,6 @@ pub struct Admission {
     pub permits: Permits,
 }
 
-impl Admission {
-    /// The wait to announce on a denial: the longest of the denying policies' waits.
-    pub fn retry_after(&self) -> Option<Nanos> {
-        self.report.iter().filter_map(|r| r.retry_after).max()
-    }
-}
-
 /// Which items to spend, given whether each admitted and its mode: a request spends only if
 /// every enforcing policy allows; shadow policies spend only when *every* policy allows, so
 /// their state evolves exactly as it would once enforced.

@@ -168,8 +168,4 @@ impl PolicyGauges {
             self.evictions[policy].inc_by(n);
         }
     }
-
-    pub fn keys(&self, policy: usize) -> i64 {
-        self.keys[policy].get()
-    }
 }
