@@ -4,7 +4,7 @@
 //! [`config`] (read once at start) → [`server`] (listeners, TLS, shutdown) →
 //! [`proxy`] (the per-request stack: client, [`router`], forward) → [`limit`] (keys,
 //! algorithms, decision sites) → [`respond`] (errors and 429s as HTTP) → [`admin`]
-//! (metrics and health). [`demo`] and [`certs`] serve the command line.
+//! (metrics and health). [`demo`], [`simulate`] and [`certs`] serve the command line.
 
 pub mod admin;
 pub mod certs;
@@ -15,4 +15,5 @@ pub mod proxy;
 pub mod respond;
 pub mod router;
 pub mod server;
+pub mod simulate;
 pub mod telemetry;

@@ -47,12 +47,122 @@ enum Command {
     },
     /// Run the shipped config against a built-in sample upstream and show what happens.
     Demo,
+    /// Compare the decision sites (central, static L/N, leases) on one virtual-clock trace.
+    Simulate(SimulateArgs),
     /// Write a self-signed development certificate for localhost.
     Certs {
         /// Folder to write localhost.pem and localhost-key.pem into.
         #[arg(long, default_value = "certs")]
         out: PathBuf,
     },
+}
+
+/// `tollgate simulate` options; the defaults are the design document's experiment.
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Nodes behind the balancer (weights default to equal shares when this is given alone).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Balancer weight per node, e.g. 40,20,10,10,5,5,5,5.
+    #[arg(long, value_delimiter = ',')]
+    weights: Option<Vec<u64>>,
+    /// Requests offered.
+    #[arg(long, default_value_t = 20_000)]
+    requests: usize,
+    /// Offered rate as a multiple of the limit (2 = the document's overload).
+    #[arg(long, default_value_t = 2.0)]
+    load: f64,
+    /// A normal-load run: offered rate 0.5x the limit (overrides --load).
+    #[arg(long)]
+    normal: bool,
+    /// Policy limit per second.
+    #[arg(long, default_value_t = 1_000)]
+    limit: u32,
+    /// Policy burst.
+    #[arg(long, default_value_t = 96)]
+    burst: u32,
+    /// Trace seed (decimal or 0x hex).
+    #[arg(long, default_value = "0x9E3779B97F4A7C15", value_parser = parse_seed)]
+    seed: u64,
+    /// Tollgate lease: most cells per grant.
+    #[arg(long, default_value_t = 50)]
+    lease_max: u32,
+    /// Tollgate lease: cell lifetime past conformance.
+    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
+    lease_ttl: std::time::Duration,
+    /// Tollgate lease: traffic a batch should cover.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    lease_target: std::time::Duration,
+    /// Runs per design for the decisions/s column.
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw admitted requests per 100 ms per design into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+fn parse_seed(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("`{s}` is not a seed: {e}"))
+}
+
+fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
+    use std::num::NonZeroU32;
+    let nz = |v: u32, what: &str| {
+        NonZeroU32::new(v).with_context(|| format!("--{what} must be at least 1"))
+    };
+    let weights = match (a.weights, a.nodes) {
+        (Some(w), Some(n)) if w.len() != n => {
+            anyhow::bail!("--weights has {} entries but --nodes is {n}", w.len())
+        }
+        (Some(w), _) => w,
+        (None, Some(n)) => vec![1; n],
+        (None, None) => tollgate::simulate::trace::SEED_WEIGHTS.to_vec(),
+    };
+    anyhow::ensure!(
+        !weights.is_empty() && weights.iter().any(|&w| w > 0),
+        "--weights needs at least one non-zero weight"
+    );
+    let load = if a.normal { 0.5 } else { a.load };
+    anyhow::ensure!(load > 0.0 && load.is_finite(), "--load must be positive");
+    anyhow::ensure!(a.requests > 0, "--requests must be at least 1");
+    anyhow::ensure!(
+        a.lease_target <= a.lease_ttl && a.lease_ttl >= std::time::Duration::from_millis(1),
+        "--lease-ttl must be at least 1ms and no shorter than --lease-target"
+    );
+    let options = tollgate::simulate::Options {
+        weights,
+        requests: a.requests,
+        load,
+        limit: nz(a.limit, "limit")?,
+        burst: nz(a.burst, "burst")?,
+        seed: a.seed,
+        lease: tollgate::config::LeaseKnobs {
+            max: nz(a.lease_max, "lease-max")?,
+            ttl: a.lease_ttl,
+            target: a.lease_target,
+        },
+        reps: a.reps,
+    };
+    let report = tollgate::simulate::run(&options);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    if let Some(path) = a.plot {
+        tollgate::simulate::svg(&report, &path)?;
+        if !a.json {
+            println!("plot written to {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// Exit code for a config that does not load (documented in the README).
@@ -97,6 +207,7 @@ fn main() -> ExitCode {
                     .and_then(|rt| rt.block_on(tollgate::demo::run()).map_err(Into::into)),
             )
         }
+        Command::Simulate(args) => report(simulate(args)),
         Command::Certs { out } => report(
             tollgate::certs::write(&out)
                 .map(|(c, k)| println!("wrote {} and {}", c.display(), k.display()))

@@ -30,6 +30,7 @@ fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
         max_keys: NonZeroUsize::new(1_000_000).unwrap(),
         site: tollgate::config::Site::Local,
         local_first: false,
+        lease: Default::default(),
     }
 }
 

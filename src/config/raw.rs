@@ -206,6 +206,18 @@ pub(super) mod defaults {
     pub fn breaker_cooldown() -> String {
         "2s".into()
     }
+    pub fn heartbeat() -> String {
+        "1s".into()
+    }
+    pub fn lease_max() -> u64 {
+        50
+    }
+    pub fn lease_ttl() -> String {
+        "50ms".into()
+    }
+    pub fn lease_target() -> String {
+        "20ms".into()
+    }
     pub fn expected_nodes() -> u32 {
         1
     }

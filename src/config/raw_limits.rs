@@ -80,6 +80,12 @@ pub struct RawPolicy {
     /// central: a node-local state of the same policy in front, denying without a store call.
     #[serde(default)]
     pub local_first: bool,
+    /// lease: most cells one coordinator call grants.
+    pub lease_max: Option<u64>,
+    /// lease: a granted cell not spent this long after it conforms is dropped.
+    pub lease_ttl: Option<String>,
+    /// lease: a batch covers about this much of the node's own traffic for the key.
+    pub lease_target: Option<String>,
 }
 
 /// `policies.NAME.algorithm`

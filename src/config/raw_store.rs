@@ -77,12 +77,20 @@ pub struct RawCluster {
     /// Gateways sharing the limits; `on_store_error = "local"` enforces L/N with it.
     #[serde(default = "defaults::expected_nodes")]
     pub expected_nodes: u32,
+    /// This gateway's name in the membership set (default: host name and process id).
+    pub node_id: Option<String>,
+    /// How often a node renews its membership in the store; it is dropped after three
+    /// missed beats.
+    #[serde(default = "defaults::heartbeat")]
+    pub heartbeat: String,
 }
 
 impl Default for RawCluster {
     fn default() -> Self {
         RawCluster {
             expected_nodes: defaults::expected_nodes(),
+            node_id: None,
+            heartbeat: defaults::heartbeat(),
         }
     }
 }
@@ -96,6 +104,10 @@ pub enum Site {
     Local,
     /// In the store, shared by every gateway, exact.
     Central,
+    /// Batches of cells leased from the store and spent locally: ~1/k store calls.
+    Lease,
+    /// limit/N and burst/N on each node (N from membership): no store call.
+    Split,
 }
 
 /// `routes[].on_store_error`

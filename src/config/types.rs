@@ -30,8 +30,10 @@ pub struct Config {
     pub policies: Vec<Policy>,
     /// `[store]`.
     pub store: Store,
-    /// `[cluster] expected_nodes`: N of the L/N fallback.
+    /// `[cluster] expected_nodes`: N of the L/N split before membership says otherwise.
     pub expected_nodes: NonZeroU32,
+    /// `[cluster]`.
+    pub cluster: Cluster,
 }
 
 /// `[store]`, typed.
@@ -154,6 +156,37 @@ pub struct Policy {
     pub site: Site,
     /// central only: deny from node-local state first.
     pub local_first: bool,
+    /// lease only (defaults elsewhere): batch bound, cell lifetime, traffic per batch.
+    pub lease: LeaseKnobs,
+}
+
+/// `lease_max`, `lease_ttl`, `lease_target` of a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseKnobs {
+    pub max: NonZeroU32,
+    pub ttl: Duration,
+    pub target: Duration,
+}
+
+impl Default for LeaseKnobs {
+    fn default() -> Self {
+        LeaseKnobs {
+            max: NonZeroU32::new(50).unwrap_or(NonZeroU32::MIN),
+            ttl: Duration::from_millis(50),
+            target: Duration::from_millis(20),
+        }
+    }
+}
+
+/// `[cluster]`, typed: who this node is and how it announces itself.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// N of the L/N split while membership is unknown (memory store, store down at start).
+    pub expected_nodes: NonZeroU32,
+    /// This node's member name.
+    pub node_id: String,
+    /// Membership renewal interval; a member missing three beats is dropped.
+    pub heartbeat: Duration,
 }
 
 /// One `[upstreams.NAME]`.

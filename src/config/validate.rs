@@ -23,7 +23,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let account = raw.account.as_ref().and_then(|a| v.account(a));
     let policies = v.policies(&raw.policies);
     let store = v.store(&raw.store);
-    let expected_nodes = v.cluster(&raw.cluster);
+    let cluster = v.cluster(&raw.cluster);
     let upstreams: Vec<Upstream> = raw
         .upstreams
         .iter()
@@ -53,7 +53,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         },
         policies,
         store: store.expect("store is Some when no problems were found"),
-        expected_nodes,
+        expected_nodes: cluster.expected_nodes,
+        cluster,
     })
 }
 

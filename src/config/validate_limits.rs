@@ -13,7 +13,8 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 
 use crate::limit::algorithm::{MAX_PERIOD, MIN_PERIOD};
 
-use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site};
+use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
+use super::types::LeaseKnobs;
 use super::validate::Validator;
 use super::{Account, ClientIp, KeyPart, Policy};
 
@@ -211,6 +212,7 @@ impl Validator {
                 "only central policies have a store call to save",
             );
         }
+        let lease = self.lease_knobs(&at, p);
         let max_keys = NonZeroUsize::new(p.max_keys as usize);
         if max_keys.is_none() {
             self.fail(&at("max_keys"), "must be at least 1");
@@ -231,6 +233,78 @@ impl Validator {
             max_keys: max_keys?,
             site: p.site,
             local_first: p.local_first,
+            lease: lease?,
+        })
+    }
+
+    /// `lease_max` / `lease_ttl` / `lease_target`: only on lease policies, which lease GCRA
+    /// cells (a token bucket is the same quota, so it leases too).
+    fn lease_knobs(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) -> Option<LeaseKnobs> {
+        let given = [
+            ("lease_max", p.lease_max.is_some()),
+            ("lease_ttl", p.lease_ttl.is_some()),
+            ("lease_target", p.lease_target.is_some()),
+        ];
+        if p.site != Site::Lease {
+            for (key, _) in given.iter().filter(|(_, set)| *set) {
+                self.fail(
+                    &at(key),
+                    "only lease policies (site = \"lease\") lease cells",
+                );
+            }
+            return Some(LeaseKnobs::default());
+        }
+        if !matches!(
+            p.algorithm,
+            AlgorithmName::Gcra | AlgorithmName::TokenBucket
+        ) {
+            self.fail(
+                &at("site"),
+                format!(
+                    "{:?} cannot be leased: leases hand out GCRA cells (use gcra or token_bucket)",
+                    p.algorithm
+                ),
+            );
+        }
+        let max = p.lease_max.unwrap_or_else(defaults::lease_max);
+        let max = match u32::try_from(max).ok().and_then(NonZeroU32::new) {
+            Some(m) if m.get() <= 100_000 => Some(m),
+            _ => {
+                self.fail(
+                    &at("lease_max"),
+                    format!("{max} is out of range: use 1 to 100000"),
+                );
+                None
+            }
+        };
+        let mut span = |key: &str, v: Option<&String>, default: String| {
+            let s = v.cloned().unwrap_or(default);
+            self.duration(&at(key), &s).filter(|d| {
+                let ok = (MIN_PERIOD..=Duration::from_secs(3600)).contains(d);
+                if !ok {
+                    self.fail(&at(key), "must be at least 1ms and at most 1h");
+                }
+                ok
+            })
+        };
+        let ttl = span("lease_ttl", p.lease_ttl.as_ref(), defaults::lease_ttl());
+        let target = span(
+            "lease_target",
+            p.lease_target.as_ref(),
+            defaults::lease_target(),
+        );
+        if let (Some(t), Some(g)) = (ttl, target)
+            && g > t
+        {
+            self.fail(
+                &at("lease_target"),
+                format!("{g:?} is longer than lease_ttl ({t:?}): batches would expire before they are spent"),
+            );
+        }
+        Some(LeaseKnobs {
+            max: max?,
+            ttl: ttl?,
+            target: target?,
         })
     }
 

@@ -1,10 +1,11 @@
 //! The validation pass for `[store]` and `[cluster]`: where central policies keep state.
 
 use std::num::NonZeroU32;
+use std::time::Duration;
 
-use super::Store;
 use super::raw::{RawCluster, RawStore, StoreKind};
 use super::validate::Validator;
+use super::{Cluster, Store};
 
 impl Validator {
     pub(super) fn store(&mut self, raw: &RawStore) -> Option<Store> {
@@ -66,10 +67,47 @@ impl Validator {
         })
     }
 
-    pub(super) fn cluster(&mut self, raw: &RawCluster) -> NonZeroU32 {
-        NonZeroU32::new(raw.expected_nodes).unwrap_or_else(|| {
+    pub(super) fn cluster(&mut self, raw: &RawCluster) -> Cluster {
+        let expected_nodes = NonZeroU32::new(raw.expected_nodes).unwrap_or_else(|| {
             self.fail("cluster.expected_nodes", "must be at least 1");
             NonZeroU32::MIN
-        })
+        });
+        let heartbeat = self
+            .duration("cluster.heartbeat", &raw.heartbeat)
+            .filter(|d| {
+                let ok = (Duration::from_millis(100)..=Duration::from_secs(3600)).contains(d);
+                if !ok {
+                    self.fail("cluster.heartbeat", "must be at least 100ms and at most 1h");
+                }
+                ok
+            })
+            .unwrap_or(Duration::from_secs(1));
+        let node_id = match &raw.node_id {
+            Some(id) if id.is_empty() || id.len() > 200 || id.chars().any(char::is_whitespace) => {
+                self.fail(
+                    "cluster.node_id",
+                    "must be 1 to 200 characters without spaces",
+                );
+                id.clone()
+            }
+            Some(id) => id.clone(),
+            None => default_node_id(),
+        };
+        Cluster {
+            expected_nodes,
+            node_id,
+            heartbeat,
+        }
     }
+}
+
+/// Host name and process id: unique per running gateway, readable in `redis-cli`.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "tollgate".into());
+    format!("{host}-{}", std::process::id())
 }

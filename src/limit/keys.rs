@@ -175,6 +175,7 @@ mod tests {
             max_keys: NonZeroUsize::new(10).unwrap(),
             site: crate::config::Site::Local,
             local_first: false,
+            lease: Default::default(),
         };
         PolicyRuntime::new(0, &p, &[NonZeroU32::new(4).unwrap()]).unwrap()
     }

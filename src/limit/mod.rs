@@ -23,3 +23,4 @@ pub use admission::{Admission, PolicyReport};
 pub use limiter::{Limiter, LimiterError};
 pub mod central;
 pub mod deny_cache;
+pub mod lease;

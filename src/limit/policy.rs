@@ -239,6 +239,11 @@ impl PolicyRuntime {
         level(&self.fallback, headroom)
     }
 
+    /// The L/N algorithm a `split` policy enforces on this node.
+    pub fn split_algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
+        level(&self.fallback, headroom)
+    }
+
     /// The algorithm at headroom 1: what `RateLimit-Policy` advertises.
     pub fn base(&self) -> &AnyAlgorithm {
         &self.algorithms[0].1

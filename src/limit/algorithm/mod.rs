@@ -30,6 +30,7 @@ mod token_bucket;
 pub use concurrency::{CONCURRENCY_RETRY_HINT, Concurrency, ConcurrencyState};
 pub use gcra::{Gcra, GcraState};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketState};
+pub(crate) use rate::Rate;
 pub use rate::{MAX_PERIOD, MIN_PERIOD};
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::{TokenBucket, TokenBucketState};

@@ -1,0 +1,193 @@
+//! The coordinator's side of a lease: the global GCRA state of a key, granting cells as
+//! *reservations*. `lease.lua` runs the same rule in Redis; [`MemoryCoordinator`] runs it
+//! in this process (the `memory` store, and the simulator, which counts its calls).
+//!
+//! # The grant rule
+//!
+//! With the key's theoretical arrival time `tat`, `T = period / limit`, `τ = burst · T` and
+//! `base = max(tat, now)`, the j-th cell granted (j = 1, 2, …) is the cell whose GCRA
+//! arrival would be `base + j·T`; it *conforms* (a lone GCRA would admit it) from
+//! `base + j·T − τ`. A call asking for `want` cells gets every cell that conforms within
+//! `horizon` of now, up to `want`, and `tat` advances by the cells granted. The reply is
+//! the count and the *frontier*: `tat − τ − now` after the grant, the conform time of the
+//! last cell granted (relative to the coordinator's now); the next cell would conform one
+//! `T` later.
+//!
+//! A node spends a cell only once its own clock has passed that cell's conform time
+//! (mapped from the moment the reply arrived, which is never earlier than the moment the
+//! coordinator decided). So the cells spent by all nodes together are a subset of what a
+//! single GCRA at the coordinator would have admitted at those times: **leases never admit
+//! more than the policy**, over any interval that starts from a full key. The only error is
+//! timing: a cell may be spent up to `lease_ttl` after it conforms, so a window of length
+//! `D` holds at most `burst + (D + lease_ttl) · rate` cells.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::params::LeaseParams;
+use crate::limit::clock::Nanos;
+
+/// One coordinator answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Cells reserved for the asking node (0 when none conforms within the horizon).
+    pub granted: u32,
+    /// Nanoseconds from the coordinator's now to the conform time of the last cell granted
+    /// (with none granted: of the last cell anyone was granted). Negative when it conformed
+    /// already: a full key's first `burst` cells all conform at once. Rounded up.
+    pub frontier: i64,
+}
+
+/// The grant rule on one key's `tat` (ticks); returns the new `tat`.
+pub fn grant(p: &LeaseParams, tat: Option<u128>, want: u32, now: Nanos) -> (u128, Grant) {
+    let now_t = p.rate.ticks(now);
+    let base = tat.unwrap_or(now_t).max(now_t);
+    let reach = now_t + p.rate.ticks(p.horizon) + p.tolerance;
+    let fits = reach.saturating_sub(base) / p.rate.cells(1);
+    let granted = u32::try_from(fits.min(u128::from(want))).unwrap_or(want);
+    let tat = base + p.rate.cells(u64::from(granted));
+    let frontier = tat as i128 - p.tolerance as i128 - now_t as i128;
+    (
+        tat,
+        Grant {
+            granted,
+            frontier: p.ns_ceil(frontier),
+        },
+    )
+}
+
+/// The coordinator in this process: the lease site's store when `[store] kind = "memory"`
+/// (one node, so leasing costs a map lookup, not a round trip), and the simulator's.
+pub struct MemoryCoordinator {
+    /// Key → `tat` in ticks of that key's policy. Keys whose `tat` has passed are full
+    /// again and are dropped by [`MemoryCoordinator::sweep`].
+    tats: Mutex<HashMap<Box<str>, u128>>,
+    /// Calls answered, for the simulator's calls-per-request column.
+    calls: AtomicU64,
+}
+
+impl Default for MemoryCoordinator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryCoordinator {
+    pub fn new() -> Self {
+        MemoryCoordinator {
+            tats: Mutex::new(HashMap::new()),
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Grant up to `want` cells of `key` at `now` (see the module doc).
+    pub fn grant(&self, key: &str, p: &LeaseParams, want: u32, now: Nanos) -> Grant {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
+        let (tat, g) = grant(p, tats.get(key).copied(), want, now);
+        match tats.get_mut(key) {
+            Some(slot) => *slot = tat,
+            None => {
+                tats.insert(key.into(), tat);
+            }
+        }
+        g
+    }
+
+    /// Calls answered so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Drop keys that are full again at `now` (absent means full: nothing is lost).
+    pub fn sweep(&self, now: Nanos, params: impl Fn(&str) -> Option<LeaseParams>) {
+        let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
+        tats.retain(|k, tat| params(k).is_some_and(|p| *tat > p.rate.ticks(now)));
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.tats.lock().map_or(0, |t| t.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    fn params(limit: u32, burst: u32, ttl_ms: u64) -> LeaseParams {
+        let nz = |n| NonZeroU32::new(n).expect("non-zero");
+        LeaseParams::new(
+            nz(limit),
+            Duration::from_secs(1),
+            nz(burst),
+            Duration::from_millis(ttl_ms),
+            Duration::from_millis(20),
+            nz(50),
+        )
+        .expect("valid")
+    }
+
+    #[test]
+    fn full_key_grants_burst_now_and_the_horizon_later() {
+        // 1000/s, burst 10, horizon 50 ms: 10 cells conform now, then one per ms up to 50 ms.
+        let p = params(1000, 10, 50);
+        let (tat, g) = grant(&p, None, 100, 1_000 * MS);
+        assert_eq!(g.granted, 60);
+        assert_eq!(g.frontier, 50 * MS as i64);
+        let (_, g2) = grant(&p, Some(tat), 5, 1_000 * MS);
+        assert_eq!(
+            g2,
+            Grant {
+                granted: 0,
+                frontier: 50 * MS as i64
+            }
+        );
+        let (_, g3) = grant(&p, Some(tat), 5, 1_003 * MS);
+        assert_eq!(
+            g3,
+            Grant {
+                granted: 3,
+                frontier: 50 * MS as i64
+            }
+        );
+    }
+
+    #[test]
+    fn horizon_zero_is_plain_gcra() {
+        // With no horizon a grant of one cell is exactly the GCRA admission rule.
+        let mut p = params(1000, 3, 50);
+        p.horizon = 0;
+        let mut tat = None;
+        let admitted: Vec<u32> = [0u64, 0, 0, 0, 1, 1, 2]
+            .iter()
+            .map(|&ms| {
+                let (t, g) = grant(&p, tat, 1, ms * MS);
+                tat = Some(t);
+                g.granted
+            })
+            .collect();
+        assert_eq!(admitted, [1, 1, 1, 0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn the_coordinator_counts_calls() {
+        let c = MemoryCoordinator::new();
+        let p = params(10, 1, 50);
+        c.grant("k", &p, 1, 0);
+        c.grant("k", &p, 1, 0);
+        assert_eq!(c.calls(), 2);
+        c.sweep(10 * 1_000 * MS, |_| Some(p));
+        assert!(c.is_empty());
+    }
+}

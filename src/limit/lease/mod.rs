@@ -1,0 +1,17 @@
+//! The `lease` decision site: the coordinator (Redis, or this process with the memory
+//! store) holds each key's global GCRA state and grants nodes batches of cells as
+//! reservations; a node spends them locally on their schedule, so a request costs a store
+//! call only about once per batch.
+//!
+//! - `params.rs`: the numbers a leased key runs on;
+//! - `grant.rs`: the coordinator's grant rule and the in-process coordinator (and the
+//!   over-admission bound, proved there);
+//! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill.
+
+pub mod book;
+pub mod grant;
+pub mod params;
+
+pub use book::{Lease, Take};
+pub use grant::{Grant, MemoryCoordinator};
+pub use params::LeaseParams;

@@ -1,0 +1,86 @@
+//! The numbers one leased key runs on, shared by the node (`book.rs`) and the coordinator
+//! (`grant.rs`, `lease.lua`) so both read a grant the same way.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use crate::limit::algorithm::{QuotaError, Rate};
+use crate::limit::clock::{Nanos, duration_to_nanos};
+
+/// A GCRA quota plus the lease knobs (`lease_max`, `lease_ttl`, `lease_target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseParams {
+    /// Exact tick arithmetic for `limit / period` (see `algorithm/rate.rs`).
+    pub(crate) rate: Rate,
+    /// `burst`: cells that conform at once from a full key.
+    pub(crate) burst: u32,
+    /// `τ = burst · T` in ticks.
+    pub(crate) tolerance: u128,
+    /// How far ahead of its `now` the coordinator reserves cells. Equal to the TTL, so a
+    /// reserved cell always conforms while its lease is still valid.
+    pub(crate) horizon: Nanos,
+    /// A cell not spent this long after it conforms is dropped: a dead, partitioned or idle
+    /// node strands at most its last batch, and never spends a stale one.
+    pub(crate) ttl: Nanos,
+    /// A node asks for about this much of its own recent traffic per call.
+    pub(crate) target: Nanos,
+    /// Upper bound of one batch.
+    pub(crate) max: u32,
+    /// Advertised quota (headers, the store's script).
+    pub limit: NonZeroU32,
+    /// Advertised window.
+    pub period: Duration,
+}
+
+impl LeaseParams {
+    /// `limit` per `period` with bursts of `burst`, leased in batches of at most `max`
+    /// cells that live `ttl` past their conformance time, sized for `target` of traffic.
+    pub fn new(
+        limit: NonZeroU32,
+        period: Duration,
+        burst: NonZeroU32,
+        ttl: Duration,
+        target: Duration,
+        max: NonZeroU32,
+    ) -> Result<Self, QuotaError> {
+        let rate = Rate::new(limit, period)?;
+        Ok(LeaseParams {
+            rate,
+            burst: burst.get(),
+            tolerance: rate.cells(u64::from(burst.get())),
+            horizon: duration_to_nanos(ttl),
+            ttl: duration_to_nanos(ttl),
+            target: duration_to_nanos(target).max(1),
+            max: max.get(),
+            limit,
+            period,
+        })
+    }
+
+    /// The emission interval `T` in ticks.
+    pub(crate) fn interval(&self) -> i128 {
+        self.rate.cells(1) as i128
+    }
+
+    /// Nanoseconds (possibly negative) to signed ticks.
+    pub(crate) fn ticks(&self, ns: i64) -> i128 {
+        i128::from(ns) * self.rate.scale() as i128
+    }
+
+    /// Signed ticks to nanoseconds, rounded up (later is the safe side for a conform time).
+    pub(crate) fn ns_ceil(&self, ticks: i128) -> i64 {
+        let s = self.rate.scale() as i128;
+        let ns = -((-ticks).div_euclid(s));
+        i64::try_from(ns).unwrap_or(if ns < 0 { i64::MIN } else { i64::MAX })
+    }
+
+    /// Cells per second, for the simulator and the docs' bound.
+    pub fn per_second(&self) -> f64 {
+        f64::from(self.limit.get()) / self.period.as_secs_f64()
+    }
+
+    /// The lease TTL.
+    pub fn ttl(&self) -> Nanos {
+        self.ttl
+    }
+}

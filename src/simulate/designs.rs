@@ -1,0 +1,190 @@
+//! The four designs the simulator compares, each driving production code on the virtual
+//! clock: the policy's own GCRA (`PolicyRuntime`) for central and for the L/N split, the
+//! lease site's node book (`limit::lease::book`) and grant rule (`MemoryCoordinator`) for
+//! tollgate's lease. Only the design document's lease ×20 is a model written here: it is
+//! the baseline being beaten, not something tollgate ships.
+
+use std::num::NonZeroU32;
+
+use super::trace::Arrival;
+use crate::config::{LeaseKnobs, Policy};
+use crate::limit::algorithm::Verdict;
+use crate::limit::clock::Nanos;
+use crate::limit::lease::{Lease, LeaseParams, MemoryCoordinator, Take};
+use crate::limit::policy::{AnyState, PolicyRuntime};
+
+/// A design's run over one trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Admitted per arrival, in trace order.
+    pub admitted: Vec<bool>,
+    /// Coordinator (store) calls.
+    pub calls: u64,
+}
+
+/// The designs, in the order of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Design {
+    Central,
+    Split,
+    SeedLease,
+    Lease,
+}
+
+impl Design {
+    pub const ALL: [Design; 4] = [
+        Design::Central,
+        Design::Split,
+        Design::SeedLease,
+        Design::Lease,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Design::Central => "central",
+            Design::Split => "static L/N",
+            Design::SeedLease => "lease x20 (seed)",
+            Design::Lease => "tollgate lease",
+        }
+    }
+
+    /// Run this design over `trace` for `nodes` nodes.
+    pub fn run(self, policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
+        match self {
+            Design::Central => central(policy, trace),
+            Design::Split => split(policy, nodes, trace),
+            Design::SeedLease => seed_lease(policy, nodes, trace),
+            Design::Lease => lease(policy, nodes, trace),
+        }
+    }
+}
+
+/// Every request asks the one shared state: one call each.
+fn central(policy: &Policy, trace: &[Arrival]) -> Run {
+    let rt = runtime(policy, 1);
+    let alg = rt.base();
+    let mut state: Option<AnyState> = None;
+    let admitted = trace
+        .iter()
+        .map(|a| {
+            let d = alg.decide(state, 1, a.at);
+            let ok = d.verdict == Verdict::Allow;
+            if ok {
+                state = Some(d.state);
+            }
+            ok
+        })
+        .collect();
+    Run {
+        admitted,
+        calls: trace.len() as u64,
+    }
+}
+
+/// Each node alone at limit/N, burst/N: the gateway's `site = "split"` algorithm.
+fn split(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
+    let rt = runtime(policy, nodes);
+    let alg = rt.split_algorithm(NonZeroU32::MIN);
+    let mut states: Vec<Option<AnyState>> = vec![None; nodes];
+    let admitted = trace
+        .iter()
+        .map(|a| {
+            let d = alg.decide(states[a.node], 1, a.at);
+            let ok = d.verdict == Verdict::Allow;
+            if ok {
+                states[a.node] = Some(d.state);
+            }
+            ok
+        })
+        .collect();
+    Run { admitted, calls: 0 }
+}
+
+/// The design document's lease: 20 cells that conform *now*, valid 50 ms; an empty
+/// coordinator is asked again after 5 ms. Its coordinator is the grant rule with no
+/// horizon, which is exactly the document's `Gcra::grant`.
+fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
+    const MS: Nanos = 1_000_000;
+    let mut p = params(policy, LeaseKnobs::default());
+    p.horizon = 0;
+    let c = MemoryCoordinator::new();
+    #[derive(Default, Clone, Copy)]
+    struct Seed {
+        tokens: u32,
+        exp: Nanos,
+        blocked_until: Nanos,
+    }
+    let mut leases = vec![Seed::default(); nodes];
+    let admitted = trace
+        .iter()
+        .map(|a| {
+            let (l, now) = (&mut leases[a.node], a.at);
+            if now >= l.exp {
+                l.tokens = 0;
+            }
+            if l.tokens == 0 && now >= l.blocked_until {
+                let g = c.grant("k", &p, 20, now).granted;
+                if g > 0 {
+                    l.tokens = g;
+                    l.exp = now + 50 * MS;
+                } else {
+                    l.blocked_until = now + 5 * MS;
+                }
+            }
+            let ok = l.tokens > 0;
+            l.tokens -= u32::from(ok);
+            ok
+        })
+        .collect();
+    Run {
+        admitted,
+        calls: c.calls(),
+    }
+}
+
+/// Tollgate's lease site, in the order the gateway runs it: take; when nothing conforms
+/// and the book wants cells, ask inline and take again; when it is at its low-water mark,
+/// ask "in the background" (here: at once, the coordinator being in-process).
+fn lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
+    let p = params(policy, policy.lease);
+    let c = MemoryCoordinator::new();
+    let mut books = vec![Lease::default(); nodes];
+    let admitted = trace
+        .iter()
+        .map(|a| {
+            let (book, now) = (&mut books[a.node], a.at);
+            let mut taken = book.take(&p, 1, now);
+            if let Some(want) = book.wants(&p, now) {
+                book.begin();
+                let g = c.grant("k", &p, want, now);
+                book.on_grant(&p, want, g, now);
+                if matches!(taken, Take::Denied { .. }) {
+                    taken = book.retake(&p, 1, now);
+                }
+            }
+            matches!(taken, Take::Admitted { .. })
+        })
+        .collect();
+    Run {
+        admitted,
+        calls: c.calls(),
+    }
+}
+
+fn runtime(policy: &Policy, nodes: usize) -> PolicyRuntime {
+    let n = NonZeroU32::new(u32::try_from(nodes).unwrap_or(u32::MAX)).unwrap_or(NonZeroU32::MIN);
+    PolicyRuntime::with_nodes(0, policy, &[], n).expect("the simulator's policy is valid")
+}
+
+/// The lease numbers of `policy` with `knobs`.
+pub fn params(policy: &Policy, knobs: LeaseKnobs) -> LeaseParams {
+    LeaseParams::new(
+        policy.limit,
+        policy.period,
+        policy.burst,
+        knobs.ttl,
+        knobs.target,
+        knobs.max,
+    )
+    .expect("the simulator's policy is valid")
+}
