@@ -4,11 +4,16 @@
 //! 2. **without the store** — a central key remembered as denied, or a local state that
 //!    already denies (a local policy, or the node-local state in front of a `local_first`
 //!    central policy), denies the request at once: no store call, nothing spent;
-//! 3. **central** — one script call decides and spends every central key (or the route's
-//!    `on_store_error` decides when the store cannot);
-//! 4. **local** — local keys (and the store-outage L/N fallback, and the local-first
-//!    mirrors) are decided and spent under their shard locks; if they now deny (a race with
-//!    another request since step 2), the central spend is refunded.
+//! 3. **lease** — leased keys spend cells this node already holds (a key with none waits
+//!    for one coordinator call; see `lease/`); **central** — one script call decides and
+//!    spends every central key (or the route's `on_store_error` decides when the store
+//!    cannot, for both);
+//! 4. **local** — local and split keys (and the store-outage L/N fallback, and the
+//!    local-first mirrors) are decided and spent under their shard locks; if they now deny
+//!    (a race with another request since step 2), the central spend is refunded.
+//!
+//! A request that ends denied (or refused for a store outage) gives its leased cells back
+//! to this node's books (`check`, the one place that sees every exit).
 //!
 //! Why the local-first state can only deny what the store would deny too: it spends only
 //! when the store admitted, so it counts a subset of what the store counted (this node's
@@ -21,12 +26,14 @@ use http::{HeaderMap, Method};
 
 use super::admission::{Admission, PolicyReport};
 use super::central::CentralItem;
+use super::check_store::StoreFailure;
 use super::decided::{Decided, Pending, any_enforce_denied, local_plan};
+use super::lease::LeaseItem;
 use super::limiter::Limiter;
 use super::local::{CheckItem, Plan};
 use super::metrics::Outcome;
 use super::permit::Permits;
-use crate::config::{Mode, OnStoreError};
+use crate::config::Mode;
 
 impl Limiter {
     /// Decide a request of route `route` (its index in the config).
@@ -37,6 +44,26 @@ impl Limiter {
         client: IpAddr,
         method: &Method,
         headers: &HeaderMap,
+    ) -> Admission {
+        let mut leased = Vec::new();
+        let admission = self
+            .decide(route, route_name, client, method, headers, &mut leased)
+            .await;
+        if (admission.denied || admission.unavailable.is_some()) && !leased.is_empty() {
+            self.lease.give_back(&leased);
+        }
+        admission
+    }
+
+    /// [`Limiter::check`] without the give-back; `leased` collects the cells taken.
+    async fn decide(
+        &self,
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        headers: &HeaderMap,
+        leased: &mut Vec<LeaseItem>,
     ) -> Admission {
         let plan = &self.plans[route];
         if plan.entries.is_empty() {
@@ -65,6 +92,29 @@ impl Limiter {
         let mut central_spent: Vec<CentralItem> = Vec::new();
         let mut central_shadow_spent: Vec<CentralItem> = Vec::new();
         let mut central_held: Vec<CentralItem> = Vec::new();
+        let mut lease_shadow: Vec<LeaseItem> = Vec::new();
+
+        if pending.iter().any(|p| p.entry.lease) {
+            match self
+                .lease_step(&pending, &mut decided, leased, &mut lease_shadow)
+                .await
+            {
+                Ok(()) if any_enforce_denied(&pending, &decided) => {
+                    return self.finish(route, route_name, &pending, &decided, Permits::default());
+                }
+                Ok(()) => {}
+                Err(err) => {
+                    let idx: Vec<usize> = (0..pending.len())
+                        .filter(|&i| pending[i].entry.lease)
+                        .collect();
+                    match self.store_failed(route_name, plan, &err, &pending, &idx, &mut decided) {
+                        StoreFailure::Refuse(a) => return a,
+                        StoreFailure::Fallback => fallback = true,
+                        StoreFailure::Open => {}
+                    }
+                }
+            }
+        }
 
         if let Some(site) = self
             .central
@@ -122,27 +172,10 @@ impl Limiter {
                     }
                 }
                 Err(err) => {
-                    self.log_store_error(route_name, &err, plan.on_store_error);
-                    match plan.on_store_error {
-                        OnStoreError::Open => {
-                            for &i in &idx {
-                                decided[i] = Some(Decided {
-                                    admitted: true,
-                                    error_open: true,
-                                    ..Decided::default()
-                                });
-                            }
-                        }
-                        OnStoreError::Closed => {
-                            for &i in &idx {
-                                plan.counters[pending[i].slot].count_store_error(false);
-                            }
-                            return Admission {
-                                unavailable: Some(self.unavailable_retry),
-                                ..Admission::default()
-                            };
-                        }
-                        OnStoreError::Local => fallback = true,
+                    match self.store_failed(route_name, plan, &err, &pending, &idx, &mut decided) {
+                        StoreFailure::Refuse(a) => return a,
+                        StoreFailure::Fallback => fallback = true,
+                        StoreFailure::Open => {}
                     }
                 }
             }
@@ -184,6 +217,7 @@ impl Limiter {
         if !decided.iter().all(|d| d.is_none_or(|d| d.admitted)) {
             // A shadow policy would deny: shadow keys must not have spent.
             self.spawn_refund(central_shadow_spent);
+            self.lease.give_back(&lease_shadow);
         }
         let permits = self.permits(held, central_held);
         self.finish(route, route_name, &pending, &decided, permits)
@@ -237,13 +271,17 @@ impl Limiter {
     ) -> (Vec<usize>, Vec<CheckItem>, Vec<bool>) {
         let (mut idx, mut items, mut mirror) = (Vec::new(), Vec::new(), Vec::new());
         for (i, p) in pending.iter().enumerate() {
-            let (take, is_mirror, use_fallback) = if !p.entry.central {
+            let (take, is_mirror, use_fallback) = if p.entry.split {
+                (true, false, true)
+            } else if !p.entry.central && !p.entry.lease {
                 (true, false, false)
-            } else if fallback {
+            } else if fallback && decided[i].is_none() {
                 (true, false, true)
             } else {
                 (
-                    p.entry.local_first && decided[i].is_some_and(|d| d.committed),
+                    p.entry.central
+                        && p.entry.local_first
+                        && decided[i].is_some_and(|d| d.committed),
                     true,
                     false,
                 )

@@ -1,9 +1,11 @@
 //! The limiter: every route's policies, the sites that decide them, and the caches in front.
 //! [`Limiter::check`] (in `check.rs`) is the limit step of the request path.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tracing::{error, warn};
 
@@ -13,6 +15,7 @@ use super::central::metrics::StoreMetrics;
 use super::clock::{Clock, Nanos};
 use super::deny_cache::DenyCache;
 use super::keys::KeyBuilder;
+use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::metrics::{LimitMetrics, OutcomeCounters, PolicyGauges};
 use super::policy::PolicyRuntime;
@@ -28,6 +31,10 @@ pub(super) struct PlanEntry {
     pub central: bool,
     /// Central with a node-local state in front.
     pub local_first: bool,
+    /// Decided from cells leased from the coordinator (Redis, or this process).
+    pub lease: bool,
+    /// Decided locally at limit/N (N from membership).
+    pub split: bool,
 }
 
 /// A route's policies and what to do when the store fails.
@@ -57,6 +64,12 @@ pub struct Limiter {
     pub(super) local: Arc<LocalStore>,
     /// Present when the store is Redis (with `memory`, central policies decide locally).
     pub(super) central: Option<Arc<CentralSite>>,
+    /// Leased keys' books and their coordinator (Redis with a Redis store, else in-process).
+    pub(super) lease: Arc<LeaseSite>,
+    /// Prepended to store keys.
+    key_prefix: String,
+    /// `tollgate_cluster_nodes`: N of the L/N split.
+    nodes_gauge: Gauge,
     /// Central denials remembered until their wait is over.
     pub(super) denied_until: DenyCache,
     /// `Retry-After` of a fail-closed 503: the breaker's cooldown.
@@ -101,6 +114,13 @@ impl Limiter {
             }
         };
         let metrics = LimitMetrics::register(registry);
+        let nodes_gauge = Gauge::default();
+        nodes_gauge.set(i64::from(config.expected_nodes.get()));
+        registry.register(
+            "tollgate_cluster_nodes",
+            "Gateways sharing the limits (N of the L/N split): membership, else expected_nodes",
+            nodes_gauge.clone(),
+        );
         let plans = config
             .routes
             .iter()
@@ -120,6 +140,8 @@ impl Limiter {
                                 mode: policies[p].mode.unwrap_or(r.mode),
                                 central,
                                 local_first: central && spec.local_first,
+                                lease: spec.site == Site::Lease,
+                                split: spec.site == Site::Split,
                             }
                         })
                         .filter(|e| e.mode != Mode::Off)
@@ -139,8 +161,15 @@ impl Limiter {
                 plan
             })
             .collect();
+        let lease = Arc::new(match &central {
+            Some(site) => LeaseSite::redis(site.clone(), clock.clone()),
+            None => LeaseSite::memory(clock.clone()),
+        });
         Ok(Limiter {
             keys,
+            lease,
+            key_prefix: config.store.key_prefix.clone(),
+            nodes_gauge,
             shadow_logged: policies.iter().map(|_| AtomicU64::new(0)).collect(),
             store_error_logged: AtomicU64::new(0),
             local: Arc::new(LocalStore::new(policies.clone(), clock, gauges)),
@@ -163,6 +192,35 @@ impl Limiter {
     /// The central site, when the store is Redis.
     pub fn central(&self) -> Option<&Arc<CentralSite>> {
         self.central.as_ref()
+    }
+
+    /// The lease site.
+    pub fn lease(&self) -> &Arc<LeaseSite> {
+        &self.lease
+    }
+
+    /// The store key of a limiter key.
+    pub(super) fn store_key(&self, key: &str) -> String {
+        format!("{}{key}", self.key_prefix)
+    }
+
+    /// Membership says `nodes` gateways share the limits: rescale every L/N split (the
+    /// `split` policies and the store-outage fallback). Returns whether anything changed.
+    pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
+        let mut changed = false;
+        for p in self.policies.iter() {
+            if p.set_nodes(nodes) {
+                self.local.clear_split(p.index);
+                changed = true;
+            }
+        }
+        self.nodes_gauge.set(i64::from(nodes.get()));
+        changed
+    }
+
+    /// N of the L/N split now.
+    pub fn nodes(&self) -> NonZeroU32 {
+        self.policies.first().map_or(NonZeroU32::MIN, |p| p.nodes())
     }
 
     /// Index of a policy by name.

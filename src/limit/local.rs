@@ -137,13 +137,26 @@ impl LocalStore {
         }
     }
 
-    fn algorithm_of(&self, it: &CheckItem) -> &AnyAlgorithm {
+    fn algorithm_of(&self, it: &CheckItem) -> AnyAlgorithm {
         let p = &self.policies[it.policy];
         if it.fallback {
-            p.fallback_algorithm(it.headroom)
+            p.split_algorithm(it.headroom)
         } else {
-            p.algorithm(it.headroom)
+            *p.algorithm(it.headroom)
         }
+    }
+
+    /// Forget every L/N state of `policy`: after N changed they are in another rate's
+    /// units. Each key starts again from a full `burst / N`.
+    pub fn clear_split(&self, policy: usize) {
+        let table = self.policies.len() + policy;
+        let mut removed = 0;
+        for i in 0..SHARDS {
+            let mut shard = self.lock(i);
+            removed += shard.tables[table].len();
+            shard.tables[table].clear();
+        }
+        self.gauges.keys_removed(policy, removed as i64);
     }
 
     fn lock(&self, i: usize) -> MutexGuard<'_, Shard> {
@@ -298,12 +311,12 @@ impl LocalStore {
         }
         let cap = (policy.max_keys / SHARDS).max(1);
         if table.len() >= cap {
-            let levels = if it.fallback {
-                &policy.fallback
+            if it.fallback {
+                let split = policy.split();
+                self.make_room(it.policy, &split.levels, table, cap, now);
             } else {
-                &policy.algorithms
-            };
-            self.make_room(it.policy, levels, table, cap, now);
+                self.make_room(it.policy, &policy.algorithms, table, cap, now);
+            }
         }
         let hasher = &self.hasher;
         table.insert_unique(

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod algorithm;
 mod check;
+mod check_store;
 pub mod clock;
 mod decided;
 pub mod keys;
@@ -24,3 +25,4 @@ pub use limiter::{Limiter, LimiterError};
 pub mod central;
 pub mod deny_cache;
 pub mod lease;
+pub mod membership;

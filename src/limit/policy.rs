@@ -8,16 +8,20 @@
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use super::algorithm::{
     Algorithm, Concurrency, ConcurrencyState, Decision, Gcra, GcraState, LeakyBucket,
     LeakyBucketState, QuotaError, QuotaInfo, SlidingWindow, SlidingWindowState, Snapshot,
     TokenBucket, TokenBucketState,
 };
 use super::clock::Nanos;
-use crate::config::{AlgorithmName, KeyPart, Mode, Policy};
+use super::lease::LeaseParams;
+use crate::config::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
-/// Any of the five algorithms.
-#[derive(Debug)]
+/// Any of the five algorithms (small and `Copy`: the L/N split swaps whole sets of them
+/// when membership changes).
+#[derive(Debug, Clone, Copy)]
 pub enum AnyAlgorithm {
     Gcra(Gcra),
     TokenBucket(TokenBucket),
@@ -176,9 +180,19 @@ pub struct PolicyRuntime {
     pub max_keys: usize,
     /// The policy as configured (the central site sends its numbers to the store).
     pub spec: Policy,
-    /// The same levels at `limit / N` and `burst / N` (N = expected nodes): what a node
-    /// enforces alone when the store is down and the route says `on_store_error = "local"`.
-    pub fallback: Vec<(NonZeroU32, AnyAlgorithm)>,
+    /// The same levels at `limit / N` and `burst / N`, N from membership: what a `split`
+    /// policy enforces on this node, and what a store policy falls back to when the store
+    /// is down and the route says `on_store_error = "local"`. Swapped when N changes.
+    split: ArcSwap<Split>,
+    /// lease policies: the lease numbers at each headroom level.
+    pub lease: Vec<(NonZeroU32, LeaseParams)>,
+}
+
+/// The L/N levels for one N.
+#[derive(Debug)]
+pub struct Split {
+    pub nodes: NonZeroU32,
+    pub levels: Vec<(NonZeroU32, AnyAlgorithm)>,
 }
 
 impl PolicyRuntime {
@@ -205,17 +219,25 @@ impl PolicyRuntime {
             .iter()
             .map(|&h| AnyAlgorithm::new(p, h).map(|a| (h, a)))
             .collect::<Result<_, _>>()?;
-        let share =
-            |v: NonZeroU32| NonZeroU32::new(v.get() / nodes.get()).unwrap_or(NonZeroU32::MIN);
-        let split = Policy {
-            limit: share(p.limit),
-            burst: share(p.burst),
-            ..p.clone()
+        let lease = if p.site == Site::Lease {
+            levels
+                .iter()
+                .map(|&h| {
+                    LeaseParams::new(
+                        p.limit.saturating_mul(h),
+                        p.period,
+                        p.burst.saturating_mul(h),
+                        p.lease.ttl,
+                        p.lease.target,
+                        p.lease.max,
+                    )
+                    .map(|l| (h, l))
+                })
+                .collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
         };
-        let fallback = levels
-            .iter()
-            .map(|&h| AnyAlgorithm::new(&split, h).map(|a| (h, a)))
-            .collect::<Result<_, _>>()?;
+        let split = split_levels(p, &levels, nodes)?;
         Ok(PolicyRuntime {
             name: Arc::from(p.name.as_str()),
             index,
@@ -225,8 +247,44 @@ impl PolicyRuntime {
             algorithms,
             max_keys: p.max_keys.get(),
             spec: p.clone(),
-            fallback,
+            split: ArcSwap::from_pointee(split),
+            lease,
         })
+    }
+
+    /// Rescale the L/N levels for `nodes` nodes; false when N was already that.
+    pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
+        if self.split.load().nodes == nodes {
+            return false;
+        }
+        let levels: Vec<NonZeroU32> = self.algorithms.iter().map(|(h, _)| *h).collect();
+        match split_levels(&self.spec, &levels, nodes) {
+            Ok(s) => {
+                self.split.store(Arc::new(s));
+                true
+            }
+            // The same quota divided by more nodes has the same period: it cannot fail.
+            Err(_) => false,
+        }
+    }
+
+    /// N of the current split.
+    pub fn nodes(&self) -> NonZeroU32 {
+        self.split.load().nodes
+    }
+
+    /// The current L/N levels.
+    pub fn split(&self) -> arc_swap::Guard<Arc<Split>> {
+        self.split.load()
+    }
+
+    /// The lease numbers for a client with this headroom.
+    pub fn lease_params(&self, headroom: NonZeroU32) -> Option<LeaseParams> {
+        self.lease
+            .iter()
+            .find(|(h, _)| *h == headroom)
+            .or(self.lease.first())
+            .map(|(_, l)| *l)
     }
 
     /// The algorithm for a client with this headroom (1 when not ip-keyed).
@@ -234,20 +292,33 @@ impl PolicyRuntime {
         level(&self.algorithms, headroom)
     }
 
-    /// The L/N algorithm used while the store is unavailable.
-    pub fn fallback_algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
-        level(&self.fallback, headroom)
-    }
-
-    /// The L/N algorithm a `split` policy enforces on this node.
-    pub fn split_algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
-        level(&self.fallback, headroom)
+    /// The L/N algorithm of a `split` policy, and of a store policy while the store is
+    /// unavailable.
+    pub fn split_algorithm(&self, headroom: NonZeroU32) -> AnyAlgorithm {
+        *level(&self.split.load().levels, headroom)
     }
 
     /// The algorithm at headroom 1: what `RateLimit-Policy` advertises.
     pub fn base(&self) -> &AnyAlgorithm {
         &self.algorithms[0].1
     }
+}
+
+/// `limit / N` and `burst / N` (at least 1 each) at every headroom level.
+fn split_levels(p: &Policy, levels: &[NonZeroU32], nodes: NonZeroU32) -> Result<Split, QuotaError> {
+    let share = |v: NonZeroU32| NonZeroU32::new(v.get() / nodes.get()).unwrap_or(NonZeroU32::MIN);
+    let part = Policy {
+        limit: share(p.limit),
+        burst: share(p.burst),
+        ..p.clone()
+    };
+    Ok(Split {
+        nodes,
+        levels: levels
+            .iter()
+            .map(|&h| AnyAlgorithm::new(&part, h).map(|a| (h, a)))
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 fn level(levels: &[(NonZeroU32, AnyAlgorithm)], headroom: NonZeroU32) -> &AnyAlgorithm {

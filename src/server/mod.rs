@@ -25,6 +25,7 @@ use tracing::info;
 use crate::admin::{self, Metrics};
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
+use crate::limit::membership::Membership;
 use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
 use listener::Listener;
@@ -176,6 +177,13 @@ impl Server {
                 ready: self.ready.clone(),
             };
             tasks.spawn(admin::run(l, state, Shutdown::new(notify.subscribe())));
+        }
+        if let Some(m) = Membership::new(&self.config, self.limiter.clone()) {
+            // One beat before serving, so split policies start at the right N.
+            if let Err(e) = m.beat().await {
+                tracing::warn!(error = %e, "first membership heartbeat failed; N = expected_nodes until the store answers");
+            }
+            tasks.spawn(m.run(Shutdown::new(notify.subscribe())));
         }
         self.ready.store(true, Ordering::Release);
         info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, workers = self.workers, "tollgate listening");

@@ -103,6 +103,11 @@ impl CentralSite {
         format!("{}{key}", self.prefix)
     }
 
+    /// The store, for the lease and membership scripts (same connections and breaker).
+    pub fn store(&self) -> &RedisStore {
+        &self.store
+    }
+
     pub fn metrics(&self) -> &StoreMetrics {
         &self.store.metrics
     }

@@ -75,25 +75,37 @@ impl RedisStore {
         })
     }
 
-    /// Run the script on `keys` with `args` (op first); one round trip.
+    /// Run the check script on `keys` with `args` (op first); one round trip.
     pub async fn eval(
         &self,
         op: &'static str,
         keys: &[String],
         args: &[f64],
     ) -> Result<Vec<i64>, StoreError> {
+        self.eval_script(&self.script, op, keys, args).await
+    }
+
+    /// Run any of tollgate's scripts (check, lease, membership) through the same
+    /// connection, timeout, breaker and metrics: `op` labels the call and is passed first.
+    pub async fn eval_script<A: redis::ToRedisArgs>(
+        &self,
+        script: &Script,
+        op: &'static str,
+        keys: &[String],
+        args: &[A],
+    ) -> Result<Vec<i64>, StoreError> {
         if self.breaker.permit(&*self.clock) == Permit::Rejected {
             self.metrics.error(StoreError::BreakerOpen.kind());
             return Err(StoreError::BreakerOpen);
         }
         self.metrics.call(op);
-        let mut invocation = self.script.prepare_invoke();
+        let mut invocation = script.prepare_invoke();
         for k in keys {
             invocation.key(k.as_str());
         }
         invocation.arg(op);
         for a in args {
-            invocation.arg(*a);
+            invocation.arg(a);
         }
         let mut conn = self.conns[worker_slot() % self.conns.len()].clone();
         let started = Instant::now();

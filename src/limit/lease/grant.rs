@@ -28,6 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::params::LeaseParams;
 use crate::limit::clock::Nanos;
 
+/// Grants between sweeps of keys that are full again.
+const SWEEP_EVERY: u64 = 65_536;
+
 /// One coordinator answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
@@ -60,9 +63,9 @@ pub fn grant(p: &LeaseParams, tat: Option<u128>, want: u32, now: Nanos) -> (u128
 /// The coordinator in this process: the lease site's store when `[store] kind = "memory"`
 /// (one node, so leasing costs a map lookup, not a round trip), and the simulator's.
 pub struct MemoryCoordinator {
-    /// Key → `tat` in ticks of that key's policy. Keys whose `tat` has passed are full
-    /// again and are dropped by [`MemoryCoordinator::sweep`].
-    tats: Mutex<HashMap<Box<str>, u128>>,
+    /// Key → `tat` in ticks of that key's policy, and the same in nanoseconds: a key
+    /// whose `tat` has passed is full again and is swept (absent means full).
+    tats: Mutex<HashMap<Box<str>, (u128, Nanos)>>,
     /// Calls answered, for the simulator's calls-per-request column.
     calls: AtomicU64,
 }
@@ -83,13 +86,17 @@ impl MemoryCoordinator {
 
     /// Grant up to `want` cells of `key` at `now` (see the module doc).
     pub fn grant(&self, key: &str, p: &LeaseParams, want: u32, now: Nanos) -> Grant {
-        self.calls.fetch_add(1, Ordering::Relaxed);
+        let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
-        let (tat, g) = grant(p, tats.get(key).copied(), want, now);
+        if calls.is_multiple_of(SWEEP_EVERY) {
+            tats.retain(|_, (_, full_at)| *full_at > now);
+        }
+        let (tat, g) = grant(p, tats.get(key).map(|(t, _)| *t), want, now);
+        let entry = (tat, p.rate.ns_ceil(tat));
         match tats.get_mut(key) {
-            Some(slot) => *slot = tat,
+            Some(slot) => *slot = entry,
             None => {
-                tats.insert(key.into(), tat);
+                tats.insert(key.into(), entry);
             }
         }
         g
@@ -101,9 +108,9 @@ impl MemoryCoordinator {
     }
 
     /// Drop keys that are full again at `now` (absent means full: nothing is lost).
-    pub fn sweep(&self, now: Nanos, params: impl Fn(&str) -> Option<LeaseParams>) {
+    pub fn sweep(&self, now: Nanos) {
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
-        tats.retain(|k, tat| params(k).is_some_and(|p| *tat > p.rate.ticks(now)));
+        tats.retain(|_, (_, full_at)| *full_at > now);
     }
 
     /// Keys held.
@@ -187,7 +194,7 @@ mod tests {
         c.grant("k", &p, 1, 0);
         c.grant("k", &p, 1, 0);
         assert_eq!(c.calls(), 2);
-        c.sweep(10 * 1_000 * MS, |_| Some(p));
+        c.sweep(10 * 1_000 * MS);
         assert!(c.is_empty());
     }
 }

@@ -6,12 +6,15 @@
 //! - `params.rs`: the numbers a leased key runs on;
 //! - `grant.rs`: the coordinator's grant rule and the in-process coordinator (and the
 //!   over-admission bound, proved there);
-//! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill.
+//! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill;
+//! - `site.rs`: every book of this node and the coordinator that refills them.
 
 pub mod book;
 pub mod grant;
 pub mod params;
+pub mod site;
 
 pub use book::{Lease, Take};
 pub use grant::{Grant, MemoryCoordinator};
 pub use params::LeaseParams;
+pub use site::{LeaseItem, LeaseSite};

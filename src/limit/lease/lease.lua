@@ -1,0 +1,30 @@
+-- tollgate lease grant: the coordinator's side of `site = "lease"` (see grant.rs for the
+-- rule and the bound). The key's state is the GCRA theoretical arrival time in
+-- microseconds, the same format check.lua keeps for a central GCRA key.
+--
+-- KEYS[1]: the key. ARGV[1]: op ("lease"), then interval_us (T), tolerance_us (burst * T),
+-- horizon_us, want.
+-- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
+-- conform time of the last cell granted, relative to now), now_us.
+--
+-- Time is Redis TIME, so nodes with skewed clocks agree; each node maps the frontier onto
+-- its own clock from the moment the reply arrived, which can only make a cell conform later.
+
+local EPS = 0.001
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local T = tonumber(ARGV[2])
+local tau = tonumber(ARGV[3])
+local horizon = tonumber(ARGV[4])
+local want = tonumber(ARGV[5])
+
+local raw = redis.call('GET', KEYS[1])
+local tat = now
+if raw then tat = math.max(tonumber(raw), now) end
+local fits = math.floor((now + horizon + tau - tat) / T + EPS)
+local granted = math.max(0, math.min(want, fits))
+tat = tat + granted * T
+if granted > 0 then
+  redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
+end
+return {granted, math.ceil(tat - tau - now - EPS), now}

@@ -1,0 +1,242 @@
+//! The lease site as the limit step uses it: every leased key's book on this node, and the
+//! coordinator that refills them (Redis through `lease.lua`, or this process with the
+//! memory store).
+//!
+//! A request takes its cells from the books. When a book reaches its low-water mark the
+//! refill runs in a background task, so in the steady state no request waits on the
+//! store; only a key with nothing left (a new key, or one idle past its TTL) makes its
+//! request wait for one call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redis::Script;
+
+use super::book::{Lease, Take};
+use super::grant::{Grant, MemoryCoordinator};
+use super::params::LeaseParams;
+use crate::limit::central::{CentralSite, StoreError};
+use crate::limit::clock::{Clock, Nanos};
+
+/// The grant script; see the file for arguments and reply.
+pub const LEASE_LUA: &str = include_str!("lease.lua");
+
+/// Lock shards of the books.
+const SHARDS: usize = 64;
+/// Books per shard before idle ones are dropped.
+const SHARD_KEYS: usize = 16_384;
+
+/// One leased key of one request.
+#[derive(Debug, Clone)]
+pub struct LeaseItem {
+    /// Store key (prefixed).
+    pub key: String,
+    /// The policy's numbers at this request's headroom.
+    pub params: LeaseParams,
+    pub cost: u32,
+}
+
+/// One shard's books, by store key.
+type Books = HashMap<Box<str>, Lease>;
+
+/// Who grants cells.
+enum Coordinator {
+    /// `[store] kind = "memory"`: this process is the only node.
+    Memory(MemoryCoordinator),
+    /// Redis (or a Redis Cluster): one script call per grant.
+    Redis {
+        site: Arc<CentralSite>,
+        script: Script,
+    },
+}
+
+/// Every leased key on this node.
+pub struct LeaseSite {
+    shards: Box<[Mutex<Books>]>,
+    coordinator: Coordinator,
+    /// The same clock as the rest of the limiter (tests drive it by hand).
+    clock: Arc<dyn Clock>,
+}
+
+impl LeaseSite {
+    /// Leases from Redis through the central site's connection, breaker and metrics.
+    pub fn redis(site: Arc<CentralSite>, clock: Arc<dyn Clock>) -> Self {
+        Self::with(
+            Coordinator::Redis {
+                site,
+                script: Script::new(LEASE_LUA),
+            },
+            clock,
+        )
+    }
+
+    /// Leases from this process (the memory store).
+    pub fn memory(clock: Arc<dyn Clock>) -> Self {
+        Self::with(Coordinator::Memory(MemoryCoordinator::new()), clock)
+    }
+
+    fn with(coordinator: Coordinator, clock: Arc<dyn Clock>) -> Self {
+        LeaseSite {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            coordinator,
+            clock,
+        }
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// Take every item's cells, or none: on a denial or a store error the cells already
+    /// taken go back. `Err` only when a key had nothing and its refill failed.
+    pub async fn take(self: &Arc<Self>, items: &[LeaseItem]) -> Result<Vec<Take>, StoreError> {
+        let mut out = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            match self.take_one(it).await {
+                Ok(t) => out.push(t),
+                Err(e) => {
+                    self.give_back_taken(&items[..i], &out);
+                    return Err(e);
+                }
+            }
+        }
+        if out.iter().any(|t| matches!(t, Take::Denied { .. })) {
+            self.give_back_taken(items, &out);
+        }
+        Ok(out)
+    }
+
+    /// Undo admitted takes of a request another policy denied.
+    pub fn give_back(&self, items: &[LeaseItem]) {
+        let now = self.now();
+        for it in items {
+            let mut shard = self.shard(&it.key);
+            if let Some(book) = shard.get_mut(it.key.as_str()) {
+                book.give_back(&it.params, it.cost, now);
+            }
+        }
+    }
+
+    /// Books held (for tests and the keys gauge).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |m| m.len()))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn give_back_taken(&self, items: &[LeaseItem], taken: &[Take]) {
+        let admitted: Vec<LeaseItem> = items
+            .iter()
+            .zip(taken)
+            .filter(|(_, t)| matches!(t, Take::Admitted { .. }))
+            .map(|(it, _)| it.clone())
+            .collect();
+        self.give_back(&admitted);
+    }
+
+    async fn take_one(self: &Arc<Self>, it: &LeaseItem) -> Result<Take, StoreError> {
+        let now = self.now();
+        let (taken, want) = {
+            let mut shard = self.shard(&it.key);
+            let book = book(&mut shard, &it.key, now);
+            let taken = book.take(&it.params, it.cost, now);
+            let want = book.wants(&it.params, now);
+            if want.is_some() {
+                book.begin();
+            }
+            (taken, want)
+        };
+        let Some(want) = want else {
+            return Ok(taken);
+        };
+        if matches!(taken, Take::Admitted { .. }) {
+            // Low water: refill while this request goes on.
+            let site = self.clone();
+            let it = it.clone();
+            tokio::spawn(async move {
+                let _ = site.refill(&it, want).await;
+            });
+            return Ok(taken);
+        }
+        // Nothing to spend: this request waits for the one call.
+        self.refill(&it.clone(), want).await?;
+        let now = self.now();
+        let mut shard = self.shard(&it.key);
+        Ok(book(&mut shard, &it.key, now).retake(&it.params, it.cost, now))
+    }
+
+    /// One coordinator call for `want` cells of `it`'s key, recorded in its book.
+    async fn refill(&self, it: &LeaseItem, want: u32) -> Result<(), StoreError> {
+        let reply = match &self.coordinator {
+            Coordinator::Memory(c) => Ok(c.grant(&it.key, &it.params, want, self.now())),
+            Coordinator::Redis { site, script } => {
+                let p = &it.params;
+                let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
+                let args = [
+                    us(p.interval()),
+                    us(p.tolerance as i128),
+                    p.horizon as f64 / 1_000.0,
+                    f64::from(want),
+                ];
+                let keys = [it.key.clone()];
+                site.store()
+                    .eval_script(script, "lease", &keys, &args)
+                    .await
+                    .and_then(|r| decode(&r))
+            }
+        };
+        let now = self.now();
+        let mut shard = self.shard(&it.key);
+        let book = book(&mut shard, &it.key, now);
+        match reply {
+            Ok(g) => {
+                book.on_grant(&it.params, want, g, now);
+                Ok(())
+            }
+            Err(e) => {
+                book.on_error();
+                Err(e)
+            }
+        }
+    }
+
+    fn shard(&self, key: &str) -> MutexGuard<'_, Books> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one(key);
+        // Books are plain values updated in one step: a poisoned lock is still consistent.
+        self.shards[(h as usize) % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The key's book, created empty; a full shard first drops its idle books.
+fn book<'a>(shard: &'a mut Books, key: &str, now: Nanos) -> &'a mut Lease {
+    if !shard.contains_key(key) {
+        if shard.len() >= SHARD_KEYS {
+            shard.retain(|_, b| !b.is_idle(now));
+        }
+        shard.insert(key.into(), Lease::default());
+    }
+    shard.get_mut(key).expect("inserted above")
+}
+
+/// `granted, frontier_us, now_us`.
+fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
+    match reply {
+        [granted, frontier, _now] => Ok(Grant {
+            granted: u32::try_from(*granted).unwrap_or(0),
+            frontier: frontier.saturating_mul(1_000),
+        }),
+        other => Err(StoreError::Reply(format!(
+            "lease script: {} values",
+            other.len()
+        ))),
+    }
+}

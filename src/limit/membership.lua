@@ -1,0 +1,20 @@
+-- tollgate membership: which gateways share the limits (N of the L/N split).
+--
+-- KEYS[1]: the members sorted set (member: node id, score: expiry in ms of Redis TIME).
+-- ARGV[1]: "membership" (every tollgate script gets its metrics label first), ARGV[2]: op
+-- ("join" renews this node, "leave" removes it), ARGV[3]: node id, ARGV[4]: time to live
+-- in ms (three heartbeats).
+-- Reply: {members after the call}. Expired members are dropped on every call, so a dead
+-- node disappears within one TTL of its last beat without anyone noticing it died.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[4])
+if ARGV[2] == 'leave' then
+  redis.call('ZREM', KEYS[1], ARGV[3])
+else
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return {redis.call('ZCARD', KEYS[1])}

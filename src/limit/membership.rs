@@ -1,0 +1,111 @@
+//! Membership: how many gateways share the limits right now. It gives the L/N split its N
+//! (`site = "split"` policies, and `on_store_error = "local"` while the store is down).
+//!
+//! Each node renews itself in one sorted set in the store every `heartbeat`, with an expiry
+//! of three heartbeats; every renewal also drops expired members and returns the count. So
+//! a joining node is counted by everyone within one heartbeat, a dying one is dropped within
+//! three, and a node stopping cleanly leaves at once. With the memory store there is no
+//! shared place to meet: N stays `[cluster] expected_nodes`. While the store is down the
+//! last N known is kept.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Script;
+use tracing::{info, warn};
+
+use super::central::{CentralSite, StoreError};
+use super::limiter::Limiter;
+use crate::config::Config;
+use crate::server::shutdown::Shutdown;
+
+/// The membership script; see the file.
+pub const MEMBERSHIP_LUA: &str = include_str!("membership.lua");
+
+/// A member is dropped after this many missed heartbeats.
+const MISSED_BEATS: u32 = 3;
+
+/// This node's membership.
+pub struct Membership {
+    /// Rescaled when N changes.
+    limiter: Arc<Limiter>,
+    /// The store's connection, breaker and metrics.
+    site: Arc<CentralSite>,
+    script: Script,
+    /// The sorted set of members (one key, so it works on a cluster too).
+    key: String,
+    node_id: String,
+    heartbeat: Duration,
+}
+
+impl Membership {
+    /// `None` with the memory store: N is `expected_nodes` for good.
+    pub fn new(config: &Config, limiter: Arc<Limiter>) -> Option<Membership> {
+        let site = limiter.central()?.clone();
+        Some(Membership {
+            key: format!("{}members", config.store.key_prefix),
+            node_id: config.cluster.node_id.clone(),
+            heartbeat: config.cluster.heartbeat,
+            script: Script::new(MEMBERSHIP_LUA),
+            limiter,
+            site,
+        })
+    }
+
+    /// Renew this node and rescale to the members counted; returns N.
+    pub async fn beat(&self) -> Result<NonZeroU32, StoreError> {
+        let n = self.call("join").await?;
+        if self.limiter.set_nodes(n) {
+            info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
+        }
+        Ok(n)
+    }
+
+    /// Leave the set (a clean stop): the others rescale on their next beat.
+    pub async fn leave(&self) {
+        let _ = self.call("leave").await;
+    }
+
+    /// Beat every `heartbeat` until `shutdown`, then leave.
+    pub async fn run(self, mut shutdown: Shutdown) {
+        let mut tick = tokio::time::interval(self.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = self.beat().await {
+                        warn!(error = %e, nodes = self.limiter.nodes().get(), "membership heartbeat failed; keeping the last N");
+                    }
+                }
+                _ = shutdown.recv() => break,
+            }
+        }
+        self.leave().await;
+    }
+
+    async fn call(&self, op: &'static str) -> Result<NonZeroU32, StoreError> {
+        let ttl_ms = (self.heartbeat * MISSED_BEATS).as_millis().max(1) as u64;
+        let args = [op.to_string(), self.node_id.clone(), ttl_ms.to_string()];
+        let reply = self
+            .site
+            .store()
+            .eval_script(
+                &self.script,
+                "membership",
+                std::slice::from_ref(&self.key),
+                &args,
+            )
+            .await?;
+        match reply.as_slice() {
+            [n] => Ok(u32::try_from(*n)
+                .ok()
+                .and_then(NonZeroU32::new)
+                .unwrap_or(NonZeroU32::MIN)),
+            other => Err(StoreError::Reply(format!(
+                "membership script: {} values",
+                other.len()
+            ))),
+        }
+    }
+}
