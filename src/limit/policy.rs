@@ -304,13 +304,24 @@ impl PolicyRuntime {
     }
 }
 
-/// `limit / N` and `burst / N` (at least 1 each) at every headroom level.
+/// A node's share at every headroom level: `burst / N` (at least 1: a node cannot burst
+/// less than one request), and for the rate algorithms (gcra, token bucket) the exact rate
+/// `limit / (N · period)`, so a limit smaller than N is not rounded up to one per period
+/// per node. Sliding window, leaky bucket and concurrency have no separate burst and keep
+/// their window, so they take `limit / N` (at least 1).
 fn split_levels(p: &Policy, levels: &[NonZeroU32], nodes: NonZeroU32) -> Result<Split, QuotaError> {
     let share = |v: NonZeroU32| NonZeroU32::new(v.get() / nodes.get()).unwrap_or(NonZeroU32::MIN);
-    let part = Policy {
-        limit: share(p.limit),
-        burst: share(p.burst),
-        ..p.clone()
+    let part = match p.algorithm {
+        AlgorithmName::Gcra | AlgorithmName::TokenBucket => Policy {
+            period: p.period.saturating_mul(nodes.get()),
+            burst: share(p.burst),
+            ..p.clone()
+        },
+        _ => Policy {
+            limit: share(p.limit),
+            burst: share(p.burst),
+            ..p.clone()
+        },
     };
     Ok(Split {
         nodes,

@@ -10,7 +10,7 @@ use super::trace::Arrival;
 use crate::config::{LeaseKnobs, Policy};
 use crate::limit::algorithm::Verdict;
 use crate::limit::clock::Nanos;
-use crate::limit::lease::{Lease, LeaseParams, MemoryCoordinator, Take};
+use crate::limit::lease::{Ask, Lease, LeaseParams, MemoryCoordinator, Take};
 use crate::limit::policy::{AnyState, PolicyRuntime};
 
 /// A design's run over one trace.
@@ -105,8 +105,8 @@ fn split(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
 /// horizon, which is exactly the document's `Gcra::grant`.
 fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     const MS: Nanos = 1_000_000;
-    let mut p = params(policy, LeaseKnobs::default());
-    p.horizon = 0;
+    let p = params(policy, LeaseKnobs::default());
+    let twenty = Ask { want: 20, lead: 0 };
     let c = MemoryCoordinator::new();
     #[derive(Default, Clone, Copy)]
     struct Seed {
@@ -123,7 +123,7 @@ fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
                 l.tokens = 0;
             }
             if l.tokens == 0 && now >= l.blocked_until {
-                let g = c.grant("k", &p, 20, now).granted;
+                let g = c.grant("k", &p, twenty, now).granted;
                 if g > 0 {
                     l.tokens = g;
                     l.exp = now + 50 * MS;
@@ -154,10 +154,10 @@ fn lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
         .map(|a| {
             let (book, now) = (&mut books[a.node], a.at);
             let mut taken = book.take(&p, 1, now);
-            if let Some(want) = book.wants(&p, now) {
+            if let Some(ask) = book.wants(&p, now) {
                 book.begin();
-                let g = c.grant("k", &p, want, now);
-                book.on_grant(&p, want, g, now);
+                let g = c.grant("k", &p, ask, now);
+                book.on_grant(&p, ask, g, now);
                 if matches!(taken, Take::Denied { .. }) {
                     taken = book.retake(&p, 1, now);
                 }

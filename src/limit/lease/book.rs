@@ -21,6 +21,17 @@ use crate::limit::clock::Nanos;
 /// Weight of the last closed window in the demand average.
 const DECAY: f64 = 0.25;
 
+/// Expected requests per TTL from which a node takes reservations (at 3, a reserved cell
+/// expires unspent about 5 % of the time: e^-3).
+const RESERVE_FROM: f64 = 3.0;
+
+/// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    pub want: u32,
+    pub lead: Nanos,
+}
+
 /// Cells of one grant still held.
 #[derive(Debug, Clone, Copy)]
 struct Batch {
@@ -133,13 +144,25 @@ impl Lease {
     /// instead doubles the calls; asking at exactly half holds more than a slow node can
     /// spend within the TTL; `k` from the rounded average rather than its ceiling for the
     /// same reason.)
-    pub fn wants(&self, p: &LeaseParams, now: Nanos) -> Option<u32> {
+    ///
+    /// The ask's `lead` is how far ahead the granted cells may conform. A node that sees a
+    /// few requests per TTL takes reservations up to the coordinator's horizon; a slower
+    /// one would lose most future cells to expiry (its next request comes after the TTL as
+    /// often as not), so it asks only for cells that conform now, and only with a request
+    /// waiting for one.
+    pub fn wants(&self, p: &LeaseParams, now: Nanos) -> Option<Ask> {
         if self.in_flight || now < self.blocked_until {
             return None;
         }
         let k = self.batch_size(p);
         let held = self.held();
-        (held * 2 < k).then_some(k)
+        let per_ttl = self.demand * p.ttl as f64 / p.target as f64;
+        let lead = if per_ttl >= RESERVE_FROM {
+            p.horizon
+        } else {
+            0
+        };
+        (held * 2 < k).then_some(Ask { want: k, lead })
     }
 
     /// A call for `want` cells is out.
@@ -147,8 +170,9 @@ impl Lease {
         self.in_flight = true;
     }
 
-    /// The coordinator answered `g` for `want` cells; `now` is when the reply arrived.
-    pub fn on_grant(&mut self, p: &LeaseParams, want: u32, g: Grant, now: Nanos) {
+    /// The coordinator answered `g` to `ask`; `now` is when the reply arrived.
+    pub fn on_grant(&mut self, p: &LeaseParams, ask: Ask, g: Grant, now: Nanos) {
+        let want = ask.want;
         self.in_flight = false;
         let (t, now_t) = (p.interval(), ticks(p, now));
         if g.granted > 0 {
@@ -162,7 +186,8 @@ impl Lease {
         if g.granted < want {
             // When the cells still wanted would enter the coordinator's horizon.
             let missing = i128::from(want - g.granted);
-            let wait = p.ticks(g.frontier) + missing * t - p.ticks(horizon(p));
+            let lead = i64::try_from(ask.lead).unwrap_or(i64::MAX);
+            let wait = p.ticks(g.frontier) + missing * t - p.ticks(lead);
             self.blocked_until = now.saturating_add(p.ns_ceil(wait).max(0) as u64);
         }
     }
@@ -242,8 +267,4 @@ impl Lease {
 
 fn ticks(p: &LeaseParams, ns: Nanos) -> i128 {
     p.ticks(i64::try_from(ns).unwrap_or(i64::MAX))
-}
-
-fn horizon(p: &LeaseParams) -> i64 {
-    i64::try_from(p.horizon).unwrap_or(i64::MAX)
 }

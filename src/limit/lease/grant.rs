@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::book::Ask;
 use super::params::LeaseParams;
 use crate::limit::clock::Nanos;
 
@@ -42,11 +43,13 @@ pub struct Grant {
     pub frontier: i64,
 }
 
-/// The grant rule on one key's `tat` (ticks); returns the new `tat`.
-pub fn grant(p: &LeaseParams, tat: Option<u128>, want: u32, now: Nanos) -> (u128, Grant) {
+/// The grant rule on one key's `tat` (ticks) for `want` cells conforming within `lead` ns
+/// (at most the policy's horizon); returns the new `tat`.
+pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: Ask, now: Nanos) -> (u128, Grant) {
+    let want = ask.want;
     let now_t = p.rate.ticks(now);
     let base = tat.unwrap_or(now_t).max(now_t);
-    let reach = now_t + p.rate.ticks(p.horizon) + p.tolerance;
+    let reach = now_t + p.rate.ticks(ask.lead.min(p.horizon)) + p.tolerance;
     let fits = reach.saturating_sub(base) / p.rate.cells(1);
     let granted = u32::try_from(fits.min(u128::from(want))).unwrap_or(want);
     let tat = base + p.rate.cells(u64::from(granted));
@@ -85,13 +88,13 @@ impl MemoryCoordinator {
     }
 
     /// Grant up to `want` cells of `key` at `now` (see the module doc).
-    pub fn grant(&self, key: &str, p: &LeaseParams, want: u32, now: Nanos) -> Grant {
+    pub fn grant(&self, key: &str, p: &LeaseParams, ask: Ask, now: Nanos) -> Grant {
         let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
         if calls.is_multiple_of(SWEEP_EVERY) {
             tats.retain(|_, (_, full_at)| *full_at > now);
         }
-        let (tat, g) = grant(p, tats.get(key).map(|(t, _)| *t), want, now);
+        let (tat, g) = grant(p, tats.get(key).map(|(t, _)| *t), ask, now);
         let entry = (tat, p.rate.ns_ceil(tat));
         match tats.get_mut(key) {
             Some(slot) => *slot = entry,
@@ -149,10 +152,14 @@ mod tests {
     fn full_key_grants_burst_now_and_the_horizon_later() {
         // 1000/s, burst 10, horizon 50 ms: 10 cells conform now, then one per ms up to 50 ms.
         let p = params(1000, 10, 50);
-        let (tat, g) = grant(&p, None, 100, 1_000 * MS);
+        let ask = |want| Ask {
+            want,
+            lead: 50 * MS,
+        };
+        let (tat, g) = grant(&p, None, ask(100), 1_000 * MS);
         assert_eq!(g.granted, 60);
         assert_eq!(g.frontier, 50 * MS as i64);
-        let (_, g2) = grant(&p, Some(tat), 5, 1_000 * MS);
+        let (_, g2) = grant(&p, Some(tat), ask(5), 1_000 * MS);
         assert_eq!(
             g2,
             Grant {
@@ -160,7 +167,7 @@ mod tests {
                 frontier: 50 * MS as i64
             }
         );
-        let (_, g3) = grant(&p, Some(tat), 5, 1_003 * MS);
+        let (_, g3) = grant(&p, Some(tat), ask(5), 1_003 * MS);
         assert_eq!(
             g3,
             Grant {
@@ -171,15 +178,14 @@ mod tests {
     }
 
     #[test]
-    fn horizon_zero_is_plain_gcra() {
-        // With no horizon a grant of one cell is exactly the GCRA admission rule.
-        let mut p = params(1000, 3, 50);
-        p.horizon = 0;
+    fn lead_zero_is_plain_gcra() {
+        // With no lead a grant of one cell is exactly the GCRA admission rule.
+        let p = params(1000, 3, 50);
         let mut tat = None;
         let admitted: Vec<u32> = [0u64, 0, 0, 0, 1, 1, 2]
             .iter()
             .map(|&ms| {
-                let (t, g) = grant(&p, tat, 1, ms * MS);
+                let (t, g) = grant(&p, tat, Ask { want: 1, lead: 0 }, ms * MS);
                 tat = Some(t);
                 g.granted
             })
@@ -191,8 +197,9 @@ mod tests {
     fn the_coordinator_counts_calls() {
         let c = MemoryCoordinator::new();
         let p = params(10, 1, 50);
-        c.grant("k", &p, 1, 0);
-        c.grant("k", &p, 1, 0);
+        let one = Ask { want: 1, lead: 0 };
+        c.grant("k", &p, one, 0);
+        c.grant("k", &p, one, 0);
         assert_eq!(c.calls(), 2);
         c.sweep(10 * 1_000 * MS);
         assert!(c.is_empty());

@@ -3,7 +3,8 @@
 -- microseconds, the same format check.lua keeps for a central GCRA key.
 --
 -- KEYS[1]: the key. ARGV[1]: op ("lease"), then interval_us (T), tolerance_us (burst * T),
--- horizon_us, want.
+-- lead_us (how far ahead granted cells may conform: the horizon, or 0 for a slow node),
+-- want.
 -- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
 -- conform time of the last cell granted, relative to now), now_us.
 --
@@ -15,13 +16,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local T = tonumber(ARGV[2])
 local tau = tonumber(ARGV[3])
-local horizon = tonumber(ARGV[4])
+local lead = tonumber(ARGV[4])
 local want = tonumber(ARGV[5])
 
 local raw = redis.call('GET', KEYS[1])
 local tat = now
 if raw then tat = math.max(tonumber(raw), now) end
-local fits = math.floor((now + horizon + tau - tat) / T + EPS)
+local fits = math.floor((now + lead + tau - tat) / T + EPS)
 local granted = math.max(0, math.min(want, fits))
 tat = tat + granted * T
 if granted > 0 then

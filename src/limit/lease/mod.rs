@@ -14,7 +14,7 @@ pub mod grant;
 pub mod params;
 pub mod site;
 
-pub use book::{Lease, Take};
+pub use book::{Ask, Lease, Take};
 pub use grant::{Grant, MemoryCoordinator};
 pub use params::LeaseParams;
 pub use site::{LeaseItem, LeaseSite};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use redis::Script;
 
-use super::book::{Lease, Take};
+use super::book::{Ask, Lease, Take};
 use super::grant::{Grant, MemoryCoordinator};
 use super::params::LeaseParams;
 use crate::limit::central::{CentralSite, StoreError};
@@ -151,7 +151,7 @@ impl LeaseSite {
             }
             (taken, want)
         };
-        let Some(want) = want else {
+        let Some(ask) = want else {
             return Ok(taken);
         };
         if matches!(taken, Take::Admitted { .. }) {
@@ -159,29 +159,29 @@ impl LeaseSite {
             let site = self.clone();
             let it = it.clone();
             tokio::spawn(async move {
-                let _ = site.refill(&it, want).await;
+                let _ = site.refill(&it, ask).await;
             });
             return Ok(taken);
         }
         // Nothing to spend: this request waits for the one call.
-        self.refill(&it.clone(), want).await?;
+        self.refill(&it.clone(), ask).await?;
         let now = self.now();
         let mut shard = self.shard(&it.key);
         Ok(book(&mut shard, &it.key, now).retake(&it.params, it.cost, now))
     }
 
-    /// One coordinator call for `want` cells of `it`'s key, recorded in its book.
-    async fn refill(&self, it: &LeaseItem, want: u32) -> Result<(), StoreError> {
+    /// One coordinator call for `ask` on `it`'s key, recorded in its book.
+    async fn refill(&self, it: &LeaseItem, ask: Ask) -> Result<(), StoreError> {
         let reply = match &self.coordinator {
-            Coordinator::Memory(c) => Ok(c.grant(&it.key, &it.params, want, self.now())),
+            Coordinator::Memory(c) => Ok(c.grant(&it.key, &it.params, ask, self.now())),
             Coordinator::Redis { site, script } => {
                 let p = &it.params;
                 let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
                 let args = [
                     us(p.interval()),
                     us(p.tolerance as i128),
-                    p.horizon as f64 / 1_000.0,
-                    f64::from(want),
+                    ask.lead.min(p.horizon) as f64 / 1_000.0,
+                    f64::from(ask.want),
                 ];
                 let keys = [it.key.clone()];
                 site.store()
@@ -195,7 +195,7 @@ impl LeaseSite {
         let book = book(&mut shard, &it.key, now);
         match reply {
             Ok(g) => {
-                book.on_grant(&it.params, want, g, now);
+                book.on_grant(&it.params, ask, g, now);
                 Ok(())
             }
             Err(e) => {
