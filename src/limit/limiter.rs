@@ -162,7 +162,7 @@ impl Limiter {
             })
             .collect();
         let lease = Arc::new(match &central {
-            Some(site) => LeaseSite::redis(site.clone(), clock.clone()),
+            Some(site) => LeaseSite::redis(site.clone(), clock.clone(), config.store.timeout),
             None => LeaseSite::memory(clock.clone()),
         });
         Ok(Limiter {

@@ -83,6 +83,10 @@ pub struct Lease {
     blocked_until: Nanos,
     /// A refill call is out; no second one is started.
     in_flight: bool,
+    /// When it was sent (ns).
+    asked_at: Nanos,
+    /// Moving average of the coordinator's round trip (ns), for the low-water mark.
+    rtt: Nanos,
     /// Start of the current demand window (ns).
     window_start: Nanos,
     /// Cells asked for (admitted or not) in the current window.
@@ -162,17 +166,27 @@ impl Lease {
         } else {
             0
         };
-        (held * 2 < k).then_some(Ask { want: k, lead })
+        // The low-water mark: half a batch, or what this node spends in two round trips to
+        // the coordinator if that is more (a hot key must not run dry while its refill is
+        // out; with an in-process coordinator the round trip is zero).
+        let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
+        let low = (f64::from(k) / 2.0).max(in_two_trips);
+        (f64::from(held) < low).then_some(Ask { want: k, lead })
     }
 
-    /// A call for `want` cells is out.
-    pub fn begin(&mut self) {
+    /// A call is out since `now`.
+    pub fn begin(&mut self, now: Nanos) {
         self.in_flight = true;
+        self.asked_at = now;
     }
 
     /// The coordinator answered `g` to `ask`; `now` is when the reply arrived.
     pub fn on_grant(&mut self, p: &LeaseParams, ask: Ask, g: Grant, now: Nanos) {
         let want = ask.want;
+        if self.in_flight {
+            let sample = now.saturating_sub(self.asked_at) as f64;
+            self.rtt = (self.rtt as f64 * (1.0 - DECAY) + sample * DECAY) as Nanos;
+        }
         self.in_flight = false;
         let (t, now_t) = (p.interval(), ticks(p, now));
         if g.granted > 0 {

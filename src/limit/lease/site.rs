@@ -9,14 +9,17 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use redis::Script;
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 use super::book::{Ask, Lease, Take};
 use super::grant::{Grant, MemoryCoordinator};
 use super::params::LeaseParams;
 use crate::limit::central::{CentralSite, StoreError};
-use crate::limit::clock::{Clock, Nanos};
+use crate::limit::clock::{Clock, Nanos, duration_to_nanos};
 
 /// The grant script; see the file for arguments and reply.
 pub const LEASE_LUA: &str = include_str!("lease.lua");
@@ -53,6 +56,11 @@ enum Coordinator {
 /// Every leased key on this node.
 pub struct LeaseSite {
     shards: Box<[Mutex<Books>]>,
+    /// Per shard: woken after every refill of one of its keys, for requests that found
+    /// their key empty while its refill was already out.
+    refilled: Box<[Notify]>,
+    /// The longest such a request waits: the store timeout.
+    wait: Duration,
     coordinator: Coordinator,
     /// The same clock as the rest of the limiter (tests drive it by hand).
     clock: Arc<dyn Clock>,
@@ -60,24 +68,31 @@ pub struct LeaseSite {
 
 impl LeaseSite {
     /// Leases from Redis through the central site's connection, breaker and metrics.
-    pub fn redis(site: Arc<CentralSite>, clock: Arc<dyn Clock>) -> Self {
+    pub fn redis(site: Arc<CentralSite>, clock: Arc<dyn Clock>, timeout: Duration) -> Self {
         Self::with(
             Coordinator::Redis {
                 site,
                 script: Script::new(LEASE_LUA),
             },
             clock,
+            timeout,
         )
     }
 
     /// Leases from this process (the memory store).
     pub fn memory(clock: Arc<dyn Clock>) -> Self {
-        Self::with(Coordinator::Memory(MemoryCoordinator::new()), clock)
+        Self::with(
+            Coordinator::Memory(MemoryCoordinator::new()),
+            clock,
+            Duration::ZERO,
+        )
     }
 
-    fn with(coordinator: Coordinator, clock: Arc<dyn Clock>) -> Self {
+    fn with(coordinator: Coordinator, clock: Arc<dyn Clock>, wait: Duration) -> Self {
         LeaseSite {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            refilled: (0..SHARDS).map(|_| Notify::new()).collect(),
+            wait,
             coordinator,
             clock,
         }
@@ -139,35 +154,65 @@ impl LeaseSite {
         self.give_back(&admitted);
     }
 
+    /// Take one item's cells. A key with nothing to spend makes the request wait: for its
+    /// own refill call, or for the one already out (a background refill at the low-water
+    /// mark that has not landed yet), but not past the store timeout in all; then it is
+    /// denied. (A hot key's waiters can outnumber one batch: they go round again.)
     async fn take_one(self: &Arc<Self>, it: &LeaseItem) -> Result<Take, StoreError> {
-        let now = self.now();
-        let (taken, want) = {
-            let mut shard = self.shard(&it.key);
-            let book = book(&mut shard, &it.key, now);
-            let taken = book.take(&it.params, it.cost, now);
-            let want = book.wants(&it.params, now);
-            if want.is_some() {
-                book.begin();
+        let notify = &self.refilled[shard_of(&it.key)];
+        let deadline = self.now().saturating_add(duration_to_nanos(self.wait));
+        let mut round = 0;
+        loop {
+            round += 1;
+            let waiting = notify.notified();
+            tokio::pin!(waiting);
+            let now = self.now();
+            let (taken, want, registered) = {
+                let mut shard = self.shard(&it.key);
+                let book = book(&mut shard, &it.key, now);
+                let taken = if round == 1 {
+                    book.take(&it.params, it.cost, now)
+                } else {
+                    book.retake(&it.params, it.cost, now)
+                };
+                let want = book.wants(&it.params, now);
+                let mut registered = false;
+                if want.is_some() {
+                    book.begin(now);
+                } else if matches!(taken, Take::Denied { .. }) && book.in_flight() {
+                    // Registered before the lock is released: the refill's wake-up cannot
+                    // be missed between here and the await below.
+                    waiting.as_mut().enable();
+                    registered = true;
+                }
+                (taken, want, registered)
+            };
+            let admitted = matches!(taken, Take::Admitted { .. });
+            match want {
+                Some(ask) if admitted && !self.is_memory() => {
+                    // Low water: refill while this request goes on.
+                    let site = self.clone();
+                    let it = it.clone();
+                    tokio::spawn(async move {
+                        let _ = site.refill(&it, ask).await;
+                    });
+                    return Ok(taken);
+                }
+                // In-process, a refill is a map lookup: never worth a task.
+                Some(ask) if admitted => {
+                    self.refill(it, ask).await?;
+                    return Ok(taken);
+                }
+                _ if admitted || (round > 1 && now >= deadline) => return Ok(taken),
+                Some(ask) => self.refill(it, ask).await?,
+                None if registered && self.wait_for_refill(waiting).await => {}
+                None => return Ok(taken),
             }
-            (taken, want)
-        };
-        let Some(ask) = want else {
-            return Ok(taken);
-        };
-        if matches!(taken, Take::Admitted { .. }) {
-            // Low water: refill while this request goes on.
-            let site = self.clone();
-            let it = it.clone();
-            tokio::spawn(async move {
-                let _ = site.refill(&it, ask).await;
-            });
-            return Ok(taken);
         }
-        // Nothing to spend: this request waits for the one call.
-        self.refill(&it.clone(), ask).await?;
-        let now = self.now();
-        let mut shard = self.shard(&it.key);
-        Ok(book(&mut shard, &it.key, now).retake(&it.params, it.cost, now))
+    }
+
+    fn is_memory(&self) -> bool {
+        matches!(self.coordinator, Coordinator::Memory(_))
     }
 
     /// One coordinator call for `ask` on `it`'s key, recorded in its book.
@@ -191,29 +236,43 @@ impl LeaseSite {
             }
         };
         let now = self.now();
-        let mut shard = self.shard(&it.key);
-        let book = book(&mut shard, &it.key, now);
-        match reply {
-            Ok(g) => {
-                book.on_grant(&it.params, ask, g, now);
-                Ok(())
+        let result = {
+            let mut shard = self.shard(&it.key);
+            let book = book(&mut shard, &it.key, now);
+            match reply {
+                Ok(g) => {
+                    book.on_grant(&it.params, ask, g, now);
+                    Ok(())
+                }
+                Err(e) => {
+                    book.on_error();
+                    Err(e)
+                }
             }
-            Err(e) => {
-                book.on_error();
-                Err(e)
-            }
-        }
+        };
+        self.refilled[shard_of(&it.key)].notify_waiters();
+        result
+    }
+
+    /// Wait (at most the store timeout) for a refill this request registered for; false
+    /// when it was not registered or did not come in time.
+    async fn wait_for_refill(&self, waiting: std::pin::Pin<&mut Notified<'_>>) -> bool {
+        !self.wait.is_zero() && tokio::time::timeout(self.wait, waiting).await.is_ok()
     }
 
     fn shard(&self, key: &str) -> MutexGuard<'_, Books> {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-            .hash_one(key);
         // Books are plain values updated in one step: a poisoned lock is still consistent.
-        self.shards[(h as usize) % SHARDS]
+        self.shards[shard_of(key)]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
+}
+
+fn shard_of(key: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let h =
+        BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key);
+    (h as usize) % SHARDS
 }
 
 /// The key's book, created empty; a full shard first drops its idle books.
