@@ -1,0 +1,221 @@
+//! The lease site's node book and grant rule, on explicit timestamps: cells spend only once
+//! they conform, expire a TTL later, go back on a give-back, and batches follow demand; and
+//! a property test that any fleet of books sharing one coordinator never admits more than
+//! one GCRA of the policy would (and spends at most a TTL late).
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::limit::lease::{Ask, Grant, Lease, LeaseParams, MemoryCoordinator, Take};
+
+const MS: u64 = 1_000_000;
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).expect("non-zero")
+}
+
+fn params(per_second: u32, burst: u32, ttl_ms: u64, target_ms: u64, max: u32) -> LeaseParams {
+    LeaseParams::new(
+        nz(per_second),
+        Duration::from_secs(1),
+        nz(burst),
+        Duration::from_millis(ttl_ms),
+        Duration::from_millis(target_ms),
+        nz(max),
+    )
+    .expect("valid")
+}
+
+fn admitted(t: Take) -> bool {
+    matches!(t, Take::Admitted { .. })
+}
+
+#[test]
+fn cells_spend_only_once_they_conform() {
+    let p = params(1000, 2, 50, 20, 50);
+    let mut book = Lease::default();
+    // Five cells; the last conforms 3 ms after the reply: 0, 0, 1, 2, 3 ms.
+    let ask = Ask {
+        want: 5,
+        lead: 50 * MS,
+    };
+    book.on_grant(
+        &p,
+        ask,
+        Grant {
+            granted: 5,
+            frontier: 3 * MS as i64,
+        },
+        0,
+    );
+    assert_eq!(book.take(&p, 1, 0), Take::Admitted { remaining: 1 });
+    assert_eq!(book.take(&p, 1, 0), Take::Admitted { remaining: 0 });
+    assert_eq!(book.take(&p, 1, 0), Take::Denied { retry_after: MS });
+    assert!(admitted(book.take(&p, 1, MS)));
+    assert!(!admitted(book.take(&p, 1, MS + MS / 2)));
+    assert_eq!(book.take(&p, 2, 3 * MS), Take::Admitted { remaining: 0 });
+    assert_eq!(book.held(), 0);
+}
+
+#[test]
+fn unspent_cells_expire_a_ttl_after_they_conform() {
+    let p = params(1000, 10, 50, 20, 50);
+    let mut book = Lease::default();
+    let ask = Ask { want: 3, lead: 0 };
+    book.on_grant(
+        &p,
+        ask,
+        Grant {
+            granted: 3,
+            frontier: -(7 * MS as i64),
+        },
+        0,
+    );
+    assert!(admitted(book.take(&p, 1, 50 * MS)), "valid up to the TTL");
+    assert!(!admitted(book.take(&p, 1, 50 * MS + 1)));
+    assert_eq!(book.expired, 2);
+    assert_eq!(book.held(), 0);
+}
+
+#[test]
+fn a_give_back_can_be_spent_again() {
+    let p = params(1000, 10, 50, 20, 50);
+    let mut book = Lease::default();
+    let ask = Ask { want: 1, lead: 0 };
+    book.on_grant(
+        &p,
+        ask,
+        Grant {
+            granted: 1,
+            frontier: 0,
+        },
+        0,
+    );
+    assert!(admitted(book.take(&p, 1, 0)));
+    assert!(!admitted(book.take(&p, 1, 0)));
+    book.give_back(&p, 1, 0);
+    assert!(admitted(book.take(&p, 1, MS)));
+}
+
+#[test]
+fn batches_follow_demand_within_the_bounds() {
+    let p = params(100_000, 1000, 50, 20, 50);
+    let mut book = Lease::default();
+    assert_eq!(book.batch_size(&p), 1, "no traffic yet");
+    // 10 requests per 20 ms window for 400 ms.
+    for i in 0..200 {
+        book.take(&p, 1, i * 2 * MS);
+    }
+    assert_eq!(book.batch_size(&p), 10);
+    // 1 000 per window: capped at lease_max.
+    for i in 0..20_000 {
+        book.take(&p, 1, 400 * MS + i * 20_000);
+    }
+    assert_eq!(book.batch_size(&p), 50);
+    // A quiet second: back to one.
+    book.take(&p, 1, 2_000 * MS);
+    assert_eq!(book.batch_size(&p), 1);
+}
+
+#[test]
+fn an_empty_coordinator_is_not_asked_again_before_cells_fit() {
+    let p = params(1000, 10, 50, 20, 50);
+    let mut book = Lease::default();
+    for i in 0..200 {
+        book.take(&p, 1, i * MS / 2); // 40 per 20 ms: reservations, batch of 40
+    }
+    let now = 100 * MS;
+    let ask = book.wants(&p, now).expect("nothing held: ask");
+    assert_eq!(ask.lead, 50 * MS);
+    book.begin(now);
+    assert_eq!(book.wants(&p, now), None, "one call at a time");
+    // Nothing fits: the last reserved cell conforms 60 ms out, 10 ms past the horizon.
+    book.on_grant(
+        &p,
+        ask,
+        Grant {
+            granted: 0,
+            frontier: 60 * MS as i64,
+        },
+        now,
+    );
+    // `want` more cells fit once the frontier + want·T is within the horizon.
+    let fits = now + 10 * MS + u64::from(ask.want) * MS;
+    assert_eq!(book.wants(&p, fits - 1), None);
+    assert!(book.wants(&p, fits).is_some());
+}
+
+#[test]
+fn a_slow_node_asks_only_for_cells_that_conform_now() {
+    let p = params(1000, 10, 50, 20, 50);
+    let mut book = Lease::default();
+    book.take(&p, 1, 0);
+    let ask = book.wants(&p, 0).expect("nothing held");
+    assert_eq!(ask, Ask { want: 1, lead: 0 });
+}
+
+/// One fleet run, as `tollgate simulate` drives it: admitted request times.
+fn fleet(p: &LeaseParams, arrivals: &[(u64, usize)], nodes: usize) -> Vec<u64> {
+    let c = MemoryCoordinator::new();
+    let mut books = vec![Lease::default(); nodes];
+    let mut out = Vec::new();
+    for &(now, node) in arrivals {
+        let book = &mut books[node];
+        let mut taken = book.take(p, 1, now);
+        if let Some(ask) = book.wants(p, now) {
+            book.begin(now);
+            let g = c.grant("k", p, ask, now);
+            book.on_grant(p, ask, g, now);
+            if !admitted(taken) {
+                taken = book.retake(p, 1, now);
+            }
+        }
+        if admitted(taken) {
+            out.push(now);
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn a_fleet_never_admits_more_than_one_gcra(
+        per_second in 10u32..3_000,
+        burst in 1u32..60,
+        ttl_ms in 1u64..120,
+        target_pct in 1u64..=100,
+        max in 1u32..80,
+        nodes in 1usize..6,
+        gaps in prop::collection::vec((0u64..4 * MS, 0usize..6), 1..1_500),
+    ) {
+        let target_ms = (ttl_ms * target_pct / 100).max(1);
+        let p = params(per_second, burst, ttl_ms, target_ms, max);
+        let mut now = 0;
+        let arrivals: Vec<(u64, usize)> = gaps
+            .iter()
+            .map(|&(gap, node)| {
+                now += gap;
+                (now, node % nodes)
+            })
+            .collect();
+        let admitted = fleet(&p, &arrivals, nodes);
+        let rate = f64::from(per_second) / 1e9;
+        // From the start (a full key at time 0): what one GCRA admits by each admission.
+        for (i, &t) in admitted.iter().enumerate() {
+            let bound = u64::from(burst) + (t as f64 * rate).floor() as u64;
+            prop_assert!(i as u64 + 1 <= bound, "{} admitted by {t} ns, bound {bound}", i + 1);
+        }
+        // Any window: cells spent in [a, b] conformed in [a − ttl, b].
+        let ttl = ttl_ms * MS;
+        for (i, &a) in admitted.iter().enumerate() {
+            for (j, &b) in admitted.iter().enumerate().skip(i) {
+                let span = (b - a + ttl) as f64;
+                let bound = u64::from(burst) + (span * rate).floor() as u64;
+                prop_assert!((j - i + 1) as u64 <= bound, "{} in [{a}, {b}], bound {bound}", j - i + 1);
+            }
+        }
+    }
+}
