@@ -312,3 +312,46 @@ async fn store_outage_follows_on_store_error_for_lease_and_split() {
     })
     .await;
 }
+
+/// Leases and membership on a real 3-master Redis Cluster: one key per script call, so any
+/// slot works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_and_membership_work_on_a_cluster() {
+    let cluster = common::redis::RedisCluster::start(3);
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let store = format!(
+        "kind = \"redis-cluster\"\nurls = [{}]\ntimeout = \"1s\"",
+        urls.join(", ")
+    );
+    let policy = "[policies.shared]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 5\nperiod = \"1h\"\nburst = 5\nsite = \"lease\"\n";
+    let gw = Gateway::start(&fleet_config(
+        echo_upstream().await,
+        &store,
+        "node_id = \"c1\"",
+        policy,
+        &route("api", "shared", "closed"),
+    ))
+    .await;
+    let mut ok = 0;
+    for _ in 0..8 {
+        match get_as(gw.addrs.listen, "/api", "192.0.2.77", None)
+            .await
+            .status()
+        {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(ok, 5, "the burst, then 429");
+    let members: usize = (0..3)
+        .map(|n| {
+            cluster
+                .cli(n, &["ZCARD", "tg:members"])
+                .trim()
+                .parse::<usize>()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(members, 1);
+}
