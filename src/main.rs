@@ -132,9 +132,25 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
     let load = if a.normal { 0.5 } else { a.load };
     anyhow::ensure!(load > 0.0 && load.is_finite(), "--load must be positive");
     anyhow::ensure!(a.requests > 0, "--requests must be at least 1");
+    // The same ranges as a lease policy's knobs in the config (validate_limits.rs).
     anyhow::ensure!(
-        a.lease_target <= a.lease_ttl && a.lease_ttl >= std::time::Duration::from_millis(1),
-        "--lease-ttl must be at least 1ms and no shorter than --lease-target"
+        (1..=100_000).contains(&a.lease_max),
+        "--lease-max must be 1 to 100000 (got {})",
+        a.lease_max
+    );
+    let span = tollgate::limit::algorithm::MIN_PERIOD..=std::time::Duration::from_secs(3600);
+    for (option, d) in [("lease-ttl", a.lease_ttl), ("lease-target", a.lease_target)] {
+        anyhow::ensure!(
+            span.contains(&d),
+            "--{option} must be at least 1ms and at most 1h (got {})",
+            humantime::format_duration(d)
+        );
+    }
+    anyhow::ensure!(
+        a.lease_target <= a.lease_ttl,
+        "--lease-ttl ({}) must be no shorter than --lease-target ({}): batches would expire before they are spent",
+        humantime::format_duration(a.lease_ttl),
+        humantime::format_duration(a.lease_target)
     );
     let options = tollgate::simulate::Options {
         weights,

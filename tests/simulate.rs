@@ -288,6 +288,36 @@ fn long_lived_big_leases_stay_under_the_bound() {
 }
 
 #[test]
+fn lease_knobs_at_the_ends_of_their_ranges_run() {
+    // The bounds themselves are accepted (the config takes them too), and whatever the
+    // knobs, no design admits more than the policy allows.
+    for args in [
+        &["--lease-max", "1"][..],
+        &["--lease-max", "100000"],
+        &["--lease-ttl", "1ms", "--lease-target", "1ms"],
+        &["--lease-ttl", "1h", "--lease-target", "1ms"],
+        &[
+            "--lease-ttl",
+            "1h",
+            "--lease-target",
+            "1h",
+            "--lease-max",
+            "100000",
+        ],
+    ] {
+        let r = report(&[&["--reps", "1", "--requests", "2000"], args].concat());
+        let bound = u(&r, "bound");
+        for row in rows(&r) {
+            assert!(
+                u(row, "admitted") <= bound,
+                "{args:?}: {} admitted more than the bound {bound}",
+                row["design"]
+            );
+        }
+    }
+}
+
+#[test]
 fn plot_writes_an_svg() {
     let dir = TempDir::new("plot");
     let path = dir.0.join("designs.svg");
@@ -343,10 +373,39 @@ fn bad_options_fail_with_a_message() {
         (&["--requests", "0"], "--requests must be at least 1"),
         (&["--limit", "0"], "--limit must be at least 1"),
         (&["--burst", "0"], "--burst must be at least 1"),
-        (&["--lease-max", "0"], "--lease-max must be at least 1"),
+        // The lease knobs take the ranges `[policies.NAME]` lease knobs take.
+        (&["--lease-max", "0"], "--lease-max must be 1 to 100000"),
+        (
+            &["--lease-max", "100001"],
+            "--lease-max must be 1 to 100000",
+        ),
+        (
+            &["--lease-ttl", "0s"],
+            "--lease-ttl must be at least 1ms and at most 1h",
+        ),
+        (
+            &["--lease-ttl", "999us", "--lease-target", "999us"],
+            "--lease-ttl must be at least 1ms and at most 1h",
+        ),
+        (
+            &["--lease-ttl", "1h 1ms"],
+            "--lease-ttl must be at least 1ms and at most 1h",
+        ),
+        (
+            &["--lease-target", "0s"],
+            "--lease-target must be at least 1ms and at most 1h",
+        ),
+        (
+            &["--lease-target", "500us"],
+            "--lease-target must be at least 1ms and at most 1h",
+        ),
+        (
+            &["--lease-ttl", "2h", "--lease-target", "2h"],
+            "--lease-ttl must be at least 1ms and at most 1h",
+        ),
         (
             &["--lease-target", "100ms", "--lease-ttl", "50ms"],
-            "no shorter than --lease-target",
+            "--lease-ttl (50ms) must be no shorter than --lease-target (100ms)",
         ),
         (&["--lease-ttl", "soon"], "--lease-ttl"),
         (&["--seed", "0xZZ"], "--seed"),

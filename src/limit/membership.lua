@@ -14,7 +14,9 @@ if ARGV[2] == 'leave' then
   redis.call('ZREM', KEYS[1], ARGV[3])
 else
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ttl)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- The set lives as long as its longest-lived member (nodes may beat at different rates).
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1) end
 return {redis.call('ZCARD', KEYS[1])}

@@ -25,6 +25,9 @@ const DECAY: f64 = 0.25;
 /// expires unspent about 5 % of the time: e^-3).
 const RESERVE_FROM: f64 = 3.0;
 
+/// Most of a TTL's traffic one batch may cover (the default 20 ms target of a 50 ms TTL).
+const TTL_SHARE: f64 = 0.4;
+
 /// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ask {
@@ -227,8 +230,18 @@ impl Lease {
     }
 
     /// `k`: this node's demand over `lease_target`, within 1..=`lease_max`.
+    /// Until a first window has closed, the open window's count stands in (a lower bound
+    /// of its demand), so a new key, or a long `lease_target`, does not pin `k` at 1.
     pub fn batch_size(&self, p: &LeaseParams) -> u32 {
-        (self.demand.round() as u32).clamp(1, p.max)
+        let demand = if self.demand > 0.0 {
+            self.demand
+        } else {
+            f64::from(self.window.saturating_sub(1))
+        };
+        // Never more than a share of what the node spends within one TTL: a batch held
+        // longer than that would expire unspent.
+        let cap = demand * TTL_SHARE * p.ttl as f64 / p.target as f64;
+        (demand.min(cap).round() as u32).clamp(1, p.max)
     }
 
     fn count_demand(&mut self, p: &LeaseParams, cost: u32, now: Nanos) {

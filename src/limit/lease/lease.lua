@@ -21,7 +21,10 @@ local want = tonumber(ARGV[5])
 
 local raw = redis.call('GET', KEYS[1])
 local tat = now
-if raw then tat = math.max(tonumber(raw), now) end
+-- A value that is not a number (the key held a token bucket's central state before the
+-- policy moved to leases) counts as a full key rather than failing every call.
+local old = raw and tonumber(raw)
+if old then tat = math.max(old, now) end
 local fits = math.floor((now + lead + tau - tat) / T + EPS)
 local granted = math.max(0, math.min(want, fits))
 tat = tat + granted * T
