@@ -128,7 +128,7 @@ fn an_empty_coordinator_is_not_asked_again_before_cells_fit() {
     let now = 100 * MS;
     let ask = book.wants(&p, now).expect("nothing held: ask");
     assert_eq!(ask.lead, 50 * MS);
-    book.begin(now);
+    book.begin(now, ask);
     assert_eq!(book.wants(&p, now), None, "one call at a time");
     // Nothing fits: the last reserved cell conforms 60 ms out, 10 ms past the horizon.
     book.on_grant(
@@ -164,7 +164,7 @@ fn fleet(p: &LeaseParams, arrivals: &[(u64, usize)], nodes: usize) -> Vec<u64> {
         let book = &mut books[node];
         let mut taken = book.take(p, 1, now);
         if let Some(ask) = book.wants(p, now) {
-            book.begin(now);
+            book.begin(now, ask);
             let g = c.grant("k", p, ask, now);
             book.on_grant(p, ask, g, now);
             if !admitted(taken) {

@@ -155,7 +155,7 @@ fn lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
             let (book, now) = (&mut books[a.node], a.at);
             let mut taken = book.take(&p, 1, now);
             if let Some(ask) = book.wants(&p, now) {
-                book.begin(now);
+                book.begin(now, ask);
                 let g = c.grant("k", &p, ask, now);
                 book.on_grant(&p, ask, g, now);
                 if matches!(taken, Take::Denied { .. }) {

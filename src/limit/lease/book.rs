@@ -25,6 +25,9 @@ const DECAY: f64 = 0.25;
 /// expires unspent about 5 % of the time: e^-3).
 const RESERVE_FROM: f64 = 3.0;
 
+/// Refill calls a hot key may have out at once.
+pub const MAX_IN_FLIGHT: u8 = 4;
+
 /// Most of a TTL's traffic one batch may cover (the default 20 ms target of a 50 ms TTL).
 const TTL_SHARE: f64 = 0.4;
 
@@ -84,8 +87,10 @@ pub struct Lease {
     batches: SmallVec<[Batch; 2]>,
     /// Do not ask the coordinator before this (ns): it said nothing more fits until then.
     blocked_until: Nanos,
-    /// A refill call is out; no second one is started.
-    in_flight: bool,
+    /// Refill calls out.
+    in_flight: u8,
+    /// Cells those calls asked for.
+    pending: u32,
     /// When it was sent (ns).
     asked_at: Nanos,
     /// Moving average of the coordinator's round trip (ns), for the low-water mark.
@@ -157,12 +162,15 @@ impl Lease {
     /// one would lose most future cells to expiry (its next request comes after the TTL as
     /// often as not), so it asks only for cells that conform now, and only with a request
     /// waiting for one.
+    ///
+    /// A hot key may have up to [`MAX_IN_FLIGHT`] calls out (cells asked for count as held),
+    /// so its supply is not one batch per round trip; a slow one has at most one.
     pub fn wants(&self, p: &LeaseParams, now: Nanos) -> Option<Ask> {
-        if self.in_flight || now < self.blocked_until {
+        if self.in_flight >= MAX_IN_FLIGHT || now < self.blocked_until {
             return None;
         }
         let k = self.batch_size(p);
-        let held = self.held();
+        let held = self.held().saturating_add(self.pending);
         let per_ttl = self.demand * p.ttl as f64 / p.target as f64;
         let lead = if per_ttl >= RESERVE_FROM {
             p.horizon
@@ -174,23 +182,30 @@ impl Lease {
         // out; with an in-process coordinator the round trip is zero).
         let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
         let low = (f64::from(k) / 2.0).max(in_two_trips);
+        if self.in_flight > 0 && lead == 0 {
+            return None;
+        }
         (f64::from(held) < low).then_some(Ask { want: k, lead })
     }
 
-    /// A call is out since `now`.
-    pub fn begin(&mut self, now: Nanos) {
-        self.in_flight = true;
-        self.asked_at = now;
+    /// `ask` is out since `now`.
+    pub fn begin(&mut self, now: Nanos, ask: Ask) {
+        if self.in_flight == 0 {
+            self.asked_at = now;
+        }
+        self.in_flight += 1;
+        self.pending = self.pending.saturating_add(ask.want);
     }
 
     /// The coordinator answered `g` to `ask`; `now` is when the reply arrived.
     pub fn on_grant(&mut self, p: &LeaseParams, ask: Ask, g: Grant, now: Nanos) {
         let want = ask.want;
-        if self.in_flight {
+        if self.in_flight == 1 {
+            // Sampled only with one call out: its start is the one recorded.
             let sample = now.saturating_sub(self.asked_at) as f64;
             self.rtt = (self.rtt as f64 * (1.0 - DECAY) + sample * DECAY) as Nanos;
         }
-        self.in_flight = false;
+        self.settle(ask);
         let (t, now_t) = (p.interval(), ticks(p, now));
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);
@@ -199,6 +214,8 @@ impl Lease {
                 floor: now_t,
                 left: g.granted,
             });
+            // Replies of overlapping calls may land out of order: spend oldest cells first.
+            self.batches.sort_by_key(|b| b.origin);
         }
         if g.granted < want {
             // When the cells still wanted would enter the coordinator's horizon.
@@ -209,14 +226,19 @@ impl Lease {
         }
     }
 
-    /// The call failed; the store layer decides what requests get meanwhile.
-    pub fn on_error(&mut self) {
-        self.in_flight = false;
+    /// The call for `ask` failed; the store layer decides what requests get meanwhile.
+    pub fn on_error(&mut self, ask: Ask) {
+        self.settle(ask);
+    }
+
+    fn settle(&mut self, ask: Ask) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.pending = self.pending.saturating_sub(ask.want);
     }
 
     /// Whether a refill call is out.
     pub fn in_flight(&self) -> bool {
-        self.in_flight
+        self.in_flight > 0
     }
 
     /// Cells held, conforming or not.
@@ -226,7 +248,7 @@ impl Lease {
 
     /// True when dropping this lease loses nothing: no cells, no call out, not blocked.
     pub fn is_idle(&self, now: Nanos) -> bool {
-        self.batches.is_empty() && !self.in_flight && now >= self.blocked_until
+        self.batches.is_empty() && self.in_flight == 0 && now >= self.blocked_until
     }
 
     /// `k`: this node's demand over `lease_target`, within 1..=`lease_max`.

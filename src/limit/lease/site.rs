@@ -177,8 +177,8 @@ impl LeaseSite {
                 };
                 let want = book.wants(&it.params, now);
                 let mut registered = false;
-                if want.is_some() {
-                    book.begin(now);
+                if let Some(ask) = want {
+                    book.begin(now, ask);
                 } else if matches!(taken, Take::Denied { .. }) && book.in_flight() {
                     // Registered before the lock is released: the refill's wake-up cannot
                     // be missed between here and the await below.
@@ -245,7 +245,7 @@ impl LeaseSite {
                     Ok(())
                 }
                 Err(e) => {
-                    book.on_error();
+                    book.on_error(ask);
                     Err(e)
                 }
             }
