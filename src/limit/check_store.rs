@@ -67,7 +67,7 @@ impl Limiter {
     fn lease_item(&self, p: &Pending) -> LeaseItem {
         let policy = &self.policies[p.entry.policy];
         LeaseItem {
-            key: self.store_key(&p.key),
+            key: p.key.clone(),
             params: policy
                 .lease_params(p.headroom)
                 .expect("lease entries exist only for lease policies"),

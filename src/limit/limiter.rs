@@ -66,8 +66,6 @@ pub struct Limiter {
     pub(super) central: Option<Arc<CentralSite>>,
     /// Leased keys' books and their coordinator (Redis with a Redis store, else in-process).
     pub(super) lease: Arc<LeaseSite>,
-    /// Prepended to store keys.
-    key_prefix: String,
     /// `tollgate_cluster_nodes`: N of the L/N split.
     nodes_gauge: Gauge,
     /// Central denials remembered until their wait is over.
@@ -168,7 +166,6 @@ impl Limiter {
         Ok(Limiter {
             keys,
             lease,
-            key_prefix: config.store.key_prefix.clone(),
             nodes_gauge,
             shadow_logged: policies.iter().map(|_| AtomicU64::new(0)).collect(),
             store_error_logged: AtomicU64::new(0),
@@ -197,11 +194,6 @@ impl Limiter {
     /// The lease site.
     pub fn lease(&self) -> &Arc<LeaseSite> {
         &self.lease
-    }
-
-    /// The store key of a limiter key.
-    pub(super) fn store_key(&self, key: &str) -> String {
-        format!("{}{key}", self.key_prefix)
     }
 
     /// Membership says `nodes` gateways share the limits: rescale every L/N split (the

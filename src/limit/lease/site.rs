@@ -7,7 +7,6 @@
 //! store; only a key with nothing left (a new key, or one idle past its TTL) makes its
 //! request wait for one call.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,7 +31,7 @@ const SHARD_KEYS: usize = 16_384;
 /// One leased key of one request.
 #[derive(Debug, Clone)]
 pub struct LeaseItem {
-    /// Store key (prefixed).
+    /// The limiter key (the store's key is this with the store's prefix).
     pub key: String,
     /// The policy's numbers at this request's headroom.
     pub params: LeaseParams,
@@ -40,7 +39,9 @@ pub struct LeaseItem {
 }
 
 /// One shard's books, by store key.
-type Books = HashMap<Box<str>, Lease>;
+/// (hashbrown's default hasher: these keys are already keyed hashes or addresses, and the
+/// std SipHash cost more than the rest of a take on a hot key.)
+type Books = hashbrown::HashMap<Box<str>, Lease>;
 
 /// Who grants cells.
 enum Coordinator {
@@ -90,7 +91,7 @@ impl LeaseSite {
 
     fn with(coordinator: Coordinator, clock: Arc<dyn Clock>, wait: Duration) -> Self {
         LeaseSite {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Books::default())).collect(),
             refilled: (0..SHARDS).map(|_| Notify::new()).collect(),
             wait,
             coordinator,
@@ -228,7 +229,7 @@ impl LeaseSite {
                     ask.lead.min(p.horizon) as f64 / 1_000.0,
                     f64::from(ask.want),
                 ];
-                let keys = [it.key.clone()];
+                let keys = [site.key(&it.key)];
                 site.store()
                     .eval_script(script, "lease", &keys, &args)
                     .await
@@ -269,10 +270,11 @@ impl LeaseSite {
 }
 
 fn shard_of(key: &str) -> usize {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    let h =
-        BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key);
-    (h as usize) % SHARDS
+    use std::hash::BuildHasher;
+    static HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
+        std::sync::LazyLock::new(hashbrown::DefaultHashBuilder::default);
+    // The high bits pick the shard; the map inside uses its own hasher's low bits.
+    (HASHER.hash_one(key) >> 32) as usize % SHARDS
 }
 
 /// The key's book, created empty; a full shard first drops its idle books.
