@@ -219,3 +219,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_key_with_slack_takes_most_of_a_ttl() {
+    let p = params(100_000, 1_000, 50, 20, 500);
+    let mut book = Lease::default();
+    for i in 0..200 {
+        book.take(&p, 1, i * 2 * MS); // 10 per 20 ms: 25 per TTL
+    }
+    assert_eq!(
+        book.batch_size(&p),
+        10,
+        "no grant seen yet: lease_target's worth"
+    );
+    let ask = book.wants(&p, 400 * MS).expect("nothing held");
+    let full = Grant {
+        granted: ask.want,
+        frontier: -(9 * MS as i64), // 900 of the burst's 1 000 cells still conform now
+    };
+    book.begin(400 * MS, ask);
+    book.on_grant(&p, ask, full, 400 * MS);
+    assert_eq!(book.batch_size(&p), 20, "slack: 80 % of a TTL's traffic");
+    let ask = Ask { want: 1, lead: 0 };
+    book.begin(400 * MS, ask);
+    let tight = Grant {
+        granted: 1,
+        frontier: -(MS as i64), // 100 of 1 000
+    };
+    book.on_grant(&p, ask, tight, 400 * MS);
+    assert_eq!(
+        book.batch_size(&p),
+        10,
+        "no slack: back to lease_target's worth"
+    );
+}

@@ -25,6 +25,9 @@ const DECAY: f64 = 0.25;
 /// expires unspent about 5 % of the time: e^-3).
 const RESERVE_FROM: f64 = 3.0;
 
+/// Most of a TTL's traffic one batch may cover while the key has slack.
+const SLACK_SHARE: f64 = 0.8;
+
 /// Refill calls a hot key may have out at once.
 pub const MAX_IN_FLIGHT: u8 = 4;
 
@@ -87,6 +90,8 @@ pub struct Lease {
     batches: SmallVec<[Batch; 2]>,
     /// Do not ask the coordinator before this (ns): it said nothing more fits until then.
     blocked_until: Nanos,
+    /// The last grant left over three quarters of the key's burst conforming at once.
+    slack: bool,
     /// Refill calls out.
     in_flight: u8,
     /// Cells those calls asked for.
@@ -207,6 +212,10 @@ impl Lease {
         }
         self.settle(ask);
         let (t, now_t) = (p.interval(), ticks(p, now));
+        // Cells still conforming at once after this grant: over three quarters of a burst is
+        // slack (tuned on the simulator: at half, the overload runs lost 0.2 % more).
+        let room = (-p.ticks(g.frontier)).max(0) / t;
+        self.slack = room * 4 > 3 * i128::from(p.burst);
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);
             self.batches.push(Batch {
@@ -262,8 +271,16 @@ impl Lease {
         };
         // Never more than a share of what the node spends within one TTL: a batch held
         // longer than that would expire unspent.
-        let cap = demand * TTL_SHARE * p.ttl as f64 / p.target as f64;
-        (demand.min(cap).round() as u32).clamp(1, p.max)
+        let per_ttl = demand * p.ttl as f64 / p.target as f64;
+        let k = if self.slack {
+            // The key's bucket was nearly full at the last grant: nobody is short
+            // of cells, so a batch may cover most of a TTL (a cell that expires costs an
+            // admission only when the bucket runs low, and then this stops).
+            per_ttl * SLACK_SHARE
+        } else {
+            demand.min(per_ttl * TTL_SHARE)
+        };
+        (k.round() as u32).clamp(1, p.max)
     }
 
     fn count_demand(&mut self, p: &LeaseParams, cost: u32, now: Nanos) {
