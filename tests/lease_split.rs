@@ -355,3 +355,39 @@ async fn lease_and_membership_work_on_a_cluster() {
         .sum();
     assert_eq!(members, 1);
 }
+
+/// Two leased policies on one route, the second exhausted: every denied request takes the
+/// first policy's cell and gives it back exactly once, so a route that only has the first
+/// policy still finds exactly its burst (a double give-back would mint cells).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_request_gives_leased_cells_back_once() {
+    let policies = "[policies.per_ip]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 5\nperiod = \"1h\"\nburst = 5\nsite = \"lease\"\n\
+                    [policies.tiny]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nsite = \"lease\"\n";
+    let routes = "[[routes]]\nname = \"both\"\nmatch = { path_prefix = \"/both\" }\nupstream = \"app\"\npolicies = [\"per_ip\", \"tiny\"]\n\
+                  [[routes]]\nname = \"ip\"\nmatch = { path_prefix = \"/ip\" }\nupstream = \"app\"\npolicies = [\"per_ip\"]\n";
+    let gw = Gateway::start(&fleet_config(
+        echo_upstream().await,
+        "kind = \"memory\"",
+        "",
+        policies,
+        routes,
+    ))
+    .await;
+    let addr = gw.addrs.listen;
+    let ip = "192.0.2.9";
+    assert_eq!(
+        get_as(addr, "/both", ip, None).await.status(),
+        StatusCode::OK
+    );
+    for _ in 0..10 {
+        let r = get_as(addr, "/both", ip, None).await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+    let mut ok = 0;
+    for _ in 0..10 {
+        if get_as(addr, "/ip", ip, None).await.status() == StatusCode::OK {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 4, "per_ip: burst 5, one spent on /both");
+}

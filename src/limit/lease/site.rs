@@ -103,8 +103,9 @@ impl LeaseSite {
         self.clock.now()
     }
 
-    /// Take every item's cells, or none: on a denial or a store error the cells already
-    /// taken go back. `Err` only when a key had nothing and its refill failed.
+    /// Take each item's cells. What to give back when one is denied is the caller's call
+    /// (a denied shadow policy must not undo an enforcing one); on a store error the cells
+    /// already taken go back here, and `Err` says a key had nothing and its refill failed.
     pub async fn take(self: &Arc<Self>, items: &[LeaseItem]) -> Result<Vec<Take>, StoreError> {
         let mut out = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
@@ -115,9 +116,6 @@ impl LeaseSite {
                     return Err(e);
                 }
             }
-        }
-        if out.iter().any(|t| matches!(t, Take::Denied { .. })) {
-            self.give_back_taken(items, &out);
         }
         Ok(out)
     }
