@@ -241,15 +241,19 @@ impl Limiter {
         if any_enforce_denied(pending, decided) {
             return;
         }
+        // Local and split keys, and local-first mirrors (leased keys have no local state).
         let idx: Vec<usize> = (0..pending.len())
-            .filter(|&i| !pending[i].entry.central || pending[i].entry.local_first)
+            .filter(|&i| {
+                let e = &pending[i].entry;
+                (!e.central && !e.lease) || e.local_first
+            })
             .collect();
         if idx.is_empty() {
             return;
         }
         let items: Vec<CheckItem> = idx
             .iter()
-            .map(|&i| self.check_item(&pending[i], false))
+            .map(|&i| self.check_item(&pending[i], pending[i].entry.split))
             .collect();
         let results = self
             .local
