@@ -59,7 +59,7 @@ pub fn svg(report: &Report, path: &Path) -> Result<(), PlotError> {
             BLACK.stroke_width(2),
         ))
         .map_err(|e| fail(&e))?
-        .label("limit (1 period's share)")
+        .label("limit: rate x 100 ms")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
     for (i, row) in report.rows.iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
