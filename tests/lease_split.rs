@@ -391,3 +391,48 @@ async fn a_denied_request_gives_leased_cells_back_once() {
     }
     assert_eq!(ok, 4, "per_ip: burst 5, one spent on /both");
 }
+
+/// `on_store_error = "local"` divides by membership's N too: with two gateways joined, a
+/// gateway whose store then fails enforces half the burst, and the last N is kept while the
+/// store is away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_outage_fallback_uses_membership_n() {
+    let redis = RedisServer::start();
+    let proxy = FaultyProxy::start(redis.addr()).await;
+    let up = echo_upstream().await;
+    let policy = "[policies.shared]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 4\nperiod = \"1h\"\nburst = 4\nsite = \"central\"\n";
+    let cfg = |id: &str, url: &str| {
+        temp_file(
+            &format!("fallback-{id}.toml"),
+            &fleet_config(
+                up,
+                &redis_store(url, "100ms"),
+                &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""),
+                policy,
+                &route("api", "shared", "local"),
+            ),
+        )
+    };
+    let a = spawn_serve(&cfg("a", &proxy.url()));
+    let _b = spawn_serve(&cfg("b", &redis.url()));
+    let admin = a.admin.unwrap();
+    eventually("A counts two members", Duration::from_secs(3), || async {
+        metrics_text(admin)
+            .await
+            .contains("tollgate_cluster_nodes 2")
+    })
+    .await;
+    proxy.set(Fault::Refuse);
+    let mut ok = 0;
+    for _ in 0..6 {
+        if get_as(a.addr, "/api", "198.51.100.42", None).await.status() == StatusCode::OK {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 2, "burst 4 over N = 2");
+    assert!(
+        metrics_text(admin)
+            .await
+            .contains("tollgate_cluster_nodes 2")
+    );
+}
