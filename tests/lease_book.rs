@@ -94,8 +94,12 @@ fn a_give_back_can_be_spent_again() {
     );
     assert!(admitted(book.take(&p, 1, 0)));
     assert!(!admitted(book.take(&p, 1, 0)));
-    book.give_back(&p, 1, 0);
+    book.give_back(&p, 1, book.last_conform());
     assert!(admitted(book.take(&p, 1, MS)));
+    // Given back again, it still expires a TTL after it first conformed, not later.
+    let conformed = book.last_conform();
+    book.give_back(&p, 1, conformed);
+    assert!(!admitted(book.take(&p, 1, 50 * MS + 1)));
 }
 
 #[test]
@@ -155,12 +159,13 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
     assert_eq!(ask, Ask { want: 1, lead: 0 });
 }
 
-/// One fleet run, as `tollgate simulate` drives it: admitted request times.
-fn fleet(p: &LeaseParams, arrivals: &[(u64, usize)], nodes: usize) -> Vec<u64> {
+/// One fleet run, as `tollgate simulate` drives it: admitted request times. An arrival
+/// marked `undo` is denied by "another policy" after its take: its cells are given back.
+fn fleet(p: &LeaseParams, arrivals: &[(u64, usize, bool)], nodes: usize) -> Vec<u64> {
     let c = MemoryCoordinator::new();
     let mut books = vec![Lease::default(); nodes];
     let mut out = Vec::new();
-    for &(now, node) in arrivals {
+    for &(now, node, undo) in arrivals {
         let book = &mut books[node];
         let mut taken = book.take(p, 1, now);
         if let Some(ask) = book.wants(p, now) {
@@ -171,7 +176,10 @@ fn fleet(p: &LeaseParams, arrivals: &[(u64, usize)], nodes: usize) -> Vec<u64> {
                 taken = book.retake(p, 1, now);
             }
         }
-        if admitted(taken) {
+        if admitted(taken) && undo {
+            let conformed = book.last_conform();
+            book.give_back(p, 1, conformed);
+        } else if admitted(taken) {
             out.push(now);
         }
     }
@@ -189,16 +197,16 @@ proptest! {
         target_pct in 1u64..=100,
         max in 1u32..80,
         nodes in 1usize..6,
-        gaps in prop::collection::vec((0u64..4 * MS, 0usize..6), 1..1_500),
+        gaps in prop::collection::vec((0u64..4 * MS, 0usize..6, prop::bool::weighted(0.2)), 1..1_500),
     ) {
         let target_ms = (ttl_ms * target_pct / 100).max(1);
         let p = params(per_second, burst, ttl_ms, target_ms, max);
         let mut now = 0;
-        let arrivals: Vec<(u64, usize)> = gaps
+        let arrivals: Vec<(u64, usize, bool)> = gaps
             .iter()
-            .map(|&(gap, node)| {
+            .map(|&(gap, node, undo)| {
                 now += gap;
-                (now, node % nodes)
+                (now, node % nodes, undo)
             })
             .collect();
         let admitted = fleet(&p, &arrivals, nodes);

@@ -33,8 +33,8 @@ impl Limiter {
         let idx: Vec<usize> = (0..pending.len())
             .filter(|&i| pending[i].entry.lease)
             .collect();
-        let items: Vec<LeaseItem> = idx.iter().map(|&i| self.lease_item(&pending[i])).collect();
-        let takes = self.lease.take(&items).await?;
+        let mut items: Vec<LeaseItem> = idx.iter().map(|&i| self.lease_item(&pending[i])).collect();
+        let takes = self.lease.take(&mut items).await?;
         for ((&i, item), take) in idx.iter().zip(items).zip(takes) {
             decided[i] = Some(match take {
                 Take::Admitted { remaining } => {
@@ -72,6 +72,7 @@ impl Limiter {
                 .lease_params(p.headroom)
                 .expect("lease entries exist only for lease policies"),
             cost: policy.cost.get(),
+            conformed: 0,
         }
     }
 

@@ -108,6 +108,8 @@ pub struct Lease {
     /// `lease_target` (weight 1/4 per window), so one busy or quiet window does not swing
     /// the batch size.
     demand: f64,
+    /// See [`Lease::last_conform`].
+    last_conform: i128,
     /// Cells dropped unspent, for the metrics and the simulator.
     pub expired: u64,
 }
@@ -130,6 +132,11 @@ impl Lease {
             };
         }
         let mut need = cost;
+        self.last_conform = self
+            .batches
+            .iter()
+            .find(|b| b.ready(now_t, t) > 0)
+            .map_or(now_t, |b| b.conform(0, t));
         for b in self.batches.iter_mut() {
             let n = need.min(b.ready(now_t, t));
             b.spend(n, t);
@@ -141,16 +148,23 @@ impl Lease {
         }
     }
 
-    /// Undo a [`Take::Admitted`] whose request another policy denied: the cells conformed,
-    /// so they go back to the front as conforming now.
-    pub fn give_back(&mut self, p: &LeaseParams, cost: u32, now: Nanos) {
-        let now_t = ticks(p, now);
+    /// Conform time (ticks) of the first cell the last admitted take spent: what a
+    /// give-back of that take must restore.
+    pub fn last_conform(&self) -> i128 {
+        self.last_conform
+    }
+
+    /// Undo a take whose request another policy denied. The cells go back to the front,
+    /// all conforming at `conformed` (the take's [`Lease::last_conform`], the earliest of
+    /// them): spendable at once, and expiring no later than the first would have, so a
+    /// cell given back is never spent more than `lease_ttl` after it conformed.
+    pub fn give_back(&mut self, p: &LeaseParams, cost: u32, conformed: i128) {
         let t = p.interval();
         self.batches.insert(
             0,
             Batch {
-                origin: now_t - i128::from(cost.saturating_sub(1)) * t,
-                floor: now_t,
+                origin: conformed - i128::from(cost.saturating_sub(1)) * t,
+                floor: conformed,
                 left: cost,
             },
         );

@@ -36,6 +36,8 @@ pub struct LeaseItem {
     /// The policy's numbers at this request's headroom.
     pub params: LeaseParams,
     pub cost: u32,
+    /// Set by [`LeaseSite::take`] when admitted: when the cells taken conformed (ticks).
+    pub conformed: i128,
 }
 
 /// One shard's books, by store key.
@@ -106,11 +108,15 @@ impl LeaseSite {
     /// Take each item's cells. What to give back when one is denied is the caller's call
     /// (a denied shadow policy must not undo an enforcing one); on a store error the cells
     /// already taken go back here, and `Err` says a key had nothing and its refill failed.
-    pub async fn take(self: &Arc<Self>, items: &[LeaseItem]) -> Result<Vec<Take>, StoreError> {
+    /// Each admitted item's `conformed` is set, for a later give-back.
+    pub async fn take(self: &Arc<Self>, items: &mut [LeaseItem]) -> Result<Vec<Take>, StoreError> {
         let mut out = Vec::with_capacity(items.len());
-        for (i, it) in items.iter().enumerate() {
-            match self.take_one(it).await {
-                Ok(t) => out.push(t),
+        for i in 0..items.len() {
+            match self.take_one(&items[i]).await {
+                Ok((t, conformed)) => {
+                    items[i].conformed = conformed;
+                    out.push(t);
+                }
                 Err(e) => {
                     self.give_back_taken(&items[..i], &out);
                     return Err(e);
@@ -122,11 +128,10 @@ impl LeaseSite {
 
     /// Undo admitted takes of a request another policy denied.
     pub fn give_back(&self, items: &[LeaseItem]) {
-        let now = self.now();
         for it in items {
             let mut shard = self.shard(&it.key);
             if let Some(book) = shard.get_mut(it.key.as_str()) {
-                book.give_back(&it.params, it.cost, now);
+                book.give_back(&it.params, it.cost, it.conformed);
             }
         }
     }
@@ -157,10 +162,11 @@ impl LeaseSite {
     /// own refill call, or for the one already out (a background refill at the low-water
     /// mark that has not landed yet), but not past the store timeout in all; then it is
     /// denied. (A hot key's waiters can outnumber one batch: they go round again.)
-    async fn take_one(self: &Arc<Self>, it: &LeaseItem) -> Result<Take, StoreError> {
+    async fn take_one(self: &Arc<Self>, it: &LeaseItem) -> Result<(Take, i128), StoreError> {
         let notify = &self.refilled[shard_of(&it.key)];
         let deadline = self.now().saturating_add(duration_to_nanos(self.wait));
         let mut round = 0;
+        let mut conformed;
         loop {
             round += 1;
             let waiting = notify.notified();
@@ -174,6 +180,7 @@ impl LeaseSite {
                 } else {
                     book.retake(&it.params, it.cost, now)
                 };
+                conformed = book.last_conform();
                 let want = book.wants(&it.params, now);
                 let mut registered = false;
                 if let Some(ask) = want {
@@ -195,17 +202,17 @@ impl LeaseSite {
                     tokio::spawn(async move {
                         let _ = site.refill(&it, ask).await;
                     });
-                    return Ok(taken);
+                    return Ok((taken, conformed));
                 }
                 // In-process, a refill is a map lookup: never worth a task.
                 Some(ask) if admitted => {
                     self.refill(it, ask).await?;
-                    return Ok(taken);
+                    return Ok((taken, conformed));
                 }
-                _ if admitted || (round > 1 && now >= deadline) => return Ok(taken),
+                _ if admitted || (round > 1 && now >= deadline) => return Ok((taken, conformed)),
                 Some(ask) => self.refill(it, ask).await?,
                 None if registered && self.wait_for_refill(waiting).await => {}
-                None => return Ok(taken),
+                None => return Ok((taken, conformed)),
             }
         }
     }
