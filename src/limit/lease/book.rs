@@ -110,7 +110,7 @@ pub struct Lease {
     demand: f64,
     /// See [`Lease::last_conform`].
     last_conform: i128,
-    /// Cells dropped unspent, for the metrics and the simulator.
+    /// Cells dropped unspent (read by tests; not yet exported as a metric).
     pub expired: u64,
 }
 

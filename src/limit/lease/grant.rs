@@ -92,7 +92,7 @@ impl MemoryCoordinator {
         let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
         if calls.is_multiple_of(SWEEP_EVERY) {
-            tats.retain(|_, (_, full_at)| *full_at > now);
+            drop_full(&mut tats, now);
         }
         let (tat, g) = grant(p, tats.get(key).map(|(t, _)| *t), ask, now);
         let entry = (tat, p.rate.ns_ceil(tat));
@@ -110,20 +110,18 @@ impl MemoryCoordinator {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// Drop keys that are full again at `now` (absent means full: nothing is lost).
-    pub fn sweep(&self, now: Nanos) {
+    /// The sweep `grant` runs every `SWEEP_EVERY` calls, on demand, and the keys left.
+    #[cfg(test)]
+    fn sweep(&self, now: Nanos) -> usize {
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
-        tats.retain(|_, (_, full_at)| *full_at > now);
+        drop_full(&mut tats, now);
+        tats.len()
     }
+}
 
-    /// Keys held.
-    pub fn len(&self) -> usize {
-        self.tats.lock().map_or(0, |t| t.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+/// Drop keys that are full again at `now` (absent means full: nothing is lost).
+fn drop_full(tats: &mut HashMap<Box<str>, (u128, Nanos)>, now: Nanos) {
+    tats.retain(|_, (_, full_at)| *full_at > now);
 }
 
 #[cfg(test)]
@@ -201,7 +199,6 @@ mod tests {
         c.grant("k", &p, one, 0);
         c.grant("k", &p, one, 0);
         assert_eq!(c.calls(), 2);
-        c.sweep(10 * 1_000 * MS);
-        assert!(c.is_empty());
+        assert_eq!(c.sweep(10 * 1_000 * MS), 0);
     }
 }

@@ -26,10 +26,6 @@ pub struct LeaseParams {
     pub(crate) target: Nanos,
     /// Upper bound of one batch.
     pub(crate) max: u32,
-    /// Advertised quota (headers, the store's script).
-    pub limit: NonZeroU32,
-    /// Advertised window.
-    pub period: Duration,
 }
 
 impl LeaseParams {
@@ -52,8 +48,6 @@ impl LeaseParams {
             ttl: duration_to_nanos(ttl),
             target: duration_to_nanos(target).max(1),
             max: max.get(),
-            limit,
-            period,
         })
     }
 
@@ -72,15 +66,5 @@ impl LeaseParams {
         let s = self.rate.scale() as i128;
         let ns = -((-ticks).div_euclid(s));
         i64::try_from(ns).unwrap_or(if ns < 0 { i64::MIN } else { i64::MAX })
-    }
-
-    /// Cells per second, for the simulator and the docs' bound.
-    pub fn per_second(&self) -> f64 {
-        f64::from(self.limit.get()) / self.period.as_secs_f64()
-    }
-
-    /// The lease TTL.
-    pub fn ttl(&self) -> Nanos {
-        self.ttl
     }
 }

@@ -136,18 +136,6 @@ impl LeaseSite {
         }
     }
 
-    /// Books held (for tests and the keys gauge).
-    pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().map_or(0, |m| m.len()))
-            .sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn give_back_taken(&self, items: &[LeaseItem], taken: &[Take]) {
         let admitted: Vec<LeaseItem> = items
             .iter()
