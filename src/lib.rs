@@ -11,6 +11,7 @@ pub mod certs;
 pub mod config;
 pub mod demo;
 pub mod limit;
+pub mod normalize;
 pub mod proxy;
 pub mod respond;
 pub mod router;

@@ -8,10 +8,12 @@ mod error;
 mod load;
 pub mod raw;
 mod raw_limits;
+mod raw_safety;
 mod raw_store;
 mod types;
 mod validate;
 mod validate_limits;
+mod validate_safety;
 mod validate_store;
 
 pub use error::{ConfigError, Problem};

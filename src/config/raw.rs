@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::raw_safety::defaults as safety;
+
 pub use super::raw_limits::*;
+pub use super::raw_safety::*;
 pub use super::raw_store::*;
 
 /// The whole file.
@@ -69,6 +72,25 @@ pub struct RawServer {
     /// How long in-flight requests may finish after SIGTERM before the process exits anyway.
     #[serde(default = "defaults::shutdown_grace")]
     pub shutdown_grace: String,
+    /// A keep-alive or HTTP/2 connection with no request in flight this long is closed.
+    #[serde(default = "safety::idle_timeout")]
+    pub idle_timeout: String,
+    /// No byte of a request body (408) or of an upstream's response body for this long ends it.
+    #[serde(default = "safety::body_timeout")]
+    pub body_timeout: String,
+    /// Open client connections per process; past it new ones wait in the backlog.
+    #[serde(default = "safety::max_connections")]
+    pub max_connections: u64,
+    /// Largest request body in bytes (413); none = unlimited. Routes may override it.
+    pub max_body_bytes: Option<u64>,
+    /// `%2F`, `%5C` and `\` in paths: `reject` (400) or `keep` (encoded).
+    #[serde(default)]
+    pub escaped_slashes: EscapedSlashes,
+    /// `;` in paths: `reject` (400) or `keep` (an ordinary character).
+    #[serde(default)]
+    pub path_parameters: PathParameters,
+    /// This fleet's name in `Via`; a request already carrying it is a loop (508).
+    pub via_pseudonym: Option<String>,
 }
 
 /// `[client_ip]`
@@ -87,6 +109,9 @@ pub struct RawClientIp {
     /// More known shared addresses (corporate NATs, campus gateways) with their own headroom.
     #[serde(default)]
     pub shared_ranges: Vec<RawSharedRange>,
+    /// The one forwarding header believed from trusted proxies; the other is ignored.
+    #[serde(default)]
+    pub forwarded_header: ForwardedHeader,
 }
 
 impl Default for RawClientIp {
@@ -96,6 +121,7 @@ impl Default for RawClientIp {
             ipv6_prefix: defaults::ipv6_prefix(),
             cgnat_headroom: defaults::cgnat_headroom(),
             shared_ranges: Vec::new(),
+            forwarded_header: ForwardedHeader::default(),
         }
     }
 }
@@ -114,6 +140,10 @@ pub struct RawSharedRange {
 pub struct RawUpstream {
     /// `http://host:port` base URLs; several are used round robin, a dead one is skipped.
     pub urls: Vec<String>,
+    /// Requests in flight to this upstream per process (so connections open to it); more
+    /// wait for a free one within `upstream_timeout`.
+    #[serde(default = "safety::upstream_max_connections")]
+    pub max_connections: u64,
 }
 
 /// `[[routes]]`
@@ -139,6 +169,11 @@ pub struct RawRoute {
     /// What central policies do when the store is slow or down.
     #[serde(default)]
     pub on_store_error: OnStoreError,
+    /// `Upgrade` protocols forwarded on this route; every other is stripped (`h2c` never).
+    #[serde(default = "safety::upgrades")]
+    pub upgrades: Vec<String>,
+    /// Overrides `server.max_body_bytes` for this route.
+    pub max_body_bytes: Option<u64>,
 }
 
 /// `match = { ... }` of a route.
@@ -153,6 +188,9 @@ pub struct RawMatch {
     pub methods: Vec<String>,
     /// Exact host (port ignored, case-insensitive); a route with a host beats one without.
     pub host: Option<String>,
+    /// Compare `path_prefix` ignoring ASCII case, for backends that route that way.
+    #[serde(default)]
+    pub case_insensitive: bool,
 }
 
 impl Default for RawMatch {
@@ -161,6 +199,7 @@ impl Default for RawMatch {
             path_prefix: defaults::path_prefix(),
             methods: Vec::new(),
             host: None,
+            case_insensitive: false,
         }
     }
 }

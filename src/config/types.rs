@@ -9,7 +9,10 @@ use std::time::Duration;
 use http::{HeaderName, Method, Uri};
 use ipnet::IpNet;
 
-pub use super::raw::{AlgorithmName, HeadersWhere, Mode, OnStoreError, Site, StoreKind};
+pub use super::raw::{
+    AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, Mode, OnStoreError, PathParameters,
+    Site, StoreKind,
+};
 
 /// A config that passed validation.
 #[derive(Debug, Clone)]
@@ -73,6 +76,23 @@ pub struct Server {
     pub upstream_timeout: Duration,
     pub max_header_bytes: usize,
     pub shutdown_grace: Duration,
+    /// A connection with no request in flight this long is closed (HTTP/2: GOAWAY).
+    pub idle_timeout: Duration,
+    /// Longest silence inside a request body (then 408) or an upstream's response body.
+    pub body_timeout: Duration,
+    /// Open client connections per process (public listeners); past it accepting pauses.
+    pub max_connections: usize,
+    /// How paths are made canonical before routing.
+    pub paths: PathRules,
+    /// This fleet's `Via` name; a request whose `Via` already names it is a loop.
+    pub via_pseudonym: String,
+}
+
+/// The operator's choices for the ambiguous parts of a path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathRules {
+    pub escaped_slashes: EscapedSlashes,
+    pub path_parameters: PathParameters,
 }
 
 /// The TLS listener and its key material, paths already resolved and readable.
@@ -93,6 +113,8 @@ pub struct ClientIp {
     /// Shared-address ranges and the multiplier of ip-keyed limits there, most specific
     /// first (the user's `shared_ranges`, then 100.64.0.0/10 with `cgnat_headroom`).
     pub shared_ranges: Vec<(IpNet, NonZeroU32)>,
+    /// The one forwarding header believed from trusted proxies.
+    pub forwarded_header: ForwardedHeader,
 }
 
 /// `[account]`, typed.
@@ -195,6 +217,8 @@ pub struct Upstream {
     pub name: String,
     /// Base URLs (`http://host:port`, maybe with a path prefix), at least one.
     pub urls: Vec<Uri>,
+    /// Requests in flight to this upstream per process: bounds its open connections.
+    pub max_connections: NonZeroUsize,
 }
 
 /// One `[[routes]]`.
@@ -213,4 +237,10 @@ pub struct Route {
     pub policies: Vec<usize>,
     pub mode: Mode,
     pub on_store_error: OnStoreError,
+    /// `path_prefix` compared ignoring ASCII case.
+    pub case_insensitive: bool,
+    /// Lower-case `Upgrade` protocol names forwarded on this route (never `h2c`).
+    pub upgrades: Vec<String>,
+    /// Largest request body (the route's, else the server's); `None` = unlimited.
+    pub max_body_bytes: Option<u64>,
 }

@@ -12,6 +12,7 @@ use http::{Method, Uri};
 use ipnet::IpNet;
 
 use super::load::relative_to;
+use super::validate_safety::default_via_pseudonym;
 use super::raw::RawConfig;
 use super::{Config, ConfigError, Policy, Problem, Response, Route, Server, Tls, Upstream};
 
@@ -30,9 +31,14 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         .map(|(name, u)| Upstream {
             name: name.clone(),
             urls: v.upstream_urls(name, &u.urls),
+            max_connections: v.upstream_max_connections(name, u.max_connections),
         })
         .collect();
     let routes = v.routes(&raw, &upstreams, &policies);
+    let mut server = server;
+    if let Some(s) = server.as_mut().filter(|s| s.via_pseudonym.is_empty()) {
+        s.via_pseudonym = default_via_pseudonym(&cluster.node_id);
+    }
     v.account_is_defined(&policies, account.is_some());
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {
@@ -154,9 +160,10 @@ impl Validator {
             .as_ref()
             .map(|a| self.addr("server.admin_listen", a));
         let tls = self.tls(raw, origin);
-        let header_timeout = self.duration("server.header_timeout", &s.header_timeout);
-        let upstream_timeout = self.duration("server.upstream_timeout", &s.upstream_timeout);
-        let shutdown_grace = self.duration("server.shutdown_grace", &s.shutdown_grace);
+        let header_timeout = self.timeout("server.header_timeout", &s.header_timeout);
+        let upstream_timeout = self.timeout("server.upstream_timeout", &s.upstream_timeout);
+        let shutdown_grace = self.timeout("server.shutdown_grace", &s.shutdown_grace);
+        let safety = self.server_safety(s);
         // hyper's HTTP/1 reader cannot buffer less than 8 KiB, so smaller limits would lie.
         if !(8192..=1 << 20).contains(&s.max_header_bytes) {
             self.fail(
@@ -167,6 +174,7 @@ impl Validator {
                 ),
             );
         }
+        let safety = safety?;
         Some(Server {
             listen: listen?,
             tls: tls?,
@@ -175,6 +183,12 @@ impl Validator {
             upstream_timeout: upstream_timeout?,
             max_header_bytes: s.max_header_bytes as usize,
             shutdown_grace: shutdown_grace?,
+            idle_timeout: safety.idle_timeout,
+            body_timeout: safety.body_timeout,
+            max_connections: safety.max_connections,
+            paths: safety.paths,
+            // Empty until `validate` knows the node id it defaults to.
+            via_pseudonym: safety.via_pseudonym.unwrap_or_default(),
         })
     }
 
@@ -298,7 +312,11 @@ impl Validator {
                         found
                     })
                     .collect();
+                let safety = self.route_safety(&at, r, config.server.max_body_bytes);
                 Some(Route {
+                    case_insensitive: r.matcher.case_insensitive,
+                    upgrades: safety.upgrades,
+                    max_body_bytes: safety.max_body_bytes,
                     policies: route_policies,
                     mode: r.mode,
                     on_store_error: r.on_store_error,

@@ -59,6 +59,7 @@ impl Validator {
             trusted_proxies,
             ipv6_prefix: raw.ipv6_prefix.clamp(1, 128),
             shared_ranges,
+            forwarded_header: raw.forwarded_header,
         }
     }
 
