@@ -10,8 +10,8 @@ use http::{HeaderName, Method, Uri};
 use ipnet::IpNet;
 
 pub use super::raw::{
-    AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, Mode, OnStoreError, PathParameters,
-    Site, StoreKind,
+    AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, Mode, OnStoreError,
+    PathParameters, Site, StoreKind,
 };
 
 /// A config that passed validation.

@@ -12,8 +12,8 @@ use http::{Method, Uri};
 use ipnet::IpNet;
 
 use super::load::relative_to;
-use super::validate_safety::default_via_pseudonym;
 use super::raw::RawConfig;
+use super::validate_safety::default_via_pseudonym;
 use super::{Config, ConfigError, Policy, Problem, Response, Route, Server, Tls, Upstream};
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use siphasher::sip::SipHasher13;
 
+use super::PathRules;
 use super::raw::{RawRoute, RawServer};
 use super::validate::Validator;
-use super::PathRules;
 
 /// Longest timeout tokio's timer (and so `serve`) can run; beyond it `check` refuses, so a
 /// config that passes `check` never makes `serve` panic.
@@ -51,7 +51,10 @@ impl Validator {
         if !(1..=MOST_CONNECTIONS).contains(&s.max_connections) {
             self.fail(
                 "server.max_connections",
-                format!("{} is out of range: use 1 to {MOST_CONNECTIONS}", s.max_connections),
+                format!(
+                    "{} is out of range: use 1 to {MOST_CONNECTIONS}",
+                    s.max_connections
+                ),
             );
         }
         self.body_limit("server.max_body_bytes", s.max_body_bytes);
@@ -106,9 +109,15 @@ impl Validator {
             let key = at(&format!("upgrades[{j}]"));
             let lower = u.to_ascii_lowercase();
             if lower == "h2c" {
-                self.fail(&key, "`h2c` is never forwarded: requests inside it would skip every policy");
+                self.fail(
+                    &key,
+                    "`h2c` is never forwarded: requests inside it would skip every policy",
+                );
             } else if !is_token(&lower, 64) {
-                self.fail(&key, format!("`{u}` is not a protocol name like \"websocket\""));
+                self.fail(
+                    &key,
+                    format!("`{u}` is not a protocol name like \"websocket\""),
+                );
             } else {
                 upgrades.push(lower);
             }
@@ -135,7 +144,6 @@ pub(super) fn default_via_pseudonym(node_id: &str) -> String {
 fn is_token(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }

@@ -36,6 +36,9 @@ pub struct Admission {
     pub report: Vec<PolicyReport>,
     /// Concurrency cells to give back when the response ends.
     pub permits: Permits,
+    /// Set when a key part the route needs is stated ambiguously (an account header on two
+    /// lines, or as a comma list): answer 400 naming it; no policy was asked.
+    pub ambiguous: Option<String>,
 }
 
 /// Which items to spend, given whether each admitted and its mode: a request spends only if

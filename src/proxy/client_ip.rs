@@ -7,6 +7,8 @@ use std::str::FromStr;
 use http::HeaderMap;
 use ipnet::IpNet;
 
+use crate::config::ForwardedHeader;
+
 /// The `trusted_proxies` list, with the lookup the request path needs.
 #[derive(Debug, Clone, Default)]
 pub struct TrustedProxies {
@@ -15,7 +17,7 @@ pub struct TrustedProxies {
 }
 
 impl TrustedProxies {
-    pub fn new(nets: Vec<IpNet>) -> Self {
+    pub fn new(nets: Vec<IpNet>, _header: ForwardedHeader) -> Self {
         TrustedProxies { nets }
     }
 
@@ -100,7 +102,10 @@ mod tests {
     use super::*;
 
     fn trusted(nets: &[&str]) -> TrustedProxies {
-        TrustedProxies::new(nets.iter().map(|n| n.parse().unwrap()).collect())
+        TrustedProxies::new(
+            nets.iter().map(|n| n.parse().unwrap()).collect(),
+            ForwardedHeader::XForwardedFor,
+        )
     }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

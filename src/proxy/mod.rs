@@ -112,7 +112,10 @@ impl Gateway {
             .build(connector);
         Gateway {
             inner: Arc::new(Inner {
-                trusted: TrustedProxies::new(config.client_ip.trusted_proxies.clone()),
+                trusted: TrustedProxies::new(
+                    config.client_ip.trusted_proxies.clone(),
+                    config.client_ip.forwarded_header,
+                ),
                 router: Router::new(config),
                 limiter,
                 response: config.response,
@@ -188,6 +191,9 @@ impl Gateway {
                 req.headers(),
             )
             .await;
+        if let Some(what) = admission.ambiguous {
+            return Err(GatewayError::BadRequest(what));
+        }
         if let Some(retry_after) = admission.unavailable {
             return Err(GatewayError::StoreUnavailable { retry_after });
         }
@@ -211,6 +217,16 @@ impl Gateway {
             false,
         );
         Ok(body::hold_permits(resp, admission.permits))
+    }
+}
+
+impl Gateway {
+    /// A request the HTTP layer answered itself before `handle` saw it (a head larger than
+    /// `max_header_bytes`: 431; a malformed head: 400): counted and logged like any other.
+    pub fn record_refused(&self, status: u16, peer: IpAddr) {
+        let inner = &*self.inner;
+        inner.route_metrics[inner.route_metrics.len() - 1].record_request(status, Duration::ZERO);
+        info!(target: "tollgate::access", route = NO_ROUTE, status, client = %client_ip::canonical(peer), "request refused before routing");
     }
 }
 
