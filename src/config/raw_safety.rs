@@ -4,29 +4,7 @@
 
 use serde::Deserialize;
 
-/// `server.escaped_slashes`: what to do with `%2F`, `%5C` and `\` in a path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EscapedSlashes {
-    /// 400: a backend that decodes them would see segments the router never saw.
-    #[default]
-    Reject,
-    /// Keep them encoded (`%2F`, `%5C`; a raw `\` is sent as `%5C`): they never match
-    /// across a segment boundary, but a backend that decodes them sees a `/`.
-    Keep,
-}
-
-/// `server.path_parameters`: what to do with `;` in a path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PathParameters {
-    /// 400: Java servlet containers drop `;params` from segments, so `/api;/login` would be
-    /// `/api/login` to them and `/api;` to the router.
-    #[default]
-    Reject,
-    /// Keep `;` as an ordinary character of its segment (backends that do not strip it).
-    Keep,
-}
+pub use crate::normalize::{EscapedSlashes, PathParameters};
 
 /// `client_ip.forwarded_header`: the one forwarding header believed from trusted proxies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

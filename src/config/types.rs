@@ -9,6 +9,8 @@ use std::time::Duration;
 use http::{HeaderName, Method, Uri};
 use ipnet::IpNet;
 
+pub use crate::normalize::PathRules;
+
 pub use super::raw::{
     AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, Mode, OnStoreError,
     PathParameters, Site, StoreKind,
@@ -88,12 +90,6 @@ pub struct Server {
     pub via_pseudonym: String,
 }
 
-/// The operator's choices for the ambiguous parts of a path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PathRules {
-    pub escaped_slashes: EscapedSlashes,
-    pub path_parameters: PathParameters,
-}
 
 /// The TLS listener and its key material, paths already resolved and readable.
 #[derive(Debug, Clone)]

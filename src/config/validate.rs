@@ -14,7 +14,9 @@ use ipnet::IpNet;
 use super::load::relative_to;
 use super::raw::RawConfig;
 use super::validate_safety::default_via_pseudonym;
-use super::{Config, ConfigError, Policy, Problem, Response, Route, Server, Tls, Upstream};
+use super::{
+    Config, ConfigError, PathRules, Policy, Problem, Response, Route, Server, Tls, Upstream,
+};
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.
 pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
@@ -256,6 +258,10 @@ impl Validator {
         policies: &[Policy],
     ) -> Vec<Route> {
         let mut seen = HashSet::new();
+        let rules = PathRules {
+            escaped_slashes: config.server.escaped_slashes,
+            path_parameters: config.server.path_parameters,
+        };
         config
             .routes
             .iter()
@@ -267,9 +273,7 @@ impl Validator {
                 } else if !seen.insert(r.name.as_str()) {
                     self.fail(&at("name"), format!("duplicate route name `{}`", r.name));
                 }
-                if !r.matcher.path_prefix.starts_with('/') {
-                    self.fail(&at("match.path_prefix"), "must start with `/`");
-                }
+                self.path_prefix(&at("match.path_prefix"), &r.matcher.path_prefix, rules);
                 let methods = r
                     .matcher
                     .methods

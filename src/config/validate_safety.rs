@@ -1,6 +1,7 @@
 //! The validation pass for the request-safety keys: connection and body bounds, the `Via`
 //! pseudonym, per-upstream connection caps, and each route's upgrades and body limit.
 
+use std::borrow::Cow;
 use std::hash::Hasher;
 use std::num::NonZeroUsize;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use siphasher::sip::SipHasher13;
 
 use super::PathRules;
+use crate::normalize::{PathError, normalize_path};
 use super::raw::{RawRoute, RawServer};
 use super::validate::Validator;
 
@@ -87,6 +89,20 @@ impl Validator {
                 false
             }
             _ => true,
+        }
+    }
+
+    /// A route prefix must be canonical: requests are matched after normalization, so a
+    /// prefix like `/api//login` or `/%61pi` could never match anything.
+    pub(super) fn path_prefix(&mut self, key: &str, prefix: &str, rules: PathRules) {
+        match normalize_path(prefix, rules) {
+            Ok(Cow::Borrowed(_)) => {}
+            Ok(Cow::Owned(canonical)) => self.fail(
+                key,
+                format!("`{prefix}` is not canonical, so no request can match it: write `{canonical}`"),
+            ),
+            Err(PathError::NotOrigin) => self.fail(key, "must start with `/`"),
+            Err(e) => self.fail(key, format!("`{prefix}`: {e}, so every request for it is refused")),
         }
     }
 
