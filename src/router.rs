@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use http::{Method, Request};
+use http::Method;
 
 use crate::config::{Config, Route};
 
@@ -47,41 +47,32 @@ impl Router {
         }
     }
 
-    /// The most specific route for this request, or `None` (the caller answers 404).
-    pub fn find<B>(&self, req: &Request<B>) -> Option<&Arc<RouteEntry>> {
-        let host = request_host(req);
-        let path = req.uri().path();
+    /// The most specific route for a canonical request (host without port, canonical
+    /// path), or `None` (the caller answers 404).
+    pub fn find(&self, host: Option<&str>, path: &str, method: &Method) -> Option<&Arc<RouteEntry>> {
         self.routes.iter().find(|e| {
             let r = &e.route;
             r.host
                 .as_deref()
                 .is_none_or(|h| host.is_some_and(|rh| rh.eq_ignore_ascii_case(h)))
-                && path.starts_with(r.path_prefix.as_str())
-                && method_matches(&r.methods, req.method())
+                && prefix_matches(r, path)
+                && method_matches(&r.methods, method)
         })
+    }
+}
+
+fn prefix_matches(r: &Route, path: &str) -> bool {
+    let prefix = r.path_prefix.as_bytes();
+    let path = path.as_bytes();
+    if r.case_insensitive {
+        path.len() >= prefix.len() && path[..prefix.len()].eq_ignore_ascii_case(prefix)
+    } else {
+        path.starts_with(prefix)
     }
 }
 
 fn method_matches(methods: &[Method], m: &Method) -> bool {
     methods.is_empty() || methods.contains(m)
-}
-
-/// The host the client asked for, without port: the URI authority (HTTP/2, absolute-form)
-/// or the `Host` header (HTTP/1.1).
-pub fn request_host<B>(req: &Request<B>) -> Option<&str> {
-    let raw = match req.uri().host() {
-        Some(h) => h,
-        None => req.headers().get(http::header::HOST)?.to_str().ok()?,
-    };
-    Some(strip_port(raw))
-}
-
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        // [v6]:port — keep the brackets' content only.
-        return host.split(']').next().map_or(host, |h| &h[1..]);
-    }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
 #[cfg(test)]
@@ -99,13 +90,9 @@ mod tests {
     }
 
     fn hit(r: &Router, method: &str, host: &str, path: &str) -> Option<String> {
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", host)
-            .body(())
-            .unwrap();
-        r.find(&req).map(|e| e.route.name.clone())
+        let host = host.split(':').next();
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        r.find(host, path, &method).map(|e| e.route.name.clone())
     }
 
     #[test]
@@ -140,6 +127,15 @@ upstream = "a"
             Some("login-post")
         );
         assert_eq!(hit(&r, "GET", "x", "/api/login").as_deref(), Some("api"));
+    }
+
+    #[test]
+    fn case_insensitive_prefix() {
+        let r = router(
+            "[[routes]]\nname=\"login\"\nmatch={path_prefix=\"/api/login\", case_insensitive=true}\nupstream=\"a\"\n[[routes]]\nname=\"rest\"\nupstream=\"a\"\n",
+        );
+        assert_eq!(hit(&r, "GET", "x", "/API/Login").as_deref(), Some("login"));
+        assert_eq!(hit(&r, "GET", "x", "/api/logi").as_deref(), Some("rest"));
     }
 
     #[test]

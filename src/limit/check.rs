@@ -1,6 +1,7 @@
 //! The limit step: one request's keys through the caches and sites, all or nothing.
 //!
-//! 1. **keys** — one per applicable policy (a policy whose key part is missing is skipped);
+//! 1. **keys** — one per applicable policy (a policy whose key part is missing is skipped;
+//!    a needed header stated ambiguously refuses the request, see `keys::Ambiguous`);
 //! 2. **without the store** — a central key remembered as denied, or a local state that
 //!    already denies (a local policy, or the node-local state in front of a `local_first`
 //!    central policy), denies the request at once: no store call, nothing spent;
@@ -70,20 +71,28 @@ impl Limiter {
             return Admission::default();
         }
         let facts = self.keys.facts(client, route_name, method, headers);
-        let pending: Vec<Pending> = plan
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, e)| {
-                let key = self.keys.key(&self.policies[e.policy], &facts)?;
-                Some(Pending {
+        let mut pending: Vec<Pending> = Vec::with_capacity(plan.entries.len());
+        for (slot, e) in plan.entries.iter().enumerate() {
+            match self.keys.key(&self.policies[e.policy], &facts) {
+                Ok(Some(key)) => pending.push(Pending {
                     entry: *e,
                     slot,
                     key,
                     headroom: facts.headroom,
-                })
-            })
-            .collect();
+                }),
+                Ok(None) => {}
+                // An enforcing policy needs a header stated ambiguously: refuse (400) before
+                // any policy is asked, so nothing is spent.
+                Err(ambiguous) if e.mode == Mode::Enforce => {
+                    return Admission {
+                        ambiguous: Some(ambiguous.reason()),
+                        ..Admission::default()
+                    };
+                }
+                // A shadow policy must not change what the client sees: it does not apply.
+                Err(_) => {}
+            }
+        }
         if pending.is_empty() {
             return Admission::default();
         }

@@ -4,13 +4,17 @@
 //! `per_account_login:acct:3f…:login`), so two policies never share state. Secret-bearing
 //! parts (account, header values) enter keys only as a keyed hash, so neither the store nor a
 //! log ever holds them raw.
+//!
+//! Nothing a client can vary freely may mint a fresh key: unknown methods share one `other`
+//! bucket, and a header a key needs must be stated exactly once ([`Ambiguous`] otherwise),
+//! since rotating a junk first line or list item would otherwise give a new budget each time.
 
 use std::fmt::Write;
 use std::hash::Hasher;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
-use http::{HeaderMap, Method};
+use http::{HeaderMap, HeaderName, Method};
 use ipnet::{IpNet, Ipv6Net};
 use siphasher::sip128::{Hasher128, SipHasher13};
 
@@ -36,8 +40,8 @@ pub struct RequestFacts<'a> {
     pub ip: String,
     /// Multiplier of ip-keyed limits for this client (shared ranges), 1 elsewhere.
     pub headroom: NonZeroU32,
-    /// Hashed account, when the request names one.
-    pub account: Option<String>,
+    /// Hashed account, when the request names one; `Err` when it names it ambiguously.
+    pub account: Option<Result<String, Ambiguous>>,
     /// Route name.
     pub route: &'a str,
     pub method: &'a Method,
@@ -73,8 +77,10 @@ impl KeyBuilder {
             .find(|(net, _)| net.contains(&client))
             .map_or(NonZeroU32::MIN, |(_, h)| *h);
         let account = self.account.as_ref().and_then(|a| {
-            let v = headers.get(&a.header)?.as_bytes();
-            (!v.is_empty()).then(|| keyed_hash(&a.hash_key, v))
+            single(headers, &a.header)
+                .map(|v| v.filter(|v| !v.is_empty()))
+                .transpose()
+                .map(|v| v.map(|v| keyed_hash(&a.hash_key, v)))
         });
         RequestFacts {
             ip: self.ip_part(client),
@@ -96,9 +102,14 @@ impl KeyBuilder {
         }
     }
 
-    /// The key of `policy` for this request, or `None` when the request lacks a part the
-    /// key needs (no account header, say): the policy then does not apply to it.
-    pub fn key(&self, policy: &PolicyRuntime, facts: &RequestFacts<'_>) -> Option<String> {
+    /// The key of `policy` for this request, `None` when the request lacks a part the key
+    /// needs (no account header, say): the policy then does not apply to it; `Err` when it
+    /// states a needed header ambiguously.
+    pub fn key(
+        &self,
+        policy: &PolicyRuntime,
+        facts: &RequestFacts<'_>,
+    ) -> Result<Option<String>, Ambiguous> {
         let mut key = String::with_capacity(64);
         key.push_str(&policy.name);
         for part in &policy.key {
@@ -109,19 +120,60 @@ impl KeyBuilder {
                     key.push_str(&facts.ip);
                 }
                 KeyPart::Account => {
+                    let Some(account) = &facts.account else {
+                        return Ok(None);
+                    };
                     key.push_str("acct:");
-                    key.push_str(facts.account.as_deref()?);
+                    key.push_str(account.as_ref().map_err(Clone::clone)?);
                 }
                 KeyPart::Route => key.push_str(facts.route),
-                KeyPart::Method => key.push_str(facts.method.as_str()),
+                KeyPart::Method => key.push_str(method_part(facts.method)),
                 KeyPart::Header(name) => {
-                    let v = facts.headers.get(name)?.as_bytes();
+                    let Some(v) = single(facts.headers, name)? else {
+                        return Ok(None);
+                    };
                     let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
                     let _ = write!(key, "h:{}", keyed_hash(secret, v));
                 }
             }
         }
-        Some(key)
+        Ok(Some(key))
+    }
+}
+
+/// A header a key needs, stated on more than one field line or as a comma list: which value
+/// would be the client? Whichever we picked, a client could rotate the other for a fresh
+/// budget, and the backend might read a different one. The request is refused (400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ambiguous(pub HeaderName);
+
+impl Ambiguous {
+    /// The client-facing reason.
+    pub fn reason(&self) -> String {
+        format!("the `{}` header must appear once, with one value", self.0)
+    }
+}
+
+/// The one value of header `name`: `None` when absent, `Err` when on several field lines
+/// or holding a comma.
+fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h [u8]>, Ambiguous> {
+    let mut lines = headers.get_all(name).into_iter();
+    let Some(first) = lines.next() else {
+        return Ok(None);
+    };
+    if lines.next().is_some() || first.as_bytes().contains(&b',') {
+        return Err(Ambiguous(name.clone()));
+    }
+    Ok(Some(first.as_bytes()))
+}
+
+/// The nine standard methods (RFC 9110, RFC 5789) key as themselves; any other is `other`,
+/// so made-up methods cannot mint fresh budgets.
+fn method_part(method: &Method) -> &str {
+    match method.as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "CONNECT" | "OPTIONS" | "TRACE"
+        | "PATCH") => m,
+        _ => "other",
     }
 }
 
@@ -153,6 +205,7 @@ mod tests {
                 "100.64.0.0/10".parse().unwrap(),
                 NonZeroU32::new(4).unwrap(),
             )],
+            ..ClientIp::default()
         };
         let account = Account {
             header: http::HeaderName::from_static("x-api-key"),
@@ -197,7 +250,10 @@ mod tests {
             &p,
             &b.facts("2001:db8:1:3::1".parse().unwrap(), "r", &m, &h),
         );
-        assert_eq!(a.as_deref(), Some("p:ip:2001:db8:1:2::/64"));
+        assert_eq!(
+            a.as_ref().unwrap().as_deref(),
+            Some("p:ip:2001:db8:1:2::/64")
+        );
         assert_eq!(a, c);
         assert_ne!(a, d);
     }
@@ -224,14 +280,84 @@ mod tests {
         let none = HeaderMap::new();
         assert_eq!(
             b.key(&p, &b.facts("1.1.1.1".parse().unwrap(), "login", &m, &none)),
-            None
+            Ok(None)
         );
         let mut h = HeaderMap::new();
         h.insert("x-api-key", "sk_live_secret".parse().unwrap());
         let k = b
             .key(&p, &b.facts("1.1.1.1".parse().unwrap(), "login", &m, &h))
+            .unwrap()
             .unwrap();
         assert!(!k.contains("sk_live_secret"), "{k}");
         assert!(k.starts_with("p:acct:") && k.ends_with(":login"), "{k}");
+    }
+
+    fn key_with(
+        b: &KeyBuilder,
+        p: &PolicyRuntime,
+        m: &Method,
+        h: &HeaderMap,
+    ) -> Result<Option<String>, Ambiguous> {
+        b.key(p, &b.facts("1.1.1.1".parse().unwrap(), "r", m, h))
+    }
+
+    #[test]
+    fn unknown_methods_share_one_bucket() {
+        let (b, h) = (builder(), HeaderMap::new());
+        let p = policy(vec![KeyPart::Method]);
+        for std in [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+        ] {
+            let m = Method::from_bytes(std.as_bytes()).unwrap();
+            assert_eq!(key_with(&b, &p, &m, &h), Ok(Some(format!("p:{std}"))));
+        }
+        for odd in ["FOO1", "FOO2", "get", "PROPFIND", "OTHER"] {
+            let m = Method::from_bytes(odd.as_bytes()).unwrap();
+            assert_eq!(
+                key_with(&b, &p, &m, &h),
+                Ok(Some("p:other".into())),
+                "{odd}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_needed_header_stated_twice_or_as_a_list_is_ambiguous() {
+        let b = builder();
+        let m = Method::GET;
+        let api_key = HeaderName::from_static("x-api-key");
+        let tenant = HeaderName::from_static("x-tenant");
+        let by_account = policy(vec![KeyPart::Account]);
+        let by_tenant = policy(vec![KeyPart::Header(tenant.clone())]);
+        let by_ip = policy(vec![KeyPart::Ip]);
+        let mut two_lines = HeaderMap::new();
+        two_lines.append(&api_key, "junk".parse().unwrap());
+        two_lines.append(&api_key, "real".parse().unwrap());
+        two_lines.append(&tenant, "a".parse().unwrap());
+        two_lines.append(&tenant, "a".parse().unwrap());
+        let mut list = HeaderMap::new();
+        list.insert(&api_key, "junk, real".parse().unwrap());
+        list.insert(&tenant, "a,b".parse().unwrap());
+        for h in [&two_lines, &list] {
+            assert_eq!(
+                key_with(&b, &by_account, &m, h),
+                Err(Ambiguous(api_key.clone()))
+            );
+            assert_eq!(
+                key_with(&b, &by_tenant, &m, h),
+                Err(Ambiguous(tenant.clone()))
+            );
+            // A policy that does not need the header does not care.
+            assert!(key_with(&b, &by_ip, &m, h).unwrap().is_some());
+        }
+        assert_eq!(
+            Ambiguous(api_key.clone()).reason(),
+            "the `x-api-key` header must appear once, with one value"
+        );
+        // Absent (or an empty account) keeps today's rule: the policy does not apply.
+        let mut empty = HeaderMap::new();
+        empty.insert(&api_key, "".parse().unwrap());
+        assert_eq!(key_with(&b, &by_account, &m, &empty), Ok(None));
+        assert_eq!(key_with(&b, &by_tenant, &m, &empty), Ok(None));
     }
 }

@@ -1,5 +1,6 @@
-//! Response bodies that carry concurrency permits: the permit drops — and the in-flight
-//! slot is released — exactly when the body has been sent or the client has gone away.
+//! Response bodies that carry what the request holds until its answer is sent: concurrency
+//! permits and the upstream connection slot. Both are released — the in-flight slot freed —
+//! exactly when the body has been sent or the client has gone away.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -8,26 +9,32 @@ use bytes::Bytes;
 use http::Response;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
+use tokio::sync::OwnedSemaphorePermit;
 
-use super::ResponseBody;
+use super::{BoxError, ResponseBody};
 use crate::limit::permit::Permits;
 
 /// A body that owns permits until it is dropped.
-struct WithPermits {
-    /// The real body (boxed, so `Unpin`).
-    inner: ResponseBody,
+struct WithPermits<B> {
+    /// The real body.
+    inner: B,
     /// Released on drop.
     _permits: Permits,
+    /// The upstream connection slot, released on drop (`None` once a tunnel holds it).
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
-impl Body for WithPermits {
+impl<B> Body for WithPermits<B>
+where
+    B: Body<Data = Bytes, Error = BoxError> + Unpin,
+{
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
     }
 
@@ -40,18 +47,20 @@ impl Body for WithPermits {
     }
 }
 
-/// Attach `permits` to the response body; a no-op (no extra box) when there are none.
-pub(super) fn hold_permits(
-    resp: Response<ResponseBody>,
+/// Attach `permits` and the upstream `slot` to the response body, boxing it once.
+pub(super) fn hold_permits<B>(
+    resp: Response<B>,
     permits: Permits,
-) -> Response<ResponseBody> {
-    if permits.is_empty() {
-        return resp;
-    }
+    slot: Option<OwnedSemaphorePermit>,
+) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes, Error = BoxError> + Unpin + Send + 'static,
+{
     resp.map(|inner| {
         WithPermits {
             inner,
             _permits: permits,
+            _slot: slot,
         }
         .boxed_unsync()
     })

@@ -1,5 +1,6 @@
-//! Step 3 of the request path: send the request to an upstream and bring its answer back,
-//! streaming both bodies. Errors are returned, not answered: `respond` does that.
+//! Step 5 of the request path: send the request to an upstream and bring its answer back,
+//! streaming both bodies (each watched for silence, the request's for size). Errors are
+//! returned, not answered: `respond` does that.
 
 use std::net::IpAddr;
 
@@ -7,19 +8,29 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Version, header};
-use http_body_util::{BodyExt, Either, Empty};
+use http_body_util::{Either, Empty};
 use hyper::body::{Body, Incoming};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::headers::{self, Hop};
 use super::upstream::Pool;
-use super::{ConnInfo, Inner, ResponseBody, upgrade};
+use super::watchdog::{BodyFault, FaultSlot, Watchdog};
+use super::{ConnInfo, Inner, upgrade};
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
 
-/// The body sent upstream: the client's stream, or nothing when a bodiless request is
-/// retried on another URL (an empty body can be sent twice; a stream cannot).
-pub type UpstreamBody = Either<Incoming, Empty<Bytes>>;
+/// The body sent upstream: the client's stream (watched), or nothing for a bodiless request,
+/// which may then be retried on another URL (an empty body can be sent twice; a stream
+/// cannot).
+pub type UpstreamBody = Either<Watchdog<Incoming>, Empty<Bytes>>;
+
+/// The upstream's answer and the connection slot it holds until its body ends (`None`
+/// when a protocol switch handed the slot to the tunnel).
+pub(super) struct Forwarded {
+    pub response: Response<Watchdog<Incoming>>,
+    pub slot: Option<OwnedSemaphorePermit>,
+}
 
 pub(super) async fn forward(
     inner: &Inner,
@@ -28,8 +39,8 @@ pub(super) async fn forward(
     mut req: Request<Incoming>,
     conn: ConnInfo,
     client: IpAddr,
-) -> Result<Response<ResponseBody>, GatewayError> {
-    let upgrade_proto = headers::upgrade_request(req.headers());
+) -> Result<Forwarded, GatewayError> {
+    let upgrade_proto = headers::upgrade_request(req.headers(), &entry.route.upgrades);
     let client_upgrade = upgrade_proto.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     let path_and_query = upstream_path(entry, &parts)?;
@@ -38,28 +49,88 @@ pub(super) async fn forward(
     parts.version = Version::HTTP_11;
 
     let deadline = Instant::now() + inner.upstream_timeout;
-    let result =
-        tokio::time::timeout_at(deadline, send(inner, pool, parts, body, &path_and_query)).await;
-    let mut resp = match result {
-        Ok(r) => r?,
-        Err(_) => {
-            return Err(GatewayError::UpstreamTimeout {
-                upstream: pool.name.to_string(),
-                timeout: inner.upstream_timeout,
-            });
-        }
+    let timed_out = || GatewayError::UpstreamTimeout {
+        upstream: pool.name.to_string(),
+        timeout: inner.upstream_timeout,
+    };
+    // At most `max_connections` requests in flight to one upstream: the rest wait here.
+    let slot = tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(|_| timed_out())?;
+    let fault = FaultSlot::default();
+    let body = if body.is_end_stream() {
+        Either::Right(Empty::new())
+    } else {
+        let limit = entry.route.max_body_bytes;
+        Either::Left(Watchdog::new(body, inner.body_timeout, limit, Some(fault.clone())))
+    };
+    let sent = send(inner, pool, parts, body, &path_and_query);
+    let mut resp = match tokio::time::timeout_at(deadline, sent).await {
+        Ok(r) => r.map_err(|e| client_fault(&fault, inner).unwrap_or(e))?,
+        Err(_) => return Err(client_fault(&fault, inner).unwrap_or_else(timed_out)),
     };
 
+    let mut slot = Some(slot);
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        check_switch(&resp, upgrade_proto.as_ref(), entry, pool)?;
         if let Some(client_side) = client_upgrade {
             let upstream_side = hyper::upgrade::on(&mut resp);
-            tokio::spawn(upgrade::tunnel(client_side, upstream_side));
+            // The upgraded connection stays open as long as the tunnel: so does its slot.
+            tokio::spawn(upgrade::tunnel(client_side, upstream_side, slot.take()));
         }
     } else {
-        headers::remove_hop_by_hop(resp.headers_mut(), None);
+        headers::remove_hop_by_hop(resp.headers_mut(), None, &[]);
     }
-    headers::add_via(resp.headers_mut(), client_version);
-    Ok(resp.map(|b| b.boxed_unsync()))
+    headers::add_via(resp.headers_mut(), client_version, &inner.via);
+    let upstream = pool.name.clone();
+    let response = resp.map(|b| Watchdog::new(b, inner.body_timeout, None, None).on_stall(upstream));
+    Ok(Forwarded { response, slot })
+}
+
+/// The client's own failure, when its body is why the upstream call failed: 408 for a
+/// silent body, 413 for one too large, 400 for a broken one — never a 502 blamed on the
+/// upstream.
+fn client_fault(fault: &FaultSlot, inner: &Inner) -> Option<GatewayError> {
+    Some(match fault.get()? {
+        BodyFault::Stalled(_) => GatewayError::RequestTimeout {
+            timeout: inner.body_timeout,
+        },
+        BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit: *limit },
+        BodyFault::Broken => {
+            GatewayError::BadRequest("the request body is malformed or was cut off".into())
+        }
+    })
+}
+
+/// A `101` is only passed on when the client asked for an upgrade the route allows, and
+/// the upstream switched to one of the protocols offered.
+fn check_switch(
+    resp: &Response<Incoming>,
+    offered: Option<&HeaderValue>,
+    entry: &RouteEntry,
+    pool: &Pool,
+) -> Result<(), GatewayError> {
+    let unexpected = |what: &str| GatewayError::UnexpectedUpgrade {
+        upstream: pool.name.to_string(),
+        what: what.to_owned(),
+    };
+    let Some(offered) = offered.and_then(|v| v.to_str().ok()) else {
+        return Err(unexpected("an upgrade"));
+    };
+    let chosen = resp
+        .headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let name = |p: &str| p.split('/').next().unwrap_or("").trim().to_ascii_lowercase();
+    let fits = headers::upgrade_allowed(chosen, &entry.route.upgrades)
+        && offered.split(',').any(|o| name(o) == name(chosen));
+    if fits {
+        Ok(())
+    } else {
+        Err(unexpected(&format!("`{}`", chosen.trim())))
+    }
 }
 
 /// Send with retries: a bodiless request whose connection failed is tried on the next URL;
@@ -68,7 +139,7 @@ async fn send(
     inner: &Inner,
     pool: &Pool,
     parts: Parts,
-    body: Incoming,
+    body: UpstreamBody,
     path_and_query: &PathAndQuery,
 ) -> Result<Response<Incoming>, GatewayError> {
     let unavailable = |e: &dyn std::fmt::Display| GatewayError::UpstreamUnavailable {
@@ -78,7 +149,7 @@ async fn send(
     let attempts = if body.is_end_stream() { pool.len() } else { 1 };
     if attempts <= 1 {
         let i = pool.pick();
-        let mut req = Request::from_parts(parts, Either::Left(body));
+        let mut req = Request::from_parts(parts, body);
         *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
         return inner.client.request(req).await.map_err(|e| {
             if e.is_connect() {
@@ -137,21 +208,16 @@ fn prepare_headers(
     client: IpAddr,
     upgrade: Option<&HeaderValue>,
 ) {
-    // HTTP/2 clients send the host as :authority; HTTP/1.1 upstreams need it as Host.
-    if !parts.headers.contains_key(header::HOST)
-        && let Some(auth) = parts.uri.authority()
-        && let Ok(v) = HeaderValue::from_str(auth.as_str())
-    {
-        parts.headers.insert(header::HOST, v);
-    }
-    headers::remove_hop_by_hop(&mut parts.headers, upgrade);
+    // The canonical step already wrote the one authority (HTTP/2 :authority, absolute-form
+    // target or Host) as `Host`, which is what an HTTP/1.1 upstream needs.
+    headers::remove_hop_by_hop(&mut parts.headers, upgrade, &inner.protected);
     let hop = Hop {
         peer: super::client_ip::canonical(conn.peer.ip()),
         tls: conn.tls,
         version: parts.version,
         peer_trusted: inner.trusted.contains(conn.peer.ip()),
     };
-    headers::add_forwarding(&mut parts.headers, &hop, &conn.hop);
+    headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &inner.via);
     headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
 }
 

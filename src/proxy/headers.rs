@@ -19,30 +19,55 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
-/// The protocol a client asks to switch to (`Connection: upgrade` + `Upgrade: x`), if any.
-pub fn upgrade_request(headers: &HeaderMap) -> Option<HeaderValue> {
+/// The protocols a client asks to switch to (`Connection: upgrade` + `Upgrade: a, b/1`)
+/// that the route allows, as the `Upgrade` value to forward; `None` when it asks for none of
+/// them (every other protocol, and `h2c` always, is dropped with the hop-by-hop headers).
+pub fn upgrade_request(headers: &HeaderMap, allowed: &[String]) -> Option<HeaderValue> {
     let wants = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-    if wants {
-        headers.get(header::UPGRADE).cloned()
-    } else {
-        None
+    if !wants || allowed.is_empty() {
+        return None;
     }
+    let kept: Vec<&str> = headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| upgrade_allowed(p, allowed))
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&kept.join(", ")).ok()
 }
 
-/// Drop hop-by-hop headers, including any named in `Connection`. When `upgrade` is set the
-/// `Connection: upgrade` / `Upgrade` pair is kept, since the tunnel needs the next hop to see it.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: Option<&HeaderValue>) {
+/// Whether `protocol` (`name` or `name/version`) is one of `allowed` (lower-case names).
+pub fn upgrade_allowed(protocol: &str, allowed: &[String]) -> bool {
+    let name = protocol.split('/').next().unwrap_or("").trim();
+    !name.eq_ignore_ascii_case("h2c") && allowed.iter().any(|a| name.eq_ignore_ascii_case(a))
+}
+
+/// Drop hop-by-hop headers, including any named in `Connection` — except `protected` ones,
+/// which carry identity a client must not strip from the request that was limited. When
+/// `upgrade` is set the `Connection: upgrade` / `Upgrade` pair is kept, since the tunnel
+/// needs the next hop to see it.
+pub fn remove_hop_by_hop(
+    headers: &mut HeaderMap,
+    upgrade: Option<&HeaderValue>,
+    protected: &[HeaderName],
+) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter(|n| !protected.contains(n))
         .collect();
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
@@ -93,8 +118,39 @@ impl HopValues {
     }
 }
 
+/// This hop's `Via` entries (`1.1 pseudonym`), one per HTTP version, made once.
+#[derive(Debug)]
+pub struct ViaValues {
+    h10: HeaderValue,
+    h11: HeaderValue,
+    h2: HeaderValue,
+}
+
+impl ViaValues {
+    /// `pseudonym` is a validated HTTP token, so every value is a valid header value.
+    pub fn new(pseudonym: &str) -> Self {
+        let value = |v: &str| {
+            HeaderValue::from_str(&format!("{v} {pseudonym}"))
+                .unwrap_or_else(|_| HeaderValue::from_static("1.1 tollgate"))
+        };
+        ViaValues {
+            h10: value("1.0"),
+            h11: value("1.1"),
+            h2: value("2"),
+        }
+    }
+
+    fn get(&self, version: Version) -> &HeaderValue {
+        match version {
+            Version::HTTP_09 | Version::HTTP_10 => &self.h10,
+            Version::HTTP_2 => &self.h2,
+            _ => &self.h11,
+        }
+    }
+}
+
 /// Append `X-Forwarded-For`, `Forwarded` and `Via`; set `X-Forwarded-Proto`.
-pub fn add_forwarding(headers: &mut HeaderMap, hop: &Hop, values: &HopValues) {
+pub fn add_forwarding(headers: &mut HeaderMap, hop: &Hop, values: &HopValues, via: &ViaValues) {
     let proto = if hop.tls { "https" } else { "http" };
     append_value(
         headers,
@@ -106,11 +162,7 @@ pub fn add_forwarding(headers: &mut HeaderMap, hop: &Hop, values: &HopValues) {
         headers.insert(xfp, HeaderValue::from_static(proto));
     }
     append_value(headers, header::FORWARDED, &values.forwarded);
-    append_value(
-        headers,
-        header::VIA,
-        &HeaderValue::from_static(via(hop.version)),
-    );
+    append_value(headers, header::VIA, via.get(hop.version));
 }
 
 /// `X-Real-IP`: the client as tollgate resolved it (trusted-proxy rules applied), so the
@@ -136,18 +188,8 @@ fn append_value(headers: &mut HeaderMap, name: HeaderName, value: &HeaderValue) 
 }
 
 /// The `Via` entry for a response we pass back.
-pub fn add_via(headers: &mut HeaderMap, version: Version) {
-    append_list(headers, header::VIA, via(version));
-}
-
-fn via(version: Version) -> &'static str {
-    match version {
-        Version::HTTP_09 => "0.9 tollgate",
-        Version::HTTP_10 => "1.0 tollgate",
-        Version::HTTP_2 => "2 tollgate",
-        Version::HTTP_3 => "3 tollgate",
-        _ => "1.1 tollgate",
-    }
+pub fn add_via(headers: &mut HeaderMap, version: Version, via: &ViaValues) {
+    append_value(headers, header::VIA, via.get(version));
 }
 
 /// Append `value` to a comma-separated list header, merging repeated fields into one.
@@ -177,9 +219,34 @@ mod tests {
         h.insert("keep-alive", "timeout=5".parse().unwrap());
         h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
         h.insert("x-keep", "1".parse().unwrap());
-        remove_hop_by_hop(&mut h, None);
+        remove_hop_by_hop(&mut h, None, &[]);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-keep"));
+    }
+
+    #[test]
+    fn protected_headers_survive_being_named() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, "host, x-api-key, x-other".parse().unwrap());
+        h.insert(header::HOST, "a".parse().unwrap());
+        h.insert("x-api-key", "k".parse().unwrap());
+        h.insert("x-other", "o".parse().unwrap());
+        remove_hop_by_hop(&mut h, None, &[header::HOST, HeaderName::from_static("x-api-key")]);
+        assert!(h.contains_key(header::HOST) && h.contains_key("x-api-key"));
+        assert!(!h.contains_key("x-other"));
+    }
+
+    #[test]
+    fn only_allowed_upgrades_are_forwarded() {
+        let allowed = vec!["websocket".to_string()];
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, "Upgrade, HTTP2-Settings".parse().unwrap());
+        h.insert(header::UPGRADE, "h2c, WebSocket, foo/2".parse().unwrap());
+        assert_eq!(upgrade_request(&h, &allowed).unwrap(), "WebSocket");
+        h.insert(header::UPGRADE, "h2c".parse().unwrap());
+        assert_eq!(upgrade_request(&h, &allowed), None);
+        assert!(!upgrade_allowed("h2c", &["h2c".to_string()]));
+        assert_eq!(upgrade_request(&h, &[]), None);
     }
 
     #[test]
@@ -193,7 +260,8 @@ mod tests {
             version: Version::HTTP_2,
             peer_trusted: false,
         };
-        add_forwarding(&mut h, &hop, &HopValues::new(hop.peer, hop.tls));
+        let via = ViaValues::new("tollgate");
+        add_forwarding(&mut h, &hop, &HopValues::new(hop.peer, hop.tls), &via);
         assert_eq!(h["x-forwarded-for"], "1.2.3.4, 2001:db8::2");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["forwarded"], "for=\"[2001:db8::2]\";proto=http");

@@ -2,27 +2,32 @@
 //! [`Gateway::handle`], which reads as the stack it is:
 //!
 //! 1. **client** — who is asking (trusted-proxy rules), needed by logs and limit keys;
-//! 2. **route** — which route takes the request, or 404 (nothing else is worth doing then);
-//! 3. **limit** — the route's policies decide; a denial stops here, before any upstream
+//! 2. **canonical** — one path, one authority: what is routed, keyed and forwarded is the
+//!    same request, or it is refused with a 400 (`canonical`);
+//! 3. **route** — which route takes the request, or 404 (nothing else is worth doing then);
+//! 4. **limit** — the route's policies decide; a denial stops here, before any upstream
 //!    work, so abusive traffic costs as little as possible;
-//! 4. **forward** — rewrite headers, pick an upstream, send, stream the answer back, with
-//!    the rate-limit headers added and concurrency permits riding in the body;
-//! 5. **respond** — any error of steps 2–4 becomes an HTTP answer in one place;
-//! 6. **observe** — metrics and the access-log line, last, so they see the final status.
+//! 5. **forward** — rewrite headers, pick an upstream, send, stream the answer back, with
+//!    the rate-limit headers added and concurrency permits riding in the body; both bodies
+//!    are watched for silence and the request body for size (`watchdog`);
+//! 6. **respond** — any error of steps 2–5 becomes an HTTP answer in one place;
+//! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
 mod body;
+mod canonical;
 pub mod client_ip;
 mod forward;
 pub mod headers;
 mod upgrade;
 pub mod upstream;
+mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderName, Request, Response, header};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -31,17 +36,20 @@ use hyper_util::rt::TokioExecutor;
 use tracing::{info, warn};
 
 use crate::admin::{Metrics, RouteMetrics};
-use crate::config::Config;
+use crate::config::{Config, KeyPart, PathRules};
 use crate::config::Response as ResponseConfig;
 use crate::limit::Limiter;
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
 use client_ip::TrustedProxies;
 use forward::UpstreamBody;
-use upstream::Pool;
+use upstream::{Pool, UpstreamSlots};
+
+/// Errors a body may end with: hyper's, or a body watchdog's (a stalled upstream).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body of every response tollgate sends: the upstream's stream or one of ours.
-pub type ResponseBody = UnsyncBoxBody<Bytes, hyper::Error>;
+pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// What the listener knows about the connection a request came on.
 #[derive(Debug, Clone)]
@@ -76,19 +84,30 @@ pub struct Gateway {
 struct Inner {
     /// Step 1: whose forwarding headers to believe.
     trusted: TrustedProxies,
-    /// Step 2: routes, most specific first.
+    /// Step 2: how ambiguous paths are settled.
+    paths: PathRules,
+    /// Step 2: this fleet's `Via` name: a request already carrying it has looped.
+    pseudonym: String,
+    /// Step 3: routes, most specific first.
     router: Router,
-    /// Step 3: every route's policies and their state.
+    /// Step 4: every route's policies and their state.
     limiter: Arc<Limiter>,
-    /// Steps 3–5: which rate-limit headers responses carry.
+    /// Steps 4–6: which rate-limit headers responses carry.
     response: ResponseConfig,
-    /// Step 4: upstream pools, indexed like `Config::upstreams`.
+    /// Step 5: upstream pools, indexed like `Config::upstreams`.
     pools: Vec<Pool>,
-    /// Step 4: pooled keep-alive connections to every upstream.
+    /// Step 5: pooled keep-alive connections to every upstream.
     client: Client<HttpConnector, UpstreamBody>,
-    /// Step 4: longest wait for an upstream's response head.
+    /// Step 5: longest wait for an upstream's response head (and for a free connection).
     upstream_timeout: Duration,
-    /// Step 6: per route (config order), then the no-route bucket last.
+    /// Step 5: longest silence inside a request or response body.
+    body_timeout: Duration,
+    /// Step 5: headers a client may not strip by naming them in `Connection`, because they
+    /// carry identity the gateway keyed on or the upstream relies on.
+    protected: Vec<HeaderName>,
+    /// Step 5: this hop's `Via` entries, per client HTTP version.
+    via: headers::ViaValues,
+    /// Step 7: per route (config order), then the no-route bucket last.
     route_metrics: Vec<RouteMetrics>,
 }
 
@@ -96,8 +115,19 @@ struct Inner {
 const NO_ROUTE: &str = "-";
 
 impl Gateway {
-    pub fn new(config: &Config, limiter: Arc<Limiter>, metrics: Arc<Metrics>) -> Self {
-        let pools: Vec<Pool> = config.upstreams.iter().map(Pool::new).collect();
+    /// One worker's request path; `slots` are the process's, shared by every worker.
+    pub fn new(
+        config: &Config,
+        limiter: Arc<Limiter>,
+        metrics: Arc<Metrics>,
+        slots: &UpstreamSlots,
+    ) -> Self {
+        let pools: Vec<Pool> = config
+            .upstreams
+            .iter()
+            .zip(&slots.0)
+            .map(|(u, s)| Pool::new(u, s.clone()))
+            .collect();
         let mut route_metrics: Vec<RouteMetrics> = config
             .routes
             .iter()
@@ -107,8 +137,10 @@ impl Gateway {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(config.server.upstream_timeout));
+        let most_slots = config.upstreams.iter().map(|u| u.max_connections.get());
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(most_slots.max().unwrap_or(1))
             .build(connector);
         Gateway {
             inner: Arc::new(Inner {
@@ -116,19 +148,28 @@ impl Gateway {
                     config.client_ip.trusted_proxies.clone(),
                     config.client_ip.forwarded_header,
                 ),
+                paths: config.server.paths,
+                pseudonym: config.server.via_pseudonym.clone(),
                 router: Router::new(config),
                 limiter,
                 response: config.response,
                 pools,
                 client,
                 upstream_timeout: config.server.upstream_timeout,
+                body_timeout: config.server.body_timeout,
+                protected: protected_headers(config),
+                via: headers::ViaValues::new(&config.server.via_pseudonym),
                 route_metrics,
             }),
         }
     }
 
-    /// Handle one request; never fails, since every error is answered (step 5).
-    pub async fn handle(&self, req: Request<Incoming>, conn: ConnInfo) -> Response<ResponseBody> {
+    /// Handle one request; never fails, since every error is answered (step 6).
+    pub async fn handle(
+        &self,
+        mut req: Request<Incoming>,
+        conn: ConnInfo,
+    ) -> Response<ResponseBody> {
         let started = Instant::now();
         let inner = &*self.inner;
         // The access log needs method and path after the request is gone; copy them only
@@ -137,17 +178,16 @@ impl Gateway {
             .then(|| (req.method().clone(), req.uri().path().to_owned()));
         // 1. client
         let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
-        // 2. route
-        let route = inner.router.find(&req).cloned();
-        // 3–4. limit, forward
-        let result = match &route {
-            None => Err(GatewayError::NoRoute {
-                method: req.method().clone(),
-                path: req.uri().path().to_owned(),
-            }),
-            Some(entry) => self.limit_and_forward(entry, req, conn, client).await,
+        // 2. canonical, 3. route
+        let routed = canonical::canonicalize(&mut req, inner.paths, &inner.pseudonym)
+            .and_then(|()| self.route(&req));
+        let route = routed.as_ref().ok().cloned();
+        // 4–5. limit, forward
+        let result = match routed {
+            Err(e) => Err(e),
+            Ok(entry) => self.limit_and_forward(&entry, req, conn, client).await,
         };
-        // 5. respond
+        // 6. respond
         let resp = result.unwrap_or_else(|err| {
             if !matches!(err, GatewayError::RateLimited(_)) {
                 let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
@@ -155,7 +195,7 @@ impl Gateway {
             }
             respond::error_response(&err, &inner.response)
         });
-        // 6. observe
+        // 7. observe
         let took = started.elapsed();
         let status = resp.status().as_u16();
         let index = route
@@ -171,7 +211,20 @@ impl Gateway {
 }
 
 impl Gateway {
-    /// Steps 3 and 4 for a routed request.
+    /// Step 3: the route of a canonical request.
+    fn route(&self, req: &Request<Incoming>) -> Result<Arc<RouteEntry>, GatewayError> {
+        let host = canonical::host_of(req.headers());
+        self.inner
+            .router
+            .find(host, req.uri().path(), req.method())
+            .cloned()
+            .ok_or_else(|| GatewayError::NoRoute {
+                method: req.method().clone(),
+                path: req.uri().path().to_owned(),
+            })
+    }
+
+    /// Steps 4 and 5 for a routed request.
     async fn limit_and_forward(
         &self,
         entry: &RouteEntry,
@@ -180,7 +233,13 @@ impl Gateway {
         client: IpAddr,
     ) -> Result<Response<ResponseBody>, GatewayError> {
         let inner = &*self.inner;
-        // 3. limit
+        if let Some(limit) = entry.route.max_body_bytes
+            && declared_length(&req).is_some_and(|n| n > limit)
+        {
+            // Refused before the limit step: an oversized body spends no budget.
+            return Err(GatewayError::PayloadTooLarge { limit });
+        }
+        // 4. limit
         let admission = inner
             .limiter
             .check(
@@ -204,19 +263,20 @@ impl Gateway {
             // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
             tokio::time::sleep(Duration::from_nanos(admission.delay)).await;
         }
-        // 4. forward
+        // 5. forward
         let pool = &inner.pools[entry.route.upstream];
         let sent = Instant::now();
         let result = forward::forward(inner, entry, pool, req, conn, client).await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
-        let mut resp = result?;
+        let forwarded = result?;
+        let mut resp = forwarded.response;
         respond::ratelimit::add_headers(
             resp.headers_mut(),
             &admission.report,
             &inner.response,
             false,
         );
-        Ok(body::hold_permits(resp, admission.permits))
+        Ok(body::hold_permits(resp, admission.permits, forwarded.slot))
     }
 }
 
@@ -228,6 +288,41 @@ impl Gateway {
         inner.route_metrics[inner.route_metrics.len() - 1].record_request(status, Duration::ZERO);
         info!(target: "tollgate::access", route = NO_ROUTE, status, client = %client_ip::canonical(peer), "request refused before routing");
     }
+}
+
+/// The request's `Content-Length`, when it declares one.
+fn declared_length<B>(req: &Request<B>) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Headers that carry identity (who the client is, which account, what the gateway keyed
+/// on, how long the body is): a client naming one in `Connection` must not make the gateway
+/// drop it, or the upstream would see a different request than the one limited.
+fn protected_headers(config: &Config) -> Vec<HeaderName> {
+    let mut names = vec![
+        header::HOST,
+        header::FORWARDED,
+        header::CONTENT_LENGTH,
+        HeaderName::from_static("x-forwarded-for"),
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderName::from_static("x-real-ip"),
+    ];
+    names.extend(config.account.as_ref().map(|a| a.header.clone()));
+    for policy in &config.policies {
+        for part in &policy.key {
+            if let KeyPart::Header(name) = part
+                && !names.contains(name)
+            {
+                names.push(name.clone());
+            }
+        }
+    }
+    names
 }
 
 fn access_log(

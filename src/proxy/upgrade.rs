@@ -3,10 +3,16 @@
 
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::debug;
 
-/// Copy bytes both ways until either side closes.
-pub(super) async fn tunnel(client: OnUpgrade, upstream: OnUpgrade) {
+/// Copy bytes both ways until either side closes; `_slot` (the upstream connection slot)
+/// is held until then.
+pub(super) async fn tunnel(
+    client: OnUpgrade,
+    upstream: OnUpgrade,
+    _slot: Option<OwnedSemaphorePermit>,
+) {
     let (client, upstream) = match tokio::try_join!(client, upstream) {
         Ok(pair) => pair,
         Err(e) => {

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use http::Uri;
 use http::uri::{Authority, PathAndQuery, Scheme};
 
+use tokio::sync::Semaphore;
+
 use crate::config::Upstream;
 
 /// How long a URL that refused a connection is left out of the rotation.
@@ -27,6 +29,22 @@ struct Target {
     dead_until_ms: AtomicU64,
 }
 
+/// Every upstream's connection slots (`max_connections`), made once per process and shared
+/// by the workers' pools.
+#[derive(Debug, Clone)]
+pub struct UpstreamSlots(pub(super) Vec<Arc<Semaphore>>);
+
+impl UpstreamSlots {
+    pub fn new(upstreams: &[Upstream]) -> Self {
+        UpstreamSlots(
+            upstreams
+                .iter()
+                .map(|u| Arc::new(Semaphore::new(u.max_connections.get())))
+                .collect(),
+        )
+    }
+}
+
 /// The URLs of one `[upstreams.NAME]`.
 #[derive(Debug)]
 pub struct Pool {
@@ -37,10 +55,15 @@ pub struct Pool {
     next: AtomicUsize,
     /// Time origin for `dead_until_ms`, so the mark fits in an atomic.
     epoch: Instant,
+    /// One permit per request in flight to this upstream (`max_connections`), shared by
+    /// every worker's pool, so one HTTP/2 client's hundreds of streams cannot open
+    /// hundreds of upstream connections.
+    pub slots: Arc<Semaphore>,
 }
 
 impl Pool {
-    pub fn new(up: &Upstream) -> Self {
+    /// `slots` is shared by every worker's copy of this pool.
+    pub fn new(up: &Upstream, slots: Arc<Semaphore>) -> Self {
         let targets = up
             .urls
             .iter()
@@ -56,6 +79,7 @@ impl Pool {
             targets,
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
+            slots,
         }
     }
 
@@ -113,10 +137,12 @@ mod tests {
     use super::*;
 
     fn pool(urls: &[&str]) -> Pool {
-        Pool::new(&Upstream {
+        let up = Upstream {
             name: "app".into(),
             urls: urls.iter().map(|u| u.parse().unwrap()).collect(),
-        })
+            max_connections: std::num::NonZeroUsize::MIN,
+        };
+        Pool::new(&up, Arc::new(Semaphore::new(1)))
     }
 
     #[test]

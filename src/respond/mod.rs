@@ -28,9 +28,22 @@ pub enum GatewayError {
     /// The upstream did not send a response head within `upstream_timeout`.
     #[error("upstream `{upstream}` did not answer within {timeout:?}")]
     UpstreamTimeout { upstream: String, timeout: Duration },
-    /// The request cannot be forwarded as sent (e.g. a path that does not form a valid URI).
+    /// The request is ambiguous or malformed (a path, authority or key part that cannot be
+    /// made canonical, a broken chunked body); the message is safe to show the client.
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// The client stopped sending its request body for `body_timeout`.
+    #[error("no byte of the request body for {timeout:?}")]
+    RequestTimeout { timeout: Duration },
+    /// The request body is larger than the route's `max_body_bytes`.
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: u64 },
+    /// The request's `Via` already names this gateway: it has looped back to us.
+    #[error("the request has already passed this gateway (`Via` names `{pseudonym}`)")]
+    LoopDetected { pseudonym: String },
+    /// The upstream switched protocols the client did not ask for (or is not allowed).
+    #[error("upstream `{upstream}` answered 101 to a request that did not ask for {what}")]
+    UnexpectedUpgrade { upstream: String, what: String },
     /// An enforcing policy denied the request; the report names which and for how long.
     #[error("rate limited")]
     RateLimited(Vec<PolicyReport>),
@@ -52,6 +65,10 @@ impl GatewayError {
             GatewayError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            GatewayError::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::LoopDetected { .. } => StatusCode::LOOP_DETECTED,
+            GatewayError::UnexpectedUpgrade { .. } => StatusCode::BAD_GATEWAY,
             GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -64,8 +81,28 @@ impl GatewayError {
             GatewayError::UpstreamUnavailable { .. } => "upstream_unavailable",
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::BadRequest(_) => "bad_request",
+            GatewayError::RequestTimeout { .. } => "request_timeout",
+            GatewayError::PayloadTooLarge { .. } => "payload_too_large",
+            GatewayError::LoopDetected { .. } => "loop_detected",
+            GatewayError::UnexpectedUpgrade { .. } => "unexpected_upgrade",
             GatewayError::RateLimited(_) => "rate_limited",
             GatewayError::StoreUnavailable { .. } => "store_unavailable",
+        }
+    }
+}
+
+impl GatewayError {
+    /// What the client is told: the log line has the whole error, the problem body only
+    /// what the client may know (never an OS or library error chain, nor a backend address).
+    fn public_detail(&self) -> String {
+        match self {
+            GatewayError::UpstreamUnavailable { upstream, .. } => {
+                format!("upstream `{upstream}` is unavailable")
+            }
+            GatewayError::UnexpectedUpgrade { upstream, .. } => {
+                format!("upstream `{upstream}` answered with a protocol switch nobody asked for")
+            }
+            other => other.to_string(),
         }
     }
 }
@@ -80,7 +117,7 @@ pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<Resp
         "type": format!("https://tollgate.dev/problems/{}", err.kind()),
         "title": status.canonical_reason().unwrap_or("Error"),
         "status": status.as_u16(),
-        "detail": err.to_string(),
+        "detail": err.public_detail(),
     });
     let mut resp = problem(status, body);
     if let GatewayError::StoreUnavailable { retry_after } = err {
@@ -113,6 +150,18 @@ pub fn full(bytes: Bytes) -> ResponseBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn problem_bodies_hide_error_chains() {
+        let e = GatewayError::UpstreamUnavailable {
+            upstream: "app".into(),
+            reason: "client error (Connect): tcp connect error: Connection refused (os error 111)"
+                .into(),
+        };
+        let detail = e.public_detail();
+        assert_eq!(detail, "upstream `app` is unavailable");
+        assert!(e.to_string().contains("os error 111"), "the log keeps the chain");
+    }
 
     #[test]
     fn statuses_match_kinds() {

@@ -28,6 +28,7 @@ use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
 use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
+use crate::proxy::upstream::UpstreamSlots;
 use listener::Listener;
 use shutdown::Shutdown;
 use workers::{ConnSettings, Workers};
@@ -153,7 +154,9 @@ impl Server {
             self.limiter.clone(),
             self.metrics.clone(),
         );
-        let gateway = Arc::new(move || Gateway::new(&config, limiter.clone(), metrics.clone()));
+        let slots = UpstreamSlots::new(&config.upstreams);
+        let gateway =
+            Arc::new(move || Gateway::new(&config, limiter.clone(), metrics.clone(), &slots));
         let workers = match Workers::start(self.workers, settings, gateway) {
             Ok(w) => Arc::new(w),
             Err(e) => {

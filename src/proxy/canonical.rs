@@ -1,0 +1,211 @@
+//! Step 1 of the request path: one canonical request. The request the gateway routes, keys
+//! and limits is exactly the request the upstream receives — one path, one authority — so
+//! anything ambiguous is made canonical here, in place, or refused with a 400.
+//!
+//! - **Path**: [`crate::normalize::normalize_path`]; the canonical path replaces the
+//!   request's and is what is forwarded. The target becomes origin-form.
+//! - **Authority** (RFC 9112 §3.2.2, RFC 9113 §8.3.1): an absolute-form target's authority
+//!   wins over `Host`; an HTTP/2 `:authority` and a `host` that differ are refused; two
+//!   `Host` lines, or none on HTTP/1.1, are refused. The host is lower-cased and loses a
+//!   trailing dot, and the forwarded `Host` is that canonical authority.
+//! - **Loops**: a `Via` that already names this fleet's pseudonym is answered 508.
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Uri};
+use http::{Request, Version};
+
+use crate::config::PathRules;
+use crate::normalize::normalize_path;
+use crate::respond::GatewayError;
+
+/// Make `req` canonical in place, or say why it cannot be.
+pub(super) fn canonicalize<B>(
+    req: &mut Request<B>,
+    rules: PathRules,
+    pseudonym: &str,
+) -> Result<(), GatewayError> {
+    if has_looped(req.headers(), pseudonym) {
+        return Err(GatewayError::LoopDetected {
+            pseudonym: pseudonym.to_owned(),
+        });
+    }
+    canonical_authority(req)?;
+    canonical_target(req.uri_mut(), rules)
+}
+
+/// The host part of the canonical `Host` (no port), for routing.
+pub(super) fn host_of(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::HOST)?.to_str().ok()?;
+    Some(match v.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => v.rsplit_once(':').map_or(v, |(h, _)| h),
+    })
+}
+
+/// Replace the target with its canonical origin form (`/path?query`).
+fn canonical_target(uri: &mut Uri, rules: PathRules) -> Result<(), GatewayError> {
+    let path = normalize_path(uri.path(), rules).map_err(|e| bad(e.to_string()))?;
+    let origin_form = uri.scheme().is_none() && uri.authority().is_none();
+    let changed = path != uri.path();
+    if origin_form && !changed {
+        return Ok(()); // the common HTTP/1.1 case: nothing to do, nothing allocated
+    }
+    let pq = if changed {
+        let text = match uri.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path.into_owned(),
+        };
+        PathAndQuery::try_from(text).map_err(|e| bad(e.to_string()))?
+    } else {
+        uri.path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"))
+    };
+    *uri = Uri::from(pq);
+    Ok(())
+}
+
+/// Settle the one authority of the request and write it as its only `Host`.
+fn canonical_authority<B>(req: &mut Request<B>) -> Result<(), GatewayError> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(bad("the request has more than one Host header".into()));
+    }
+    let from_target = req.uri().authority();
+    let chosen = match (from_target, host) {
+        (Some(target), host) => {
+            if req.version() == Version::HTTP_2
+                && let Some(h) = host
+                && !canonical_host(h.as_bytes())?.eq_ignore_ascii_case(
+                    canonical_host(target.as_str().as_bytes())?.as_str(),
+                )
+            {
+                return Err(bad(":authority and host name different hosts".into()));
+            }
+            // RFC 9112 §3.2.2: with an absolute-form target, Host is ignored.
+            canonical_host(target.as_str().as_bytes())?
+        }
+        (None, Some(h)) => {
+            let canonical = canonical_host(h.as_bytes())?;
+            if canonical.as_bytes() == h.as_bytes() {
+                return Ok(()); // already canonical: the common case allocates nothing
+            }
+            canonical
+        }
+        (None, None) if req.version() == Version::HTTP_11 => {
+            return Err(bad("an HTTP/1.1 request needs a Host header".into()));
+        }
+        (None, None) => return Ok(()),
+    };
+    let value = HeaderValue::from_str(&chosen).map_err(|_| bad("invalid host".into()))?;
+    req.headers_mut().insert(header::HOST, value);
+    Ok(())
+}
+
+/// `host[:port]` lower-cased, a trailing dot removed from a name, userinfo refused.
+fn canonical_host(raw: &[u8]) -> Result<String, GatewayError> {
+    let invalid = || bad("the host is not a valid authority".into());
+    let authority = Authority::try_from(raw).map_err(|_| invalid())?;
+    if authority.as_str().contains('@') {
+        return Err(bad("the authority must not carry userinfo".into()));
+    }
+    let host = authority.host();
+    if host.is_empty() {
+        return Err(invalid());
+    }
+    let host = if host.starts_with('[') {
+        host
+    } else {
+        host.strip_suffix('.').unwrap_or(host)
+    };
+    if host.is_empty() || host.ends_with('.') {
+        return Err(invalid());
+    }
+    let mut out = host.to_ascii_lowercase();
+    if let Some(port) = authority.port() {
+        out.push(':');
+        out.push_str(port.as_str());
+    }
+    Ok(out)
+}
+
+/// Whether any `Via` entry (`1.1 name`, `HTTP/1.1 name (comment)`) names `pseudonym`.
+fn has_looped(headers: &HeaderMap, pseudonym: &str) -> bool {
+    headers
+        .get_all(header::VIA)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|entry| entry.split_whitespace().nth(1))
+        .any(|name| name.eq_ignore_ascii_case(pseudonym))
+}
+
+fn bad(reason: String) -> GatewayError {
+    GatewayError::BadRequest(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(version: Version, uri: &str, hosts: &[&str]) -> Request<()> {
+        let mut b = Request::builder().version(version).uri(uri);
+        for h in hosts {
+            b = b.header(header::HOST, *h);
+        }
+        b.body(()).unwrap()
+    }
+
+    fn canon(mut r: Request<()>) -> Result<(String, Option<String>), String> {
+        canonicalize(&mut r, PathRules::default(), "tg-self").map_err(|e| e.to_string())?;
+        let host = r.headers().get(header::HOST).map(|h| h.to_str().unwrap().to_owned());
+        Ok((r.uri().to_string(), host))
+    }
+
+    #[test]
+    fn absolute_form_authority_wins_and_is_forwarded() {
+        let r = req(Version::HTTP_11, "http://X.example.//api/login?a=1", &["evil"]);
+        assert_eq!(
+            canon(r).unwrap(),
+            ("/api/login?a=1".into(), Some("x.example".into()))
+        );
+    }
+
+    #[test]
+    fn http2_authority_and_host_must_agree() {
+        let r = req(Version::HTTP_2, "http://a.example/", &["b.example"]);
+        assert!(canon(r).unwrap_err().contains(":authority"));
+        let r = req(Version::HTTP_2, "http://a.example:8080/", &["A.Example.:8080"]);
+        assert_eq!(canon(r).unwrap().1.as_deref(), Some("a.example:8080"));
+    }
+
+    #[test]
+    fn host_count_rules() {
+        assert!(canon(req(Version::HTTP_11, "/", &["a", "b"])).is_err());
+        assert!(canon(req(Version::HTTP_11, "/", &[])).is_err());
+        assert_eq!(canon(req(Version::HTTP_10, "/", &[])).unwrap().1, None);
+    }
+
+    #[test]
+    fn trailing_dot_case_and_userinfo() {
+        let r = req(Version::HTTP_11, "/", &["API.example.com.:81"]);
+        assert_eq!(canon(r).unwrap().1.as_deref(), Some("api.example.com:81"));
+        assert!(canon(req(Version::HTTP_11, "/", &["a..", "x"])).is_err());
+        assert!(canon(req(Version::HTTP_11, "/", &["u@a"])).is_err());
+        let r = req(Version::HTTP_11, "/", &["[::1]:80"]);
+        assert_eq!(canon(r).unwrap().1.as_deref(), Some("[::1]:80"));
+    }
+
+    #[test]
+    fn via_naming_us_is_a_loop() {
+        let mut r = req(Version::HTTP_11, "/", &["a"]);
+        r.headers_mut()
+            .insert(header::VIA, "1.0 fred, 1.1 TG-self (tollgate)".parse().unwrap());
+        assert!(canon(r).unwrap_err().contains("already passed"));
+        let mut r = req(Version::HTTP_11, "/", &["a"]);
+        r.headers_mut()
+            .insert(header::VIA, "1.1 tg-selfish, 1.1 other".parse().unwrap());
+        assert!(canon(r).is_ok());
+    }
+}

@@ -1,0 +1,155 @@
+//! Step 4 of the request path, around the two streamed bodies: a body that goes silent for
+//! `body_timeout`, or a request body past `max_body_bytes`, ends the exchange instead of
+//! holding a connection, an upstream slot and a concurrency permit forever.
+//!
+//! The request side records *why* it ended in a [`FaultSlot`], so that when the upstream
+//! call fails because of it, the client is answered 408, 413 or 400 — the client's fault —
+//! and not a 502 blamed on the upstream.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+use tracing::warn;
+
+use super::BoxError;
+
+/// Why a watched body ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BodyFault {
+    /// No byte for `body_timeout`.
+    #[error("no byte of the body for {0:?}")]
+    Stalled(Duration),
+    /// More bytes than the route's `max_body_bytes`.
+    #[error("the body is larger than {0} bytes")]
+    TooLarge(u64),
+    /// The stream itself broke (malformed chunked encoding, connection reset mid-body).
+    #[error("the body stream broke")]
+    Broken,
+}
+
+/// Where a request body's fault is left for the code that awaits the upstream's answer.
+pub type FaultSlot = Arc<OnceLock<BodyFault>>;
+
+/// A body with an idle timer and, optionally, a byte budget.
+pub struct Watchdog<B> {
+    inner: B,
+    /// Longest silence between frames.
+    timeout: Duration,
+    /// Armed lazily, the first time the inner body is not ready: most small bodies are
+    /// complete when their head is parsed and never pay for a timer.
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// When the last frame arrived (tracked once the timer is armed): the timer is re-armed
+    /// from it when it fires instead of being reset on every frame.
+    last_frame: Instant,
+    /// Bytes still allowed, and the limit for the error; `None` = unlimited.
+    budget: Option<(u64, u64)>,
+    /// Set once when the body fails.
+    fault: Option<FaultSlot>,
+    /// An upstream's response body: its name, for the log line when it stalls.
+    upstream: Option<Arc<str>>,
+}
+
+impl<B> Watchdog<B> {
+    /// Watch `inner` for silence; `limit` bounds its bytes; `fault` learns why it ended.
+    pub fn new(inner: B, timeout: Duration, limit: Option<u64>, fault: Option<FaultSlot>) -> Self {
+        Watchdog {
+            inner,
+            timeout,
+            sleep: None,
+            last_frame: Instant::now(),
+            budget: limit.map(|l| (l, l)),
+            fault,
+            upstream: None,
+        }
+    }
+
+    /// Log a stall as the upstream's failure (a response body; the client is cut off).
+    pub fn on_stall(mut self, upstream: Arc<str>) -> Self {
+        self.upstream = Some(upstream);
+        self
+    }
+
+    fn fail(&mut self, fault: BodyFault) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(upstream) = &self.upstream {
+            warn!(upstream = &**upstream, error = %fault, "upstream response body ended early");
+        }
+        if let Some(slot) = &self.fault {
+            let _ = slot.set(fault);
+        }
+        Poll::Ready(Some(Err(Box::new(fault))))
+    }
+
+    /// `Ready` when the body has been silent for the whole timeout.
+    fn poll_silence(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.last_frame + self.timeout;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        sleep.as_mut().poll(cx)
+    }
+}
+
+impl<B> Body for Watchdog<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Pending => {
+                if this.sleep.is_none() {
+                    // Never waited before: every frame so far was ready, so the silence
+                    // starts now.
+                    this.last_frame = Instant::now();
+                }
+                ready!(this.poll_silence(cx));
+                return this.fail(BodyFault::Stalled(this.timeout));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(slot) = &this.fault {
+                    let _ = slot.set(BodyFault::Broken);
+                }
+                return Poll::Ready(Some(Err(e.into())));
+            }
+            Poll::Ready(Some(Ok(frame))) => frame,
+        };
+        if this.sleep.is_some() {
+            this.last_frame = Instant::now();
+        }
+        if let (Some((left, limit)), Some(data)) = (this.budget.as_mut(), frame.data_ref()) {
+            let n = data.remaining() as u64;
+            if n > *left {
+                let limit = *limit;
+                return this.fail(BodyFault::TooLarge(limit));
+            }
+            *left -= n;
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
