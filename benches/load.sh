@@ -31,7 +31,8 @@
 # Traffic goes to 127.0.0.1 only, bounded by WARMUP + DURATION seconds per target.
 #
 # Environment: DURATION (10), WARMUP (3), CONNECTIONS (64), THREADS (2), TOLLGATE_WORKERS (2),
-# NGINX_WORKERS (2), SKIP_BUILD (unset: `cargo build --release` first), KEEP_TMP (unset).
+# NGINX_WORKERS (2), SKIP_BUILD (unset: `cargo build --release` first), KEEP_TMP (unset),
+# TOLLGATE_BIN (unset: this tree's target/release/tollgate; set it to compare another build).
 #
 # To add a target: start its server with a helper below (start_nginx / start_tollgate, which
 # return its pid in $STARTED_PID), wait_ready on its URL, then `measure NAME URL PID...`; the
@@ -76,7 +77,8 @@ if [ -z "${SKIP_BUILD:-}" ]; then
     log "cargo build --release"
     (cd "$ROOT" && cargo build --release --quiet)
 fi
-TOLLGATE="$ROOT/target/release/tollgate"
+# TOLLGATE_BIN runs another build (e.g. the previous commit's) through the same rows.
+TOLLGATE="${TOLLGATE_BIN:-$ROOT/target/release/tollgate}"
 [ -x "$TOLLGATE" ] || die "$TOLLGATE missing (cargo build --release)"
 
 # ---------------------------------------------------------------------------------------------

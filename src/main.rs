@@ -199,6 +199,13 @@ fn main() -> ExitCode {
         },
         Command::Serve { config } => {
             telemetry::init(cli.log_format);
+            let workers = match workers_from_env() {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(EXIT_BAD_CONFIG);
+                }
+            };
             let cfg = match tollgate::config::load_file(&config) {
                 Ok(c) => c,
                 Err(e) => {
@@ -206,7 +213,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_BAD_CONFIG);
                 }
             };
-            report(runtime().and_then(|rt| rt.block_on(serve(cfg))))
+            report(runtime(workers).and_then(|rt| rt.block_on(serve(cfg, workers))))
         }
         Command::Demo => {
             // The demo prints its own table; only warnings go to the log.
@@ -232,21 +239,43 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(cfg: tollgate::config::Config) -> anyhow::Result<()> {
-    let server = tollgate::server::Server::bind(cfg)
+async fn serve(cfg: tollgate::config::Config, workers: Option<usize>) -> anyhow::Result<()> {
+    // Signal handlers first: a SIGHUP during startup must not kill the process.
+    let stop = tollgate::server::shutdown::signal();
+    let mut server = tollgate::server::Server::bind(cfg)
         .await
         .context("starting tollgate")?;
-    server.run(tollgate::server::shutdown::signal()).await;
+    if let Some(n) = workers {
+        server = server.workers(n);
+    }
+    server.run(stop).await;
     Ok(())
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    // TOLLGATE_WORKERS pins the worker count (benchmarks use 2); default: one per core.
+/// `TOLLGATE_WORKERS=N`: how many worker threads serve connections (benchmarks use 2);
+/// unset or empty means one per core. Anything but a whole number of at least 1 is refused
+/// rather than guessed at.
+fn workers_from_env() -> Result<Option<usize>, String> {
+    let Some(v) = std::env::var_os("TOLLGATE_WORKERS") else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    if v.trim().is_empty() {
+        return Ok(None);
+    }
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(Some(n)),
+        _ => Err(format!(
+            "TOLLGATE_WORKERS must be a whole number of at least 1 (got {v:?}); unset it for one worker per core"
+        )),
+    }
+}
+
+/// The runtime that accepts connections and runs the admin listener and background tasks;
+/// `TOLLGATE_WORKERS` bounds it too, so the process uses about that many cores.
+fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = std::env::var("TOLLGATE_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(n) = workers {
         b.worker_threads(n);
     }
     b.enable_all().build().context("starting the async runtime")

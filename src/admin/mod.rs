@@ -3,23 +3,26 @@
 
 mod metrics;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tracing::debug;
 
 pub use metrics::{Metrics, RouteMetrics};
 
 use crate::proxy::ResponseBody;
 use crate::respond::full;
+use crate::server::activity::{Activity, Timeouts};
+use crate::server::conn::drive;
+use crate::server::listener::AcceptErrors;
 use crate::server::shutdown::Shutdown;
 
 /// What the admin endpoints read.
@@ -31,27 +34,44 @@ pub struct State {
     pub ready: Arc<AtomicBool>,
 }
 
-/// Serve the admin endpoints until shutdown. Admin requests are short, so no draining.
-pub async fn run(listener: TcpListener, state: State, mut shutdown: Shutdown) {
-    let http = auto::Builder::new(TokioExecutor::new());
+/// Serve the admin endpoints until shutdown. Connections are held to the public
+/// listeners' `header_timeout` and `idle_timeout` (a silent socket must not pin a file
+/// descriptor here either) and are closed gracefully at shutdown; nothing waits for them.
+pub(crate) async fn run(
+    listener: TcpListener,
+    state: State,
+    timeouts: Timeouts,
+    mut shutdown: Shutdown,
+) {
+    let http = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let (stop, _) = watch::channel(false);
+    let mut errors = AcceptErrors::new("admin accept failed");
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
-                Err(e) => { debug!(error = %e, "admin accept failed"); continue; }
+                Err(e) => {
+                    if let Some(wait) = errors.failed(e) {
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = shutdown.recv() => break,
+                        }
+                    }
+                    continue;
+                }
             },
-            _ = shutdown.recv() => return,
+            () = shutdown.recv() => break,
         };
-        let state = state.clone();
-        let http = http.clone();
+        errors.succeeded();
+        let activity = Activity::new(Instant::now());
+        let (state, http, mut stop) = (state.clone(), http.clone(), stop.subscribe());
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, req)) }
-            });
-            let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+            let handler = move |req| std::future::ready(handle(&state, req));
+            let ended = drive(stream, &http, activity, &timeouts, handler, &mut stop).await;
+            debug!(%peer, ?ended, "admin connection ended");
         });
     }
+    let _ = stop.send(true);
 }
 
 fn handle(state: &State, req: Request<Incoming>) -> Response<ResponseBody> {

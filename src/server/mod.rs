@@ -3,8 +3,15 @@
 //! [`Server::bind`] binds every socket first (so a port clash fails before anything runs and
 //! tests can bind port 0 and ask for the real port), then [`Server::run`] serves until the
 //! shutdown future resolves and drains in-flight requests within `shutdown_grace`.
+//!
+//! A connection's life: a listener takes one of `max_connections` places and accepts
+//! (`listener.rs`), a worker thread runs the TLS handshake and hyper (`workers.rs`) under
+//! the connection driver (`conn.rs`), which holds it to `header_timeout` and
+//! `idle_timeout` using what `activity.rs` records, and closes it gracefully on shutdown.
 
-mod listener;
+pub(crate) mod activity;
+pub(crate) mod conn;
+pub(crate) mod listener;
 pub mod shutdown;
 mod tls;
 mod workers;
@@ -18,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::sync::broadcast;
+use tokio::sync::{Semaphore, broadcast};
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
@@ -29,6 +36,7 @@ use crate::limit::membership::Membership;
 use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
 use crate::proxy::upstream::UpstreamSlots;
+use activity::Timeouts;
 use listener::Listener;
 use shutdown::Shutdown;
 use workers::{ConnSettings, Workers};
@@ -144,9 +152,13 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let addrs = self.addrs();
         let (notify, _) = broadcast::channel::<()>(1);
+        let timeouts = Timeouts {
+            header: self.config.server.header_timeout,
+            idle: self.config.server.idle_timeout,
+        };
         let settings = ConnSettings {
             http: http_builder(&self.config),
-            handshake_timeout: self.config.server.header_timeout,
+            timeouts,
             grace: self.config.server.shutdown_grace,
         };
         let (config, limiter, metrics) = (
@@ -165,10 +177,12 @@ impl Server {
             }
         };
         let mut tasks = tokio::task::JoinSet::new();
+        let places = Arc::new(Semaphore::new(self.config.server.max_connections));
         let listener = |listener, tls| Listener {
             listener,
             tls,
             workers: workers.clone(),
+            places: places.clone(),
         };
         tasks.spawn(listener(self.plain, None).run(Shutdown::new(notify.subscribe())));
         if let Some((l, acceptor)) = self.tls {
@@ -179,7 +193,8 @@ impl Server {
                 metrics: self.metrics.clone(),
                 ready: self.ready.clone(),
             };
-            tasks.spawn(admin::run(l, state, Shutdown::new(notify.subscribe())));
+            let stop = Shutdown::new(notify.subscribe());
+            tasks.spawn(admin::run(l, state, timeouts, stop));
         }
         if let Some(m) = Membership::new(&self.config, self.limiter.clone()) {
             // One beat before serving, so split policies start at the right N.
@@ -203,13 +218,15 @@ impl Server {
     }
 }
 
-/// Connection settings shared by the plain and TLS listeners.
+/// Connection settings shared by the plain and TLS listeners. hyper's own head timer is
+/// off: it starts when a keep-alive connection goes idle, so it would close idle HTTP/1.1
+/// connections at `header_timeout` instead of `idle_timeout`; the driver times heads.
 fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
     let s = &config.server;
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(s.header_timeout)
+        .header_read_timeout(None)
         .max_buf_size(s.max_header_bytes)
         .keep_alive(true);
     b.http2()

@@ -1,7 +1,11 @@
 //! Graceful shutdown: the signal every listener and connection watches, as in mini-redis.
 //!
 //! One `broadcast::Sender<()>` is owned by [`super::Server::run`]; each accept loop holds a
-//! [`Shutdown`] and stops accepting when the sender fires (or is dropped).
+//! [`Shutdown`] and stops accepting when the sender fires (or is dropped). Connections hear
+//! it from their worker (a `watch` in `workers.rs`) and close gracefully. [`signal`] is the
+//! process-level trigger: SIGTERM or SIGINT; SIGHUP is ignored.
+
+use std::future::Future;
 
 use tokio::sync::broadcast;
 
@@ -36,24 +40,54 @@ impl Shutdown {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT: what `tollgate serve` hands to [`super::Server::run`].
-pub async fn signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// What `tollgate serve` hands to [`super::Server::run`]: resolves on SIGTERM or SIGINT.
+/// SIGHUP is logged and ignored until reloading exists. Every handler is installed by this
+/// call, not at the first poll, so that a SIGHUP arriving while the server is still
+/// binding does not kill the process (the default action of SIGHUP is to terminate). Call
+/// it inside the runtime, early.
+#[cfg(unix)]
+pub fn signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let install = |kind: SignalKind, name: &str| match signal(kind) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch {name}");
+            None
         }
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    let mut term = install(SignalKind::terminate(), "SIGTERM");
+    let mut int = install(SignalKind::interrupt(), "SIGINT");
+    let mut hup = install(SignalKind::hangup(), "SIGHUP");
+    async move {
+        loop {
+            tokio::select! {
+                () = next(&mut term) => return,
+                () = next(&mut int) => return,
+                () = next(&mut hup) => {
+                    tracing::warn!("SIGHUP: reload is not supported yet; ignored");
+                }
+            }
+        }
+    }
+}
+
+/// The next delivery of a watched signal; never, if it could not be watched.
+#[cfg(unix)]
+async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            if s.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Resolves on Ctrl-C, where Unix signals do not exist.
+#[cfg(not(unix))]
+pub fn signal() -> impl Future<Output = ()> + Send + 'static {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

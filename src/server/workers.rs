@@ -4,37 +4,39 @@
 //! threads between the client's connection and the upstream's: no cross-thread wake-ups,
 //! no contended connection pool. Shared state (limits, metrics) is behind its own locks.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
+use super::activity::{Activity, Timeouts};
+use super::conn::{self, Ended};
 use crate::proxy::{ConnInfo, Gateway};
 
 /// An accepted connection on its way to a worker.
-struct Job {
-    stream: std::net::TcpStream,
-    peer: SocketAddr,
-    tls: Option<TlsAcceptor>,
+pub(crate) struct Job {
+    pub stream: std::net::TcpStream,
+    pub peer: SocketAddr,
+    pub tls: Option<TlsAcceptor>,
+    /// When the listener accepted it: `header_timeout` runs from here, queueing included.
+    pub accepted: Instant,
+    /// Its place under `max_connections`, given back when the connection ends.
+    pub permit: OwnedSemaphorePermit,
 }
 
 /// Connection settings every worker uses.
 #[derive(Clone)]
 pub(crate) struct ConnSettings {
-    /// HTTP/1.1 + HTTP/2 settings (timeouts, head size), built once.
+    /// HTTP/1.1 + HTTP/2 settings (head size, HTTP/2 timer), built once.
     pub http: auto::Builder<TokioExecutor>,
-    /// Bounds a TLS handshake like a request head: slow handshakes are slowloris too.
-    pub handshake_timeout: Duration,
+    /// Head and idle bounds, enforced by the connection driver.
+    pub timeouts: Timeouts,
     /// How long open connections may finish their requests after shutdown.
     pub grace: Duration,
 }
@@ -85,15 +87,14 @@ impl Workers {
     pub fn dispatch(
         &self,
         stream: tokio::net::TcpStream,
-        peer: SocketAddr,
-        tls: Option<TlsAcceptor>,
+        job: impl FnOnce(std::net::TcpStream) -> Job,
     ) {
         let _ = stream.set_nodelay(true);
         let Ok(stream) = stream.into_std() else {
             return;
         };
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.senders.len();
-        let _ = self.senders[i].send(Job { stream, peer, tls });
+        let _ = self.senders[i].send(job(stream));
     }
 
     /// Stop feeding the workers and wait until each has drained (within its grace).
@@ -106,81 +107,104 @@ impl Workers {
     }
 }
 
-/// One worker: serve connections until the channel closes, then drain.
+/// One worker: serve connections until the channel closes, then drain. Every connection
+/// holds a receiver of `stop`, so `stop.closed()` is "every connection has ended"; those
+/// still open after the grace are dropped with the runtime when this returns.
 async fn work(mut jobs: mpsc::UnboundedReceiver<Job>, settings: ConnSettings, gateway: Gateway) {
-    let graceful = GracefulShutdown::new();
+    let (stop, _) = watch::channel(false);
     let settings = Arc::new(settings);
     while let Some(job) = jobs.recv().await {
-        let watcher = graceful.watcher();
-        let gateway = gateway.clone();
-        let settings = settings.clone();
-        tokio::spawn(async move { connection(job, gateway, &settings, watcher).await });
+        let (gateway, settings, stop) = (gateway.clone(), settings.clone(), stop.subscribe());
+        tokio::spawn(connection(job, gateway, settings, stop));
     }
-    let open = graceful.count();
+    let _ = stop.send(true);
+    let open = stop.receiver_count();
     if open > 0 {
         info!(open, "draining connections");
     }
-    if tokio::time::timeout(settings.grace, graceful.shutdown())
+    if tokio::time::timeout(settings.grace, stop.closed())
         .await
         .is_err()
     {
-        warn!(grace = ?settings.grace, "connections still open after shutdown_grace; closing them");
+        warn!(grace = ?settings.grace, open = stop.receiver_count(), "connections still open after shutdown_grace; closing them");
     }
 }
 
-async fn connection(job: Job, gateway: Gateway, settings: &ConnSettings, watcher: Watcher) {
-    let Job { stream, peer, tls } = job;
+/// One connection from accept to close: the TLS handshake (within the first head's
+/// deadline), then HTTP through the driver.
+async fn connection(
+    job: Job,
+    gateway: Gateway,
+    settings: Arc<ConnSettings>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Job {
+        stream,
+        peer,
+        tls,
+        accepted,
+        permit: _permit,
+    } = job;
     let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
         return;
     };
-    match tls {
+    let activity = Activity::new(accepted);
+    let t = &settings.timeouts;
+    let ended = match tls {
         None => {
             serve(
-                stream,
-                ConnInfo::new(peer, false),
-                gateway,
-                &settings.http,
-                watcher,
+                stream, false, peer, &gateway, &settings, activity, &mut stop,
             )
             .await
         }
         Some(acceptor) => {
-            match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls_stream)) => {
-                    serve(
-                        tls_stream,
-                        ConnInfo::new(peer, true),
-                        gateway,
-                        &settings.http,
-                        watcher,
-                    )
-                    .await
+            let deadline = activity.first_head_deadline(t);
+            let tls_stream = tokio::select! {
+                r = acceptor.accept(stream) => match r {
+                    Ok(s) => s,
+                    Err(e) => return debug!(%peer, error = %e, "TLS handshake failed"),
+                },
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    return debug!(%peer, "TLS handshake not done within header_timeout");
                 }
-                Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
-                Err(_) => debug!(%peer, "TLS handshake timed out"),
+                () = conn::stopped(&mut stop) => return,
+            };
+            serve(
+                tls_stream, true, peer, &gateway, &settings, activity, &mut stop,
+            )
+            .await
+        }
+    };
+    match ended {
+        Ended::Done => {}
+        Ended::TimedOut(why) => debug!(%peer, why, "connection closed"),
+        Ended::Failed(e) => {
+            if let Some(status) = conn::refused_status(&*e) {
+                gateway.record_refused(status, peer.ip());
             }
+            debug!(%peer, error = %e, "connection ended with an error");
         }
     }
 }
 
-/// Serve one connection (HTTP/1.1 or HTTP/2, detected from its first bytes) until it closes.
+/// Serve HTTP on `io` (plain, or TLS after its handshake) with the request path.
 async fn serve<I>(
     io: I,
-    conn: ConnInfo,
-    gateway: Gateway,
-    http: &auto::Builder<TokioExecutor>,
-    watcher: Watcher,
-) where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    tls: bool,
+    peer: SocketAddr,
+    gateway: &Gateway,
+    settings: &ConnSettings,
+    activity: Arc<Activity>,
+    stop: &mut watch::Receiver<bool>,
+) -> Ended
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let peer = conn.peer;
-    let service = service_fn(move |req| {
-        let gateway = gateway.clone();
-        let conn = conn.clone();
-        async move { Ok::<_, Infallible>(gateway.handle(req, conn).await) }
-    });
-    let connection = http.serve_connection_with_upgrades(TokioIo::new(io), service);
-    if let Err(e) = watcher.watch(connection.into_owned()).await {
-        debug!(%peer, error = %e, "connection ended with an error");
-    }
+    let (gateway, info) = (gateway.clone(), ConnInfo::new(peer, tls));
+    let handler = move |req| {
+        let (gateway, info) = (gateway.clone(), info.clone());
+        async move { gateway.handle(req, info).await }
+    };
+    let t = &settings.timeouts;
+    conn::drive(io, &settings.http, activity, t, handler, stop).await
 }

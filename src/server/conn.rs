@@ -1,0 +1,121 @@
+//! The connection driver: between a socket the worker (or the admin listener) owns and
+//! hyper, which speaks HTTP on it. hyper bounds neither protocol detection (hyper-util's
+//! auto builder waits for the first bytes forever) nor an idle HTTP/2 connection, so the
+//! driver polls hyper's connection next to one timer and acts on [`Activity::check`]:
+//! drop a connection whose head is late, close an idle one gracefully, and close every one
+//! gracefully when the server shuts down.
+
+use std::convert::Infallible;
+use std::error::Error as StdError;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+
+use super::activity::{Activity, Timeouts, Tracked, Verdict, Watched};
+use crate::proxy::ResponseBody;
+
+/// How a connection ended.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// hyper finished it: the client closed, or a graceful close completed.
+    Done,
+    /// hyper failed it (a refused head, a reset, an upgrade error).
+    Failed(Box<dyn StdError + Send + Sync>),
+    /// The driver dropped it, for this reason.
+    TimedOut(&'static str),
+}
+
+/// Resolves once the server shuts down (or the sender is gone); cancel-safe.
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Serve HTTP/1.1 or HTTP/2 on `io` until the client leaves, a timeout closes it, or the
+/// server's `stop` has drained it. `handler` answers each request.
+pub(crate) async fn drive<I, H, Fut>(
+    io: I,
+    http: &auto::Builder<TokioExecutor>,
+    activity: Arc<Activity>,
+    timeouts: &Timeouts,
+    handler: H,
+    stop: &mut watch::Receiver<bool>,
+) -> Ended
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
+{
+    let marks = activity.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let in_flight = marks.begin(req.version());
+        let answer = handler(req);
+        async move { Ok::<_, Infallible>(answer.await.map(|b| Tracked::new(b, in_flight))) }
+    });
+    let io = TokioIo::new(Watched::new(io, activity.clone()));
+    let conn = http.serve_connection_with_upgrades(io, service);
+    tokio::pin!(conn);
+    // Due now when the socket waited past its deadline in a queue: the first check closes it.
+    let first = match activity.check(Instant::now(), timeouts, None) {
+        Verdict::Wait(at) => at,
+        _ => Instant::now(),
+    };
+    let timer = tokio::time::sleep_until(first.into());
+    tokio::pin!(timer);
+    let mut draining_since: Option<Instant> = None;
+    let mut stopping = *stop.borrow();
+    if stopping {
+        conn.as_mut().graceful_shutdown();
+        draining_since = Some(Instant::now());
+    }
+    loop {
+        tokio::select! {
+            ended = conn.as_mut() => return ended.map_or_else(Ended::Failed, |()| Ended::Done),
+            () = timer.as_mut() => {
+                let now = Instant::now();
+                match activity.check(now, timeouts, draining_since) {
+                    Verdict::Wait(at) => timer.as_mut().reset(at.into()),
+                    Verdict::Drain => {
+                        conn.as_mut().graceful_shutdown();
+                        draining_since = Some(now);
+                        timer.as_mut().reset((now + timeouts.header).into());
+                    }
+                    Verdict::Close(why) => return Ended::TimedOut(why),
+                }
+            }
+            () = stopped(stop), if !stopping => {
+                stopping = true;
+                if draining_since.is_none() {
+                    conn.as_mut().graceful_shutdown();
+                    draining_since = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// The status hyper answered by itself when a connection failed on a request head it
+/// refused (such heads never reach the service): 431, 414 or 400; `None` otherwise.
+pub(crate) fn refused_status(e: &(dyn StdError + 'static)) -> Option<u16> {
+    let e = e.downcast_ref::<hyper::Error>()?;
+    if e.is_parse_too_large() {
+        // hyper has no predicate for its 414; its message is the only tell. Should the
+        // wording change, such heads are counted as 431, the nearest truth.
+        Some(if e.to_string().contains("URI too long") {
+            414
+        } else {
+            431
+        })
+    } else if e.is_parse() && !e.is_parse_status() {
+        Some(400)
+    } else {
+        None
+    }
+}
