@@ -66,7 +66,6 @@ pub enum PathParameters {
     Keep,
 }
 
-
 /// Why a path cannot be made canonical; the request gets 400 with this text as the reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {

@@ -49,7 +49,12 @@ impl Router {
 
     /// The most specific route for a canonical request (host without port, canonical
     /// path), or `None` (the caller answers 404).
-    pub fn find(&self, host: Option<&str>, path: &str, method: &Method) -> Option<&Arc<RouteEntry>> {
+    pub fn find(
+        &self,
+        host: Option<&str>,
+        path: &str,
+        method: &Method,
+    ) -> Option<&Arc<RouteEntry>> {
         self.routes.iter().find(|e| {
             let r = &e.route;
             r.host

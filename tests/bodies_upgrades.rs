@@ -21,7 +21,11 @@ use tokio::net::{TcpListener, TcpStream};
 /// An upstream that reads the whole request body, then answers with its length.
 async fn collecting_upstream() -> SocketAddr {
     upstream(|req: Request<Incoming>| async move {
-        let n = req.into_body().collect().await.map_or(0, |b| b.to_bytes().len());
+        let n = req
+            .into_body()
+            .collect()
+            .await
+            .map_or(0, |b| b.to_bytes().len());
         Response::new(body(n.to_string()))
     })
     .await
@@ -49,7 +53,11 @@ async fn read_status(s: &mut TcpStream) -> u16 {
 }
 
 fn body_config(up: SocketAddr, route_extra: &str) -> String {
-    config(up, "body_timeout = \"300ms\"\nmax_body_bytes = 1000", route_extra)
+    config(
+        up,
+        "body_timeout = \"300ms\"\nmax_body_bytes = 1000",
+        route_extra,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +74,11 @@ async fn a_silent_request_body_is_a_408_not_a_504() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_the_limit_are_413() {
-    let gw = Gateway::start(&body_config(collecting_upstream().await, "max_body_bytes = 10")).await;
+    let gw = Gateway::start(&body_config(
+        collecting_upstream().await,
+        "max_body_bytes = 10",
+    ))
+    .await;
     // Declared too large: refused before a byte of it is read.
     let mut s = send_raw(
         gw.addrs.listen,
@@ -87,11 +99,16 @@ async fn bodies_over_the_limit_are_413() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_chunked_body_is_the_clients_400() {
     let gw = Gateway::start(&body_config(collecting_upstream().await, "")).await;
-    let broken = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nzz\r\n";
+    let broken =
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nzz\r\n";
     let mut s = send_raw(gw.addrs.listen, broken).await;
     assert_eq!(read_status(&mut s).await, 400);
     let m = metrics_text(gw.addrs.admin_listen.unwrap()).await;
-    assert_eq!(metric_sum(&m, "status=\"502\""), 0.0, "not blamed on the upstream: {m}");
+    assert_eq!(
+        metric_sum(&m, "status=\"502\""),
+        0.0,
+        "not blamed on the upstream: {m}"
+    );
 }
 
 /// An upstream that sends a head promising 100 bytes, 10 of them, then nothing.
@@ -125,7 +142,10 @@ async fn a_stalled_upstream_body_ends_and_frees_its_slot() {
     let ended = tokio::time::timeout(Duration::from_secs(5), resp.into_body().collect())
         .await
         .expect("the gateway ends a stalled body within body_timeout");
-    assert!(ended.is_err(), "the client sees the body cut off, not a complete body");
+    assert!(
+        ended.is_err(),
+        "the client sees the body cut off, not a complete body"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
     // The concurrency slot went with the body: the next request is admitted.
     let next = send_h1(gw.addrs.listen, get(&gw.url("/"))).await;
@@ -181,7 +201,10 @@ async fn h2c_is_never_forwarded_and_websocket_is_on_allowed_routes() {
     let gw = Gateway::start(&config(switching_upstream(None, saw.clone()).await, "", "")).await;
     let mut s = send_raw(gw.addrs.listen, H2C).await;
     assert_eq!(read_status(&mut s).await, 200);
-    assert!(!saw.load(Ordering::SeqCst), "the upstream never saw Upgrade: h2c");
+    assert!(
+        !saw.load(Ordering::SeqCst),
+        "the upstream never saw Upgrade: h2c"
+    );
     // WebSocket is allowed by default: switched and tunnelled.
     let mut s = send_raw(gw.addrs.listen, WS).await;
     assert_eq!(read_status(&mut s).await, 101);
@@ -249,13 +272,18 @@ async fn one_http2_client_cannot_open_more_upstream_connections_than_allowed() {
     let url = gw.url("/");
     let requests = (0..12).map(|_| {
         let mut sender = sender.clone();
-        let req = Request::get(url.as_str()).body(Empty::<Bytes>::new()).unwrap();
+        let req = Request::get(url.as_str())
+            .body(Empty::<Bytes>::new())
+            .unwrap();
         async move { sender.send_request(req).await.unwrap().status() }
     });
     let statuses = futures_util::future::join_all(requests).await;
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     let peak = peak.load(Ordering::SeqCst);
-    assert!((1..=2).contains(&peak), "{peak} upstream connections at once");
+    assert!(
+        (1..=2).contains(&peak),
+        "{peak} upstream connections at once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

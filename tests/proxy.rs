@@ -30,7 +30,10 @@ async fn forwards_http1_and_rewrites_headers() {
     let resp = send_h1(gw.addrs.listen, req).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let via = resp.headers()["via"].to_str().unwrap().to_owned();
-    assert!(via.starts_with("1.1 tollgate-"), "a pseudonym, not the host: {via}");
+    assert!(
+        via.starts_with("1.1 tollgate-"),
+        "a pseudonym, not the host: {via}"
+    );
     let echo = json(resp).await;
     let h = &echo["headers"];
     assert_eq!(echo["uri"], "/items?x=1");

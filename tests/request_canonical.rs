@@ -92,7 +92,11 @@ async fn every_spelling_of_the_login_path_is_the_login_route() {
         "/../../api/login",
     ] {
         let answer = raw(gw.addrs.listen, &get(path, "a")).await;
-        assert_eq!(status(&answer), 429, "{path} must hit the login limit: {answer}");
+        assert_eq!(
+            status(&answer),
+            429,
+            "{path} must hit the login limit: {answer}"
+        );
     }
     // Absolute form: the target's path is normalized too.
     let answer = raw(
@@ -110,7 +114,13 @@ async fn every_spelling_of_the_login_path_is_the_login_route() {
 async fn ambiguous_paths_are_refused_and_counted() {
     let up = echo_upstream().await;
     let gw = Gateway::start(&login_config(up, "")).await;
-    for path in ["/api%2Flogin", "/api%5clogin", "/api\\login", "/api;/login", "/a/%00"] {
+    for path in [
+        "/api%2Flogin",
+        "/api%5clogin",
+        "/api\\login",
+        "/api;/login",
+        "/a/%00",
+    ] {
         let answer = raw(gw.addrs.listen, &get(path, "a")).await;
         assert_eq!(status(&answer), 400, "{path}: {answer}");
         assert!(answer.contains("application/problem+json"), "{answer}");
@@ -147,8 +157,14 @@ async fn case_insensitive_routes_match_any_case() {
         "match = { path_prefix = \"/api/login\", case_insensitive = true }",
     );
     let gw = Gateway::start(&cfg).await;
-    assert_eq!(status(&raw(gw.addrs.listen, &get("/API/Login", "a")).await), 200);
-    assert_eq!(status(&raw(gw.addrs.listen, &get("/api/LOGIN", "a")).await), 429);
+    assert_eq!(
+        status(&raw(gw.addrs.listen, &get("/API/Login", "a")).await),
+        200
+    );
+    assert_eq!(
+        status(&raw(gw.addrs.listen, &get("/api/LOGIN", "a")).await),
+        429
+    );
 }
 
 /// Two routes told apart by host only.
@@ -186,7 +202,11 @@ async fn the_authority_that_routes_is_the_one_forwarded() {
         "GET http://Admin.Example./x HTTP/1.1\r\nHost: public.example\r\nConnection: close\r\n\r\n",
     )
     .await;
-    assert_eq!(echo(&answer)["headers"]["host"], "admin.example", "{answer}");
+    assert_eq!(
+        echo(&answer)["headers"]["host"],
+        "admin.example",
+        "{answer}"
+    );
     assert_eq!(echo(&answer)["uri"], "/x");
     // A trailing dot and upper case are the same host.
     let answer = raw(gw.addrs.listen, &get("/y", "ADMIN.example.:80")).await;
@@ -197,9 +217,14 @@ async fn the_authority_that_routes_is_the_one_forwarded() {
     let none = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
     assert_eq!(status(&raw(gw.addrs.listen, none).await), 400);
     // Naming identity headers in Connection does not strip them.
-    let named = "GET / HTTP/1.1\r\nHost: admin.example\r\nConnection: close, host, x-forwarded-for\r\n\r\n";
+    let named =
+        "GET / HTTP/1.1\r\nHost: admin.example\r\nConnection: close, host, x-forwarded-for\r\n\r\n";
     let answer = raw(gw.addrs.listen, named).await;
-    assert_eq!(echo(&answer)["headers"]["host"], "admin.example", "{answer}");
+    assert_eq!(
+        echo(&answer)["headers"]["host"],
+        "admin.example",
+        "{answer}"
+    );
     assert_eq!(echo(&answer)["headers"]["x-forwarded-for"], "127.0.0.1");
 }
 
@@ -213,7 +238,11 @@ async fn http2_authority_and_host_must_agree() {
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
     let resp = send_h2(gw.addrs.listen, req).await;
-    assert_eq!(resp.status(), 400, "differing :authority and host are refused");
+    assert_eq!(
+        resp.status(),
+        400,
+        "differing :authority and host are refused"
+    );
     let req = http::Request::get(format!("http://admin.example:{port}/"))
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
@@ -247,7 +276,10 @@ upstream = "self"
     let m = metrics_text(gw.addrs.admin_listen.unwrap()).await;
     // The looped hop refused it before routing; the first hop passed that answer back.
     let count = |route: &str| {
-        metric_sum(&m, &format!("tollgate_requests_total{{route=\"{route}\",status=\"508\"}}"))
+        metric_sum(
+            &m,
+            &format!("tollgate_requests_total{{route=\"{route}\",status=\"508\"}}"),
+        )
     };
     assert_eq!((count("-"), count("all")), (1.0, 1.0), "{m}");
 }

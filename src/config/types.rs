@@ -90,7 +90,6 @@ pub struct Server {
     pub via_pseudonym: String,
 }
 
-
 /// The TLS listener and its key material, paths already resolved and readable.
 #[derive(Debug, Clone)]
 pub struct Tls {

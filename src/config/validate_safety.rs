@@ -9,9 +9,9 @@ use std::time::Duration;
 use siphasher::sip::SipHasher13;
 
 use super::PathRules;
-use crate::normalize::{PathError, normalize_path};
 use super::raw::{RawRoute, RawServer};
 use super::validate::Validator;
+use crate::normalize::{PathError, normalize_path};
 
 /// Longest timeout tokio's timer (and so `serve`) can run; beyond it `check` refuses, so a
 /// config that passes `check` never makes `serve` panic.
@@ -99,10 +99,15 @@ impl Validator {
             Ok(Cow::Borrowed(_)) => {}
             Ok(Cow::Owned(canonical)) => self.fail(
                 key,
-                format!("`{prefix}` is not canonical, so no request can match it: write `{canonical}`"),
+                format!(
+                    "`{prefix}` is not canonical, so no request can match it: write `{canonical}`"
+                ),
             ),
             Err(PathError::NotOrigin) => self.fail(key, "must start with `/`"),
-            Err(e) => self.fail(key, format!("`{prefix}`: {e}, so every request for it is refused")),
+            Err(e) => self.fail(
+                key,
+                format!("`{prefix}`: {e}, so every request for it is refused"),
+            ),
         }
     }
 

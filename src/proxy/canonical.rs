@@ -77,9 +77,8 @@ fn canonical_authority<B>(req: &mut Request<B>) -> Result<(), GatewayError> {
         (Some(target), host) => {
             if req.version() == Version::HTTP_2
                 && let Some(h) = host
-                && !canonical_host(h.as_bytes())?.eq_ignore_ascii_case(
-                    canonical_host(target.as_str().as_bytes())?.as_str(),
-                )
+                && !canonical_host(h.as_bytes())?
+                    .eq_ignore_ascii_case(canonical_host(target.as_str().as_bytes())?.as_str())
             {
                 return Err(bad(":authority and host name different hosts".into()));
             }
@@ -159,13 +158,20 @@ mod tests {
 
     fn canon(mut r: Request<()>) -> Result<(String, Option<String>), String> {
         canonicalize(&mut r, PathRules::default(), "tg-self").map_err(|e| e.to_string())?;
-        let host = r.headers().get(header::HOST).map(|h| h.to_str().unwrap().to_owned());
+        let host = r
+            .headers()
+            .get(header::HOST)
+            .map(|h| h.to_str().unwrap().to_owned());
         Ok((r.uri().to_string(), host))
     }
 
     #[test]
     fn absolute_form_authority_wins_and_is_forwarded() {
-        let r = req(Version::HTTP_11, "http://X.example.//api/login?a=1", &["evil"]);
+        let r = req(
+            Version::HTTP_11,
+            "http://X.example.//api/login?a=1",
+            &["evil"],
+        );
         assert_eq!(
             canon(r).unwrap(),
             ("/api/login?a=1".into(), Some("x.example".into()))
@@ -176,7 +182,11 @@ mod tests {
     fn http2_authority_and_host_must_agree() {
         let r = req(Version::HTTP_2, "http://a.example/", &["b.example"]);
         assert!(canon(r).unwrap_err().contains(":authority"));
-        let r = req(Version::HTTP_2, "http://a.example:8080/", &["A.Example.:8080"]);
+        let r = req(
+            Version::HTTP_2,
+            "http://a.example:8080/",
+            &["A.Example.:8080"],
+        );
         assert_eq!(canon(r).unwrap().1.as_deref(), Some("a.example:8080"));
     }
 
@@ -200,8 +210,10 @@ mod tests {
     #[test]
     fn via_naming_us_is_a_loop() {
         let mut r = req(Version::HTTP_11, "/", &["a"]);
-        r.headers_mut()
-            .insert(header::VIA, "1.0 fred, 1.1 TG-self (tollgate)".parse().unwrap());
+        r.headers_mut().insert(
+            header::VIA,
+            "1.0 fred, 1.1 TG-self (tollgate)".parse().unwrap(),
+        );
         assert!(canon(r).unwrap_err().contains("already passed"));
         let mut r = req(Version::HTTP_11, "/", &["a"]);
         r.headers_mut()

@@ -63,7 +63,12 @@ pub(super) async fn forward(
         Either::Right(Empty::new())
     } else {
         let limit = entry.route.max_body_bytes;
-        Either::Left(Watchdog::new(body, inner.body_timeout, limit, Some(fault.clone())))
+        Either::Left(Watchdog::new(
+            body,
+            inner.body_timeout,
+            limit,
+            Some(fault.clone()),
+        ))
     };
     let sent = send(inner, pool, parts, body, &path_and_query);
     let mut resp = match tokio::time::timeout_at(deadline, sent).await {
@@ -84,7 +89,8 @@ pub(super) async fn forward(
     }
     headers::add_via(resp.headers_mut(), client_version, &inner.via);
     let upstream = pool.name.clone();
-    let response = resp.map(|b| Watchdog::new(b, inner.body_timeout, None, None).on_stall(upstream));
+    let response =
+        resp.map(|b| Watchdog::new(b, inner.body_timeout, None, None).on_stall(upstream));
     Ok(Forwarded { response, slot })
 }
 
@@ -123,7 +129,13 @@ fn check_switch(
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let name = |p: &str| p.split('/').next().unwrap_or("").trim().to_ascii_lowercase();
+    let name = |p: &str| {
+        p.split('/')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    };
     let fits = headers::upgrade_allowed(chosen, &entry.route.upgrades)
         && offered.split(',').any(|o| name(o) == name(chosen));
     if fits {

@@ -227,11 +227,18 @@ mod tests {
     #[test]
     fn protected_headers_survive_being_named() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, "host, x-api-key, x-other".parse().unwrap());
+        h.insert(
+            header::CONNECTION,
+            "host, x-api-key, x-other".parse().unwrap(),
+        );
         h.insert(header::HOST, "a".parse().unwrap());
         h.insert("x-api-key", "k".parse().unwrap());
         h.insert("x-other", "o".parse().unwrap());
-        remove_hop_by_hop(&mut h, None, &[header::HOST, HeaderName::from_static("x-api-key")]);
+        remove_hop_by_hop(
+            &mut h,
+            None,
+            &[header::HOST, HeaderName::from_static("x-api-key")],
+        );
         assert!(h.contains_key(header::HOST) && h.contains_key("x-api-key"));
         assert!(!h.contains_key("x-other"));
     }
@@ -240,7 +247,10 @@ mod tests {
     fn only_allowed_upgrades_are_forwarded() {
         let allowed = vec!["websocket".to_string()];
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, "Upgrade, HTTP2-Settings".parse().unwrap());
+        h.insert(
+            header::CONNECTION,
+            "Upgrade, HTTP2-Settings".parse().unwrap(),
+        );
         h.insert(header::UPGRADE, "h2c, WebSocket, foo/2".parse().unwrap());
         assert_eq!(upgrade_request(&h, &allowed).unwrap(), "WebSocket");
         h.insert(header::UPGRADE, "h2c".parse().unwrap());

@@ -36,8 +36,8 @@ use hyper_util::rt::TokioExecutor;
 use tracing::{info, warn};
 
 use crate::admin::{Metrics, RouteMetrics};
-use crate::config::{Config, KeyPart, PathRules};
 use crate::config::Response as ResponseConfig;
+use crate::config::{Config, KeyPart, PathRules};
 use crate::limit::Limiter;
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};

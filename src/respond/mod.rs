@@ -160,7 +160,10 @@ mod tests {
         };
         let detail = e.public_detail();
         assert_eq!(detail, "upstream `app` is unavailable");
-        assert!(e.to_string().contains("os error 111"), "the log keeps the chain");
+        assert!(
+            e.to_string().contains("os error 111"),
+            "the log keeps the chain"
+        );
     }
 
     #[test]
