@@ -297,3 +297,55 @@ async fn problem_bodies_do_not_leak_error_chains() {
         assert!(!text.contains(leak), "{leak} leaked: {text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tunnel_is_closed_and_gives_back_its_upstream_slot() {
+    // Seen: two idle WebSockets held both upstream slots forever; other clients got 504.
+    let saw = Arc::new(AtomicBool::new(false));
+    let up = switching_upstream(None, saw).await;
+    let cfg = config(up, "idle_timeout = \"300ms\"", "").replace(
+        &format!("urls = [\"http://{up}\"]"),
+        &format!("urls = [\"http://{up}\"]\nmax_connections = 1"),
+    );
+    let gw = Gateway::start(&cfg).await;
+    let mut s = send_raw(gw.addrs.listen, WS).await;
+    assert_eq!(read_status(&mut s).await, 101);
+    let started = Instant::now();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("the idle tunnel is closed within 5 s");
+    assert!(matches!(n, Ok(0) | Err(_)), "closed, not data: {n:?}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    let plain = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    let mut s = send_raw(gw.addrs.listen, plain).await;
+    assert_eq!(read_status(&mut s).await, 200, "the slot came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_steady_upload_is_not_an_upstream_timeout() {
+    // Seen: a 1-byte-per-1.9 s upload under body_timeout got a 504 at upstream_timeout.
+    let up = collecting_upstream().await;
+    let gw = Gateway::start(&config(
+        up,
+        "upstream_timeout = \"400ms\"\nbody_timeout = \"2s\"",
+        "",
+    ))
+    .await;
+    let mut s = send_raw(
+        gw.addrs.listen,
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    for _ in 0..6 {
+        tick.tick().await;
+        s.write_all(b"a").await.unwrap();
+    }
+    assert!(
+        started.elapsed() > Duration::from_millis(900),
+        "longer than upstream_timeout"
+    );
+    assert_eq!(read_status(&mut s).await, 200);
+}

@@ -283,3 +283,96 @@ upstream = "self"
     };
     assert_eq!((count("-"), count("all")), (1.0, 1.0), "{m}");
 }
+
+/// An account-keyed route (1 per hour) beside the catch-all.
+fn account_config(up: SocketAddr) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+
+[account]
+header = "x-api-key"
+
+[upstreams.app]
+urls = ["http://{up}"]
+
+[policies.per_account]
+key = ["account"]
+algorithm = "gcra"
+limit = 1
+period = "1h"
+
+[[routes]]
+name = "acct"
+upstream = "app"
+policies = ["per_account"]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn padded_http2_values_and_underscore_twins_are_not_fresh_accounts() {
+    // Seen: over HTTP/2 `x-api-key: victim ` was a new key each padding while the HTTP/1.1
+    // upstream trimmed it to `victim`; `x_api_key: victim` is `HTTP_X_API_KEY` to CGI-style
+    // backends but was never keyed.
+    let up = echo_upstream().await;
+    let gw = Gateway::start(&account_config(up)).await;
+    let h2 = |value: &'static str| {
+        http::Request::get(gw.url("/"))
+            .header("x-api-key", value)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    assert_eq!(send_h2(gw.addrs.listen, h2("victim")).await.status(), 200);
+    assert_eq!(send_h2(gw.addrs.listen, h2("victim")).await.status(), 429);
+    for padded in ["victim ", "\tvictim", " victim\t"] {
+        assert_eq!(
+            send_h2(gw.addrs.listen, h2(padded)).await.status(),
+            400,
+            "{padded:?}"
+        );
+    }
+    let answer = raw(
+        gw.addrs.listen,
+        "GET / HTTP/1.1\r\nHost: a\r\nx_api_key: victim\r\nx_trace: kept\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let headers = &echo(&answer)["headers"];
+    assert!(headers.get("x_api_key").is_none(), "{answer}");
+    assert_eq!(headers["x_trace"], "kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_from_untrusted_peers_never_reach_the_upstream() {
+    let up = echo_upstream().await;
+    let gw = Gateway::start(&host_config(up)).await;
+    let answer = raw(
+        gw.addrs.listen,
+        "GET /x HTTP/1.1\r\nHost: public.example\r\nX-Forwarded-Host: admin.example\r\nForwarded: for=1.2.3.4;host=admin.example\r\nX-Forwarded-For: 1.2.3.4\r\nX-Original-URL: /api/login\r\nX-Forwarded-Prefix: /api\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let h = &echo(&answer)["headers"];
+    for claim in ["x-forwarded-host", "x-original-url", "x-forwarded-prefix"] {
+        assert!(
+            h.get(claim).is_none(),
+            "{claim} reached the upstream: {answer}"
+        );
+    }
+    assert_eq!(h["forwarded"], "for=127.0.0.1;proto=http");
+    assert_eq!(h["x-forwarded-for"], "127.0.0.1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_a_missing_host_and_a_bracketed_name_are_refused() {
+    let up = echo_upstream().await;
+    let gw = Gateway::start(&host_config(up)).await;
+    for head in [
+        "CONNECT /api/x HTTP/1.1\r\nHost: admin.example\r\nConnection: close\r\n\r\n",
+        "CONNECT admin.example:443 HTTP/1.1\r\nHost: admin.example:443\r\nConnection: close\r\n\r\n",
+        "GET /whoami HTTP/1.0\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: [admin.example]\r\nConnection: close\r\n\r\n",
+    ] {
+        assert_eq!(status(&raw(gw.addrs.listen, head).await), 400, "{head:?}");
+    }
+}

@@ -6,13 +6,15 @@
 //!   request's and is what is forwarded. The target becomes origin-form.
 //! - **Authority** (RFC 9112 §3.2.2, RFC 9113 §8.3.1): an absolute-form target's authority
 //!   wins over `Host`; an HTTP/2 `:authority` and a `host` that differ are refused; two
-//!   `Host` lines, or none on HTTP/1.1, are refused. The host is lower-cased and loses a
-//!   trailing dot, and the forwarded `Host` is that canonical authority.
+//!   `Host` lines, or none at all, are refused. The host is lower-cased and loses a
+//!   trailing dot, and the forwarded `Host` is that canonical authority. CONNECT and HTTP/2
+//!   header values padded with whitespace (which an HTTP/1.1 upstream would trim) are
+//!   refused.
 //! - **Loops**: a `Via` that already names this fleet's pseudonym is answered 508.
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Uri};
-use http::{Request, Version};
+use http::{Method, Request, Version};
 
 use crate::config::PathRules;
 use crate::normalize::normalize_path;
@@ -24,6 +26,16 @@ pub(super) fn canonicalize<B>(
     rules: PathRules,
     pseudonym: &str,
 ) -> Result<(), GatewayError> {
+    if req.method() == Method::CONNECT {
+        // A tunnel to an authority of the client's choosing is no reverse proxy's job, and
+        // its target has no path to route on.
+        return Err(bad("CONNECT is not supported".into()));
+    }
+    if req.version() == Version::HTTP_2 && padded_value(req.headers()) {
+        // RFC 9113 §8.2.1: malformed. An HTTP/1.1 upstream trims the padding, so keying on
+        // the padded bytes would give `victim ` a budget of its own.
+        return Err(bad("a header value starts or ends with whitespace".into()));
+    }
     if has_looped(req.headers(), pseudonym) {
         return Err(GatewayError::LoopDetected {
             pseudonym: pseudonym.to_owned(),
@@ -92,10 +104,8 @@ fn canonical_authority<B>(req: &mut Request<B>) -> Result<(), GatewayError> {
             }
             canonical
         }
-        (None, None) if req.version() == Version::HTTP_11 => {
-            return Err(bad("an HTTP/1.1 request needs a Host header".into()));
-        }
-        (None, None) => return Ok(()),
+        // Without one, the upstream would be sent an authority nobody routed on.
+        (None, None) => return Err(bad("the request names no host".into())),
     };
     let value = HeaderValue::from_str(&chosen).map_err(|_| bad("invalid host".into()))?;
     req.headers_mut().insert(header::HOST, value);
@@ -113,7 +123,9 @@ fn canonical_host(raw: &[u8]) -> Result<String, GatewayError> {
     if host.is_empty() {
         return Err(invalid());
     }
-    let host = if host.starts_with('[') {
+    let host = if let Some(literal) = host.strip_prefix('[') {
+        let inner = literal.strip_suffix(']').ok_or_else(invalid)?;
+        inner.parse::<std::net::Ipv6Addr>().map_err(|_| invalid())?;
         host
     } else {
         host.strip_suffix('.').unwrap_or(host)
@@ -127,6 +139,14 @@ fn canonical_host(raw: &[u8]) -> Result<String, GatewayError> {
         out.push_str(port.as_str());
     }
     Ok(out)
+}
+
+/// Whether any header value starts or ends with a space or tab.
+fn padded_value(headers: &HeaderMap) -> bool {
+    headers.values().any(|v| {
+        let b = v.as_bytes();
+        matches!(b.first(), Some(b' ' | b'\t')) || matches!(b.last(), Some(b' ' | b'\t'))
+    })
 }
 
 /// Whether any `Via` entry (`1.1 name`, `HTTP/1.1 name (comment)`) names `pseudonym`.
@@ -194,7 +214,8 @@ mod tests {
     fn host_count_rules() {
         assert!(canon(req(Version::HTTP_11, "/", &["a", "b"])).is_err());
         assert!(canon(req(Version::HTTP_11, "/", &[])).is_err());
-        assert_eq!(canon(req(Version::HTTP_10, "/", &[])).unwrap().1, None);
+        assert!(canon(req(Version::HTTP_10, "/", &[])).is_err());
+        assert!(canon(req(Version::HTTP_11, "/", &["[admin.example]"])).is_err());
     }
 
     #[test]
@@ -205,6 +226,21 @@ mod tests {
         assert!(canon(req(Version::HTTP_11, "/", &["u@a"])).is_err());
         let r = req(Version::HTTP_11, "/", &["[::1]:80"]);
         assert_eq!(canon(r).unwrap().1.as_deref(), Some("[::1]:80"));
+    }
+
+    #[test]
+    fn connect_and_padded_http2_values_are_refused() {
+        let mut r = req(Version::HTTP_11, "/", &["a"]);
+        *r.method_mut() = Method::CONNECT;
+        assert!(canon(r).unwrap_err().contains("CONNECT"));
+        let mut r = req(Version::HTTP_2, "http://a/", &[]);
+        r.headers_mut()
+            .insert("x-api-key", "victim ".parse().unwrap());
+        assert!(canon(r).unwrap_err().contains("whitespace"));
+        let mut r = req(Version::HTTP_2, "http://a/", &[]);
+        r.headers_mut()
+            .insert("x-api-key", "vic tim".parse().unwrap());
+        assert!(canon(r).is_ok());
     }
 
     #[test]

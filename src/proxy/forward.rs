@@ -2,7 +2,9 @@
 //! streaming both bodies (each watched for silence, the request's for size). Errors are
 //! returned, not answered: `respond` does that.
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -15,7 +17,7 @@ use tokio::time::Instant;
 
 use super::headers::{self, Hop};
 use super::upstream::Pool;
-use super::watchdog::{BodyFault, FaultSlot, Watchdog};
+use super::watchdog::{BodyFault, BodyWatch, Watchdog};
 use super::{ConnInfo, Inner, upgrade};
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
@@ -58,22 +60,23 @@ pub(super) async fn forward(
         .await
         .map_err(|_| timed_out())?
         .map_err(|_| timed_out())?;
-    let fault = FaultSlot::default();
-    let body = if body.is_end_stream() {
-        Either::Right(Empty::new())
-    } else {
-        let limit = entry.route.max_body_bytes;
-        Either::Left(Watchdog::new(
-            body,
-            inner.body_timeout,
-            limit,
-            Some(fault.clone()),
-        ))
+    let watch = (!body.is_end_stream()).then(BodyWatch::new);
+    let body = match &watch {
+        None => Either::Right(Empty::new()),
+        Some(w) => {
+            let limit = entry.route.max_body_bytes;
+            Either::Left(Watchdog::new(
+                body,
+                inner.body_timeout,
+                limit,
+                Some(w.clone()),
+            ))
+        }
     };
     let sent = send(inner, pool, parts, body, &path_and_query);
-    let mut resp = match tokio::time::timeout_at(deadline, sent).await {
-        Ok(r) => r.map_err(|e| client_fault(&fault, inner).unwrap_or(e))?,
-        Err(_) => return Err(client_fault(&fault, inner).unwrap_or_else(timed_out)),
+    let mut resp = match await_answer(sent, watch.as_deref(), inner.upstream_timeout).await {
+        Some(r) => r.map_err(|e| client_fault(watch.as_deref(), inner).unwrap_or(e))?,
+        None => return Err(client_fault(watch.as_deref(), inner).unwrap_or_else(timed_out)),
     };
 
     let mut slot = Some(slot);
@@ -82,7 +85,12 @@ pub(super) async fn forward(
         if let Some(client_side) = client_upgrade {
             let upstream_side = hyper::upgrade::on(&mut resp);
             // The upgraded connection stays open as long as the tunnel: so does its slot.
-            tokio::spawn(upgrade::tunnel(client_side, upstream_side, slot.take()));
+            tokio::spawn(upgrade::tunnel(
+                client_side,
+                upstream_side,
+                inner.idle_timeout,
+                slot.take(),
+            ));
         }
     } else {
         headers::remove_hop_by_hop(resp.headers_mut(), None, &[]);
@@ -94,15 +102,39 @@ pub(super) async fn forward(
     Ok(Forwarded { response, slot })
 }
 
+/// The upstream's answer, or `None` when it took longer than `timeout` counted from the
+/// last moment the request body moved (from now for a bodiless request): a slow but steady
+/// upload is not the upstream's delay, and a stalled one is the body watchdog's to end.
+async fn await_answer<F: Future>(
+    sent: F,
+    watch: Option<&BodyWatch>,
+    timeout: Duration,
+) -> Option<F::Output> {
+    let mut deadline = Instant::now() + timeout;
+    tokio::pin!(sent);
+    loop {
+        tokio::select! {
+            answer = &mut sent => return Some(answer),
+            () = tokio::time::sleep_until(deadline) => {
+                let moved = watch.map(|w| w.last_moved() + timeout);
+                match moved {
+                    Some(later) if later > Instant::now() => deadline = later,
+                    _ => return None,
+                }
+            }
+        }
+    }
+}
+
 /// The client's own failure, when its body is why the upstream call failed: 408 for a
 /// silent body, 413 for one too large, 400 for a broken one — never a 502 blamed on the
 /// upstream.
-fn client_fault(fault: &FaultSlot, inner: &Inner) -> Option<GatewayError> {
-    Some(match fault.get()? {
+fn client_fault(watch: Option<&BodyWatch>, inner: &Inner) -> Option<GatewayError> {
+    Some(match watch?.fault()? {
         BodyFault::Stalled(_) => GatewayError::RequestTimeout {
             timeout: inner.body_timeout,
         },
-        BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit: *limit },
+        BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit },
         BodyFault::Broken => {
             GatewayError::BadRequest("the request body is malformed or was cut off".into())
         }
@@ -229,6 +261,10 @@ fn prepare_headers(
         version: parts.version,
         peer_trusted: inner.trusted.contains(conn.peer.ip()),
     };
+    if !hop.peer_trusted {
+        headers::drop_claims(&mut parts.headers);
+    }
+    headers::drop_underscore_aliases(&mut parts.headers, &inner.protected);
     headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &inner.via);
     headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
 }

@@ -79,6 +79,56 @@ pub fn remove_hop_by_hop(
     }
 }
 
+/// Headers that claim where a request came from or what it originally was. Believed only
+/// from trusted proxies: from anyone else they are removed before this hop writes its own,
+/// so a backend that reads the left-most `X-Forwarded-For`, the first `Forwarded` element
+/// or `X-Forwarded-Host` / `X-Original-URL` sees what tollgate routed, not what a client
+/// claimed (as Traefik does with untrusted forwarded headers).
+const CLAIMS: [&str; 10] = [
+    "x-forwarded-for",
+    "forwarded",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-server",
+    "x-forwarded-proto",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-real-ip",
+];
+
+/// Remove every forwarding claim: the peer is not a proxy we trust.
+pub fn drop_claims(headers: &mut HeaderMap) {
+    if headers.is_empty() {
+        return;
+    }
+    for name in CLAIMS {
+        headers.remove(name);
+    }
+}
+
+/// Remove `x_api_key`-style spellings of protected headers: CGI-style backends (WSGI, Rack,
+/// PHP) read `x_api_key` and `x-api-key` as the same `HTTP_X_API_KEY`, so an underscore
+/// twin would be an identity the gateway never keyed on (nginx drops every underscore
+/// header by default; this drops only the ones that alias an identity).
+pub fn drop_underscore_aliases(headers: &mut HeaderMap, protected: &[HeaderName]) {
+    if !headers.keys().any(|k| k.as_str().contains('_')) {
+        return;
+    }
+    let aliases: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().contains('_'))
+        .filter(|k| {
+            let dashed = k.as_str().replace('_', "-");
+            protected.iter().any(|p| p.as_str() == dashed)
+        })
+        .cloned()
+        .collect();
+    for name in aliases {
+        headers.remove(name);
+    }
+}
+
 /// What the forwarding headers need to know about the hop we add.
 pub struct Hop {
     /// The TCP peer (not the resolved client: each proxy records its own hop).
@@ -179,9 +229,7 @@ pub fn set_real_ip(headers: &mut HeaderMap, client: IpAddr, peer: IpAddr, values
 /// Append to a list header; the common case (no such header yet) is a cheap clone.
 fn append_value(headers: &mut HeaderMap, name: HeaderName, value: &HeaderValue) {
     if headers.contains_key(&name) {
-        if let Ok(v) = value.to_str() {
-            append_list(headers, name, v);
-        }
+        append_list(headers, name, value.as_bytes());
     } else {
         headers.insert(name, value.clone());
     }
@@ -192,17 +240,17 @@ pub fn add_via(headers: &mut HeaderMap, version: Version, via: &ViaValues) {
     append_value(headers, header::VIA, via.get(version));
 }
 
-/// Append `value` to a comma-separated list header, merging repeated fields into one.
-fn append_list(headers: &mut HeaderMap, name: HeaderName, value: &str) {
-    let mut joined = String::new();
+/// Append `value` to a comma-separated list header, merging repeated fields into one. Works
+/// on bytes: a line that is not UTF-8 must be kept, not silently dropped (dropping it would
+/// let a client erase itself from the chain a backend reads).
+fn append_list(headers: &mut HeaderMap, name: HeaderName, value: &[u8]) {
+    let mut joined = Vec::new();
     for v in headers.get_all(&name) {
-        if let Ok(s) = v.to_str() {
-            joined.push_str(s);
-            joined.push_str(", ");
-        }
+        joined.extend_from_slice(v.as_bytes());
+        joined.extend_from_slice(b", ");
     }
-    joined.push_str(value);
-    if let Ok(v) = HeaderValue::from_str(&joined) {
+    joined.extend_from_slice(value);
+    if let Ok(v) = HeaderValue::from_bytes(&joined) {
         headers.insert(name, v);
     }
 }
@@ -222,6 +270,42 @@ mod tests {
         remove_hop_by_hop(&mut h, None, &[]);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-keep"));
+    }
+
+    #[test]
+    fn claims_and_underscore_aliases_are_dropped() {
+        let mut h = HeaderMap::new();
+        for n in [
+            "x-forwarded-for",
+            "forwarded",
+            "x-forwarded-host",
+            "x-original-url",
+        ] {
+            h.insert(HeaderName::from_static(n), "spoof".parse().unwrap());
+        }
+        h.insert("x_api_key", "victim".parse().unwrap());
+        h.insert("x_other", "kept".parse().unwrap());
+        drop_claims(&mut h);
+        drop_underscore_aliases(&mut h, &[HeaderName::from_static("x-api-key")]);
+        assert_eq!(
+            h.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["x_other"]
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_stays_in_the_chain() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            HeaderValue::from_bytes(b"\xff, 7.7.7.7").unwrap(),
+        );
+        append_value(
+            &mut h,
+            HeaderName::from_static("x-forwarded-for"),
+            &"10.0.0.1".parse().unwrap(),
+        );
+        assert_eq!(h["x-forwarded-for"].as_bytes(), b"\xff, 7.7.7.7, 10.0.0.1");
     }
 
     #[test]

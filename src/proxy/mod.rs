@@ -102,6 +102,8 @@ struct Inner {
     upstream_timeout: Duration,
     /// Step 5: longest silence inside a request or response body.
     body_timeout: Duration,
+    /// Step 5: longest silence inside an upgraded (WebSocket) tunnel.
+    idle_timeout: Duration,
     /// Step 5: headers a client may not strip by naming them in `Connection`, because they
     /// carry identity the gateway keyed on or the upstream relies on.
     protected: Vec<HeaderName>,
@@ -157,6 +159,7 @@ impl Gateway {
                 client,
                 upstream_timeout: config.server.upstream_timeout,
                 body_timeout: config.server.body_timeout,
+                idle_timeout: config.server.idle_timeout,
                 protected: protected_headers(config),
                 via: headers::ViaValues::new(&config.server.via_pseudonym),
                 route_metrics,
@@ -172,15 +175,15 @@ impl Gateway {
     ) -> Response<ResponseBody> {
         let started = Instant::now();
         let inner = &*self.inner;
-        // The access log needs method and path after the request is gone; copy them only
-        // when the log is on.
-        let logged = tracing::enabled!(target: "tollgate::access", tracing::Level::INFO)
-            .then(|| (req.method().clone(), req.uri().path().to_owned()));
         // 1. client
         let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
         // 2. canonical, 3. route
-        let routed = canonical::canonicalize(&mut req, inner.paths, &inner.pseudonym)
-            .and_then(|()| self.route(&req));
+        let canonical = canonical::canonicalize(&mut req, inner.paths, &inner.pseudonym);
+        // The access log needs method and path after the request is gone (the canonical
+        // path, or the raw one when it was refused); copy them only when the log is on.
+        let logged = tracing::enabled!(target: "tollgate::access", tracing::Level::INFO)
+            .then(|| (req.method().clone(), req.uri().path().to_owned()));
+        let routed = canonical.and_then(|()| self.route(&req));
         let route = routed.as_ref().ok().cloned();
         // 4–5. limit, forward
         let result = match routed {

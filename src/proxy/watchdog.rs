@@ -2,12 +2,14 @@
 //! `body_timeout`, or a request body past `max_body_bytes`, ends the exchange instead of
 //! holding a connection, an upstream slot and a concurrency permit forever.
 //!
-//! The request side records *why* it ended in a [`FaultSlot`], so that when the upstream
+//! The request side records in a [`BodyWatch`] *why* it ended, so that when the upstream
 //! call fails because of it, the client is answered 408, 413 or 400 — the client's fault —
-//! and not a 502 blamed on the upstream.
+//! and not a 502 blamed on the upstream; and *when* it last moved, so that a slow but steady
+//! upload is not cut off by `upstream_timeout`, which is about the upstream's answer.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -34,8 +36,43 @@ pub enum BodyFault {
     Broken,
 }
 
-/// Where a request body's fault is left for the code that awaits the upstream's answer.
-pub type FaultSlot = Arc<OnceLock<BodyFault>>;
+/// What a request body tells the code that awaits the upstream's answer.
+#[derive(Debug)]
+pub struct BodyWatch {
+    /// Why the body ended early, once it has.
+    fault: OnceLock<BodyFault>,
+    /// Time origin of `moved_ns`.
+    base: Instant,
+    /// Nanoseconds after `base` at which the body last moved (a frame, or its end).
+    moved_ns: AtomicU64,
+}
+
+impl BodyWatch {
+    pub fn new() -> Arc<Self> {
+        Arc::new(BodyWatch {
+            fault: OnceLock::new(),
+            base: Instant::now(),
+            moved_ns: AtomicU64::new(0),
+        })
+    }
+
+    pub fn fault(&self) -> Option<BodyFault> {
+        self.fault.get().copied()
+    }
+
+    /// When the body last moved: the upstream's answer is awaited from then.
+    pub fn last_moved(&self) -> Instant {
+        self.base + Duration::from_nanos(self.moved_ns.load(Ordering::Relaxed))
+    }
+
+    fn moved(&self) {
+        let ns = self.base.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        self.moved_ns.store(ns, Ordering::Relaxed);
+    }
+}
+
+/// Where a request body reports, when it is one.
+pub type FaultSlot = Arc<BodyWatch>;
 
 /// A body with an idle timer and, optionally, a byte budget.
 pub struct Watchdog<B> {
@@ -81,7 +118,7 @@ impl<B> Watchdog<B> {
             warn!(upstream = &**upstream, error = %fault, "upstream response body ended early");
         }
         if let Some(slot) = &self.fault {
-            let _ = slot.set(fault);
+            let _ = slot.fault.set(fault);
         }
         Poll::Ready(Some(Err(Box::new(fault))))
     }
@@ -122,10 +159,15 @@ where
                 ready!(this.poll_silence(cx));
                 return this.fail(BodyFault::Stalled(this.timeout));
             }
-            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(None) => {
+                if let Some(slot) = &this.fault {
+                    slot.moved();
+                }
+                return Poll::Ready(None);
+            }
             Poll::Ready(Some(Err(e))) => {
                 if let Some(slot) = &this.fault {
-                    let _ = slot.set(BodyFault::Broken);
+                    let _ = slot.fault.set(BodyFault::Broken);
                 }
                 return Poll::Ready(Some(Err(e.into())));
             }
@@ -133,6 +175,9 @@ where
         };
         if this.sleep.is_some() {
             this.last_frame = Instant::now();
+        }
+        if let Some(slot) = &this.fault {
+            slot.moved();
         }
         if let (Some((left, limit)), Some(data)) = (this.budget.as_mut(), frame.data_ref()) {
             let n = data.remaining() as u64;
