@@ -55,11 +55,15 @@ pub(super) async fn forward(
         upstream: pool.name.to_string(),
         timeout: inner.upstream_timeout,
     };
-    // At most `max_connections` requests in flight to one upstream: the rest wait here.
-    let slot = tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
-        .await
-        .map_err(|_| timed_out())?
-        .map_err(|_| timed_out())?;
+    // At most `max_connections` requests in flight to one upstream: the rest wait here
+    // (the usual free slot is taken without building a timer).
+    let slot = match pool.slots.clone().try_acquire_owned() {
+        Ok(slot) => slot,
+        Err(_) => tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|_| timed_out())?,
+    };
     let watch = (!body.is_end_stream()).then(BodyWatch::new);
     let body = match &watch {
         None => Either::Right(Empty::new()),

@@ -82,9 +82,10 @@ pub struct Watchdog<B> {
     /// Armed lazily, the first time the inner body is not ready: most small bodies are
     /// complete when their head is parsed and never pay for a timer.
     sleep: Option<Pin<Box<Sleep>>>,
-    /// When the last frame arrived (tracked once the timer is armed): the timer is re-armed
-    /// from it when it fires instead of being reset on every frame.
-    last_frame: Instant,
+    /// When the last frame arrived (tracked once the timer is armed, so a body that never
+    /// waits never reads the clock): the timer is re-armed from it when it fires instead of
+    /// being reset on every frame.
+    last_frame: Option<Instant>,
     /// Bytes still allowed, and the limit for the error; `None` = unlimited.
     budget: Option<(u64, u64)>,
     /// Set once when the body fails.
@@ -100,7 +101,7 @@ impl<B> Watchdog<B> {
             inner,
             timeout,
             sleep: None,
-            last_frame: Instant::now(),
+            last_frame: None,
             budget: limit.map(|l| (l, l)),
             fault,
             upstream: None,
@@ -125,7 +126,8 @@ impl<B> Watchdog<B> {
 
     /// `Ready` when the body has been silent for the whole timeout.
     fn poll_silence(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let deadline = self.last_frame + self.timeout;
+        let last = *self.last_frame.get_or_insert_with(Instant::now);
+        let deadline = last + self.timeout;
         let sleep = self
             .sleep
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
@@ -151,11 +153,8 @@ where
         let this = &mut *self;
         let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => {
-                if this.sleep.is_none() {
-                    // Never waited before: every frame so far was ready, so the silence
-                    // starts now.
-                    this.last_frame = Instant::now();
-                }
+                // Never waited before (`last_frame` unset): every frame so far was ready, so
+                // the silence starts now.
                 ready!(this.poll_silence(cx));
                 return this.fail(BodyFault::Stalled(this.timeout));
             }
@@ -173,8 +172,8 @@ where
             }
             Poll::Ready(Some(Ok(frame))) => frame,
         };
-        if this.sleep.is_some() {
-            this.last_frame = Instant::now();
+        if this.last_frame.is_some() {
+            this.last_frame = Some(Instant::now());
         }
         if let Some(slot) = &this.fault {
             slot.moved();
