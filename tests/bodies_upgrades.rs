@@ -229,6 +229,12 @@ async fn a_switch_nobody_asked_for_is_a_502() {
     let plain = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
     let mut s = send_raw(gw.addrs.listen, plain).await;
     assert_eq!(read_status(&mut s).await, 502);
+    // Asked for websocket, switched to something else: also refused.
+    let saw = Arc::new(AtomicBool::new(false));
+    let up = switching_upstream(Some("other-proto"), saw).await;
+    let gw = Gateway::start(&config(up, "", "")).await;
+    let mut s = send_raw(gw.addrs.listen, WS).await;
+    assert_eq!(read_status(&mut s).await, 502);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
