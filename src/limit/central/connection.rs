@@ -1,6 +1,6 @@
-//! The connection to the store: one multiplexed, auto-reconnecting connection per process
-//! (the redis crate's `ConnectionManager`, or its cluster connection), so concurrent
-//! requests are pipelined on it without a pool and without waiting for each other.
+//! A connection to the store: multiplexed and auto-reconnecting (the redis crate's
+//! `ConnectionManager`, or its cluster connection), so concurrent requests are pipelined on
+//! it without a pool and without waiting for each other. The store keeps one per worker.
 
 use std::time::Duration;
 
@@ -44,7 +44,9 @@ impl Connection {
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(connect_timeout))
                     .set_response_timeout(Some(store.timeout))
-                    .set_number_of_retries(1)
+                    // One connect attempt per reconnect, no backoff: a refused connect is
+                    // reported at once, and the store's pings retry every 100 ms anyway.
+                    .set_number_of_retries(0)
                     .set_max_delay(Duration::from_millis(200));
                 Ok(Connection::Single(ConnectionManager::new_lazy_with_config(
                     client, config,
@@ -65,6 +67,51 @@ impl Connection {
             }
         }
     }
+}
+
+impl Connection {
+    /// Whether the store answers: `PING` on a single server; on a cluster `EXISTS key`,
+    /// which goes to the one master owning `key` (a cluster `PING` goes to every master,
+    /// and must not fail for a node other than the one whose breaker is open). While a
+    /// breaker is open this is what makes a dropped connection reconnect.
+    pub async fn ping(&mut self, key: &str) -> redis::RedisResult<()> {
+        let cmd = match self {
+            Connection::Single(_) => redis::cmd("PING"),
+            Connection::Cluster(_) => redis::cmd("EXISTS").arg(key).clone(),
+        };
+        cmd.query_async::<redis::Value>(self).await.map(drop)
+    }
+
+    /// A cluster's slot ranges with their masters' addresses, from `CLUSTER SLOTS`.
+    pub async fn cluster_slots(&mut self) -> redis::RedisResult<Vec<(u16, u16, String)>> {
+        let reply: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(self).await?;
+        Ok(reply.iter().filter_map(slot_range).collect())
+    }
+}
+
+/// One `CLUSTER SLOTS` entry: `[start, end, [host, port, ...], replicas...]`.
+fn slot_range(entry: &Value) -> Option<(u16, u16, String)> {
+    let Value::Array(parts) = entry else {
+        return None;
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    let Some(Value::Array(master)) = parts.get(2) else {
+        return None;
+    };
+    let host = match master.first()? {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return None,
+    };
+    let port = int(master.get(1)?)?;
+    Some((
+        int(parts.first()?)?,
+        int(parts.get(1)?)?,
+        format!("{host}:{port}"),
+    ))
 }
 
 impl LazyCluster {

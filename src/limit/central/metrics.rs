@@ -54,7 +54,7 @@ impl StoreMetrics {
         );
         registry.register(
             "tollgate_store_breaker_open",
-            "1 while the store circuit breaker is open or probing",
+            "1 while the store circuit breaker (any node's, on a cluster) is open or probing",
             m.breaker_open.clone(),
         );
         m

@@ -1,20 +1,37 @@
 //! One store call: the check script with its timeout, breaker and metrics around it.
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restarted or flushed Redis), loads
 //! the script and retries once, so a Redis restart needs nothing from us.
+//!
+//! Recovery does not wait for traffic: while the breaker is open, each worker that saw it
+//! open pings the store on its own connection (every [`PING_EVERY`], with the store
+//! timeout). The ping makes the connection reconnect in the background, and its first
+//! answer closes the breaker, so decisions resume within a ping period or two of the
+//! store's return instead of after a cooldown and a probe that lands on a dead socket.
+//!
+//! Only a store that did not answer counts against a breaker: an error reply about one call
+//! (a script error on a bad value) is `Reply`, and a call that found its connection dropped
+//! waits for the reconnect and tries once more within the same timeout. On a Redis Cluster
+//! each master has its own breaker (see `Breakers`).
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
-use redis::Script;
+use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use tokio::time::timeout_at;
 
-use super::breaker::{Breaker, Permit};
+use super::breaker::{Breaker, Breakers};
 use super::connection::Connection;
 use super::metrics::StoreMetrics;
-use crate::config::Store;
+use crate::config::{Store, StoreKind};
 use crate::limit::clock::{Clock, duration_to_nanos};
 
 /// The Lua source; see the file for the argument and reply layout.
 pub const CHECK_LUA: &str = include_str!("check.lua");
+
+/// How often a worker pings the store while the breaker is open: well inside the 1 s the
+/// README promises for resuming decisions.
+const PING_EVERY: Duration = Duration::from_millis(100);
 
 /// Why a store call produced no answer. Every one of these means "decide without the store"
 /// (the route's `on_store_error`), never a hung or failed request.
@@ -26,6 +43,8 @@ pub enum StoreError {
     BreakerOpen,
     #[error("store error: {0}")]
     Redis(String),
+    /// The store answered, but not with a decision (a script error on a bad value, a reply
+    /// of the wrong shape): this request falls back, the breaker is not touched.
     #[error("unexpected reply from the check script: {0}")]
     Reply(String),
 }
@@ -41,15 +60,27 @@ impl StoreError {
     }
 }
 
-/// The store as the central site uses it.
-pub struct RedisStore {
+/// What the background pings need; shared with them through a `Weak`, so a dropped store
+/// stops its pings.
+struct Shared {
     /// One multiplexed connection per worker thread: a connection's driver task runs on the
     /// runtime that first used it, so a worker using its own never wakes another thread
     /// (benches/load.sh: shared by two workers, the central row reached 0.52x the local row).
     conns: Vec<Connection>,
+    timeout: Duration,
+    /// One per store node (see `Breakers`).
+    breakers: Breakers,
+    /// A Redis Cluster: breakers per master, once its slot map is learned.
+    cluster: bool,
+    /// A `CLUSTER SLOTS` read is under way.
+    learning: AtomicBool,
+    metrics: StoreMetrics,
+}
+
+/// The store as the central site uses it.
+pub struct RedisStore {
+    shared: Arc<Shared>,
     script: Script,
-    timeout: std::time::Duration,
-    breaker: Breaker,
     clock: Arc<dyn Clock>,
     pub metrics: StoreMetrics,
 }
@@ -60,16 +91,25 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
         metrics: StoreMetrics,
     ) -> redis::RedisResult<Self> {
-        Ok(RedisStore {
-            conns: (0..std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .map(|_| Connection::new(store))
-                .collect::<redis::RedisResult<_>>()?,
-            script: Script::new(CHECK_LUA),
-            timeout: store.timeout,
-            breaker: Breaker::new(
+        let conns: Vec<Connection> = (0..std::thread::available_parallelism()
+            .map_or(1, |n| n.get()))
+            .map(|_| Connection::new(store))
+            .collect::<redis::RedisResult<_>>()?;
+        let shared = Shared {
+            breakers: Breakers::new(
                 store.breaker_failures.get(),
                 duration_to_nanos(store.breaker_cooldown),
+                conns.len(),
             ),
+            conns,
+            timeout: store.timeout,
+            cluster: store.kind == StoreKind::RedisCluster,
+            learning: AtomicBool::new(false),
+            metrics: metrics.clone(),
+        };
+        Ok(RedisStore {
+            shared: Arc::new(shared),
+            script: Script::new(CHECK_LUA),
             clock,
             metrics,
         })
@@ -87,6 +127,8 @@ impl RedisStore {
 
     /// Run any of tollgate's scripts (check, lease, membership) through the same
     /// connection, timeout, breaker and metrics: `op` labels the call and is passed first.
+    /// On a cluster, every key of one call is in one slot (the caller groups them).
+    /// Cancel-safe: dropping the future mid-call leaves the breaker consistent.
     pub async fn eval_script<A: redis::ToRedisArgs>(
         &self,
         script: &Script,
@@ -94,10 +136,20 @@ impl RedisStore {
         keys: &[String],
         args: &[A],
     ) -> Result<Vec<i64>, StoreError> {
-        if self.breaker.permit(&*self.clock) == Permit::Rejected {
+        let s = &*self.shared;
+        let conn = worker_slot() % s.conns.len();
+        let key = keys.first().map_or("", String::as_str);
+        let slot = s.cluster.then(|| super::slot(key.as_bytes()));
+        let breaker = s.breakers.for_slot(slot);
+        let Some(ticket) = breaker.permit(&*self.clock) else {
             self.metrics.error(StoreError::BreakerOpen.kind());
+            self.ping_until_answered(&breaker, conn, key);
+            if s.cluster && !s.breakers.learned() {
+                // Without the slot map one master down stops them all: keep asking.
+                self.learn_nodes(conn);
+            }
             return Err(StoreError::BreakerOpen);
-        }
+        };
         self.metrics.call(op);
         let mut invocation = script.prepare_invoke();
         for k in keys {
@@ -107,35 +159,136 @@ impl RedisStore {
         for a in args {
             invocation.arg(a);
         }
-        let mut conn = self.conns[worker_slot() % self.conns.len()].clone();
+        // A refund or release run twice would give back twice (over-admit); anything
+        // else run twice only spends twice, which can under-admit, never over-admit.
+        let may_repeat = !matches!(op, "refund" | "release");
+        let outcome = self.invoke(&invocation, conn, may_repeat).await;
+        if let Err(e) = &outcome {
+            self.metrics.error(e.kind());
+        }
+        match &outcome {
+            Ok(_) | Err(StoreError::Reply(_)) => ticket.success(),
+            Err(_) => {
+                if ticket.failure(&*self.clock) {
+                    self.learn_nodes(conn);
+                }
+            }
+        }
+        if breaker.is_open() {
+            self.ping_until_answered(&breaker, conn, key);
+        } else if s.cluster && outcome.is_ok() && !s.breakers.learned() {
+            self.learn_nodes(conn);
+        }
+        self.metrics.breaker(s.breakers.any_open());
+        outcome
+    }
+
+    /// One call with the store timeout; a script error reply is `Reply`. `may_repeat`: the
+    /// call may run again after a dropped connection (which may have run it already).
+    async fn invoke(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        conn: usize,
+        may_repeat: bool,
+    ) -> Result<Vec<i64>, StoreError> {
+        let s = &*self.shared;
+        let mut conn = s.conns[conn].clone();
         let started = Instant::now();
-        let result =
-            tokio::time::timeout(self.timeout, invocation.invoke_async::<Vec<i64>>(&mut conn))
-                .await;
-        let outcome = match result {
+        let deadline = tokio::time::Instant::from_std(started + s.timeout);
+        let mut result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
+        if let Ok(Err(e)) = &result
+            && may_repeat
+            && reconnecting(e)
+        {
+            // The call met a dropped connection and set off its reconnect: that says
+            // nothing about the store yet, so wait for the new connection and try again.
+            result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
+        }
+        match result {
             Ok(Ok(reply)) => {
                 self.metrics.latency(started.elapsed().as_secs_f64());
                 Ok(reply)
             }
+            Ok(Err(e)) if answered(&e) => Err(StoreError::Reply(e.to_string())),
             Ok(Err(e)) => Err(StoreError::Redis(e.to_string())),
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
-        };
-        match &outcome {
-            Ok(_) => self.breaker.success(),
-            Err(e) => {
-                self.metrics.error(e.kind());
-                self.breaker.failure(&*self.clock);
-            }
+            Err(_) => Err(StoreError::Timeout(s.timeout)),
         }
-        self.metrics.breaker(self.breaker.is_open());
-        outcome
     }
+
+    /// Start pinging, on connection `conn` and this worker's runtime, the node behind
+    /// `breaker` (through `key`, which it owns), unless that ping already runs.
+    fn ping_until_answered(&self, breaker: &Arc<Breaker>, conn: usize, key: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if breaker.pinging[conn].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (shared, breaker) = (Arc::downgrade(&self.shared), breaker.clone());
+        runtime.spawn(ping_loop(shared, breaker, conn, key.to_string()));
+    }
+
+    /// On a cluster, (re-)read which master owns which slots: at the first answer, and
+    /// whenever a breaker opens (a failover moves slots).
+    fn learn_nodes(&self, conn: usize) {
+        let s = &self.shared;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !s.cluster || s.learning.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = self.shared.clone();
+        runtime.spawn(async move {
+            let mut c = shared.conns[conn].clone();
+            if let Ok(Ok(ranges)) = tokio::time::timeout(shared.timeout, c.cluster_slots()).await
+                && !ranges.is_empty()
+            {
+                shared.breakers.learn(&ranges);
+            }
+            shared.learning.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// Ping until the node answers on connection `conn`, then close `breaker`. It runs until
+/// its own connection answers (not just until the breaker closes), so that every worker
+/// that was serving during the outage has a live connection again when traffic returns.
+async fn ping_loop(shared: Weak<Shared>, breaker: Arc<Breaker>, conn: usize, key: String) {
+    loop {
+        tokio::time::sleep(PING_EVERY).await;
+        let Some(s) = shared.upgrade() else { return };
+        let mut c = s.conns[conn].clone();
+        if let Ok(Ok(())) = tokio::time::timeout(s.timeout, c.ping(&key)).await {
+            breaker.success();
+            s.metrics.breaker(s.breakers.any_open());
+            breaker.pinging[conn].store(false, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// The connection was found dropped: the connection manager is reconnecting.
+fn reconnecting(e: &RedisError) -> bool {
+    e.is_connection_dropped() || e.is_io_error()
+}
+
+/// The store itself answered with an error about this call (a Lua error on a foreign
+/// value, an unknown error code, a reply of the wrong type): it is up, only this call
+/// cannot be decided.
+fn answered(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::ResponseError)
+            | ErrorKind::Extension
+            | ErrorKind::UnexpectedReturnType
+    )
 }
 
 /// A small number fixed per thread: which of the store's connections this thread uses.
 fn worker_slot() -> usize {
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static SLOT: Cell<Option<usize>> = const { Cell::new(None) };
