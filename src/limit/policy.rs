@@ -208,7 +208,7 @@ impl PolicyRuntime {
         nodes: NonZeroU32,
     ) -> Result<Self, QuotaError> {
         let mut levels = vec![NonZeroU32::MIN];
-        if p.key.contains(&KeyPart::Ip) {
+        if gets_headroom(p) {
             for h in headrooms {
                 if !levels.contains(h) {
                     levels.push(*h);
@@ -304,6 +304,13 @@ impl PolicyRuntime {
     }
 }
 
+/// Whether a policy's limits grow for clients on shared addresses (CGNAT, `shared_ranges`):
+/// only when its key has an `ip` part, since many people share such an address, but an
+/// account (or a route, a header) behind it is still one. Every site asks this one rule.
+pub fn gets_headroom(p: &Policy) -> bool {
+    p.key.contains(&KeyPart::Ip)
+}
+
 /// A node's share at every headroom level: `burst / N` (at least 1: a node cannot burst
 /// less than one request), and for the rate algorithms (gcra, token bucket) the exact rate
 /// `limit / (N · period)`, so a limit smaller than N is not rounded up to one per period
@@ -337,4 +344,51 @@ fn level(levels: &[(NonZeroU32, AnyAlgorithm)], headroom: NonZeroU32) -> &AnyAlg
         .iter()
         .find(|(h, _)| *h == headroom)
         .map_or(&levels[0].1, |(_, a)| a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LeaseKnobs;
+    use crate::limit::central::CentralItem;
+    use std::time::Duration;
+
+    fn policy(key: KeyPart) -> Policy {
+        let nz = |n| NonZeroU32::new(n).expect("non-zero");
+        Policy {
+            name: "p".into(),
+            key: vec![key],
+            algorithm: AlgorithmName::Gcra,
+            limit: nz(10),
+            period: Duration::from_secs(1),
+            burst: nz(5),
+            cost: nz(1),
+            max_delay: Duration::ZERO,
+            mode: None,
+            max_keys: std::num::NonZeroUsize::new(64).expect("non-zero"),
+            site: Site::Central,
+            local_first: false,
+            lease: LeaseKnobs {
+                max: nz(50),
+                ttl: Duration::from_millis(50),
+                target: Duration::from_millis(20),
+            },
+        }
+    }
+
+    /// The local state (and `q`) and the central item agree: 4x for ip keys only.
+    #[test]
+    fn only_ip_keyed_policies_get_headroom_on_every_site() {
+        let four = NonZeroU32::new(4).expect("non-zero");
+        for (key, limit, burst) in [(KeyPart::Ip, 40u32, 20u32), (KeyPart::Account, 10, 5)] {
+            let p = policy(key);
+            let rt = PolicyRuntime::new(0, &p, &[four]).expect("a valid policy");
+            assert_eq!(rt.algorithm(four).quota().limit, u64::from(limit));
+            let item = CentralItem::new("k".into(), &p, four.get(), 1, Mode::Enforce);
+            assert_eq!(
+                (item.params[1], item.params[3]),
+                (f64::from(limit), f64::from(burst))
+            );
+        }
+    }
 }

@@ -37,11 +37,19 @@ pub fn quota_q_w(q: &QuotaInfo) -> (u64, Option<u64>) {
     (scaled, Some(w))
 }
 
-/// The `t` of one item: the wait of a denying policy (≥ 1 s), else its reset.
+/// True for a wait no amount of waiting ends: the algorithms' [`NEVER`] (a cost above
+/// what the state can ever hold, e.g. above a node's `burst / N` share), or anything within
+/// a factor of two of it (centuries), which no client should be told to sleep.
+pub fn is_never(wait: Nanos) -> bool {
+    wait >= NEVER / 2
+}
+
+/// The `t` of one item: the wait of a denying policy (≥ 1 s), else its reset. A denial
+/// that waiting never ends has no wait to give: its `t` is the reset, like an allowed one.
 fn t_of(r: &PolicyReport) -> u64 {
     match r.retry_after {
-        Some(wait) => ceil_secs(wait.min(NEVER - 1)).max(1),
-        None => ceil_secs(r.reset_after),
+        Some(wait) if !is_never(wait) => ceil_secs(wait).max(1),
+        _ => ceil_secs(r.reset_after.min(NEVER / 2)),
     }
 }
 
@@ -139,6 +147,9 @@ fn insert(headers: &mut HeaderMap, name: HeaderName, value: &str) {
 }
 
 /// The 429 for a denied request: problem body naming the denying policies and the wait.
+/// When a denying policy can never admit this request (its cost is more than the state
+/// can hold), `Retry-After` is left out and the body says so: any number would be either
+/// a lie or 584 years, and a client told to retry would retry forever.
 pub fn too_many_requests(report: &[PolicyReport], cfg: &ResponseConfig) -> Response<ResponseBody> {
     let denying: Vec<&PolicyReport> = report.iter().filter(|r| r.retry_after.is_some()).collect();
     let wait = denying
@@ -146,20 +157,33 @@ pub fn too_many_requests(report: &[PolicyReport], cfg: &ResponseConfig) -> Respo
         .filter_map(|r| r.retry_after)
         .max()
         .unwrap_or(NANOS_PER_SEC);
-    let retry_after = ceil_secs(wait.min(NEVER - 1)).max(1);
     let names: Vec<&str> = denying.iter().map(|r| &*r.name).collect();
+    let retry_after = (!is_never(wait)).then(|| ceil_secs(wait).max(1));
+    let detail = match retry_after {
+        Some(secs) => format!(
+            "rate limit exceeded ({}); retry in {secs} s",
+            names.join(", ")
+        ),
+        None => format!(
+            "rate limit exceeded ({}); this request costs more than the limit can ever \
+             admit here, so retrying will not help",
+            names.join(", ")
+        ),
+    };
     let body = serde_json::json!({
         "type": "https://tollgate.dev/problems/rate_limited",
         "title": "Too Many Requests",
         "status": 429,
-        "detail": format!("rate limit exceeded ({}); retry in {retry_after} s", names.join(", ")),
+        "detail": detail,
         "policy": names.first().copied().unwrap_or(""),
         "policies": names,
         "retry_after": retry_after,
     });
     let mut resp = problem(StatusCode::TOO_MANY_REQUESTS, body);
-    resp.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    if let Some(secs) = retry_after {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
     add_headers(resp.headers_mut(), report, cfg, true);
     resp
 }
@@ -258,5 +282,16 @@ mod tests {
         assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(resp.headers()["retry-after"], "3");
         assert!(resp.headers().get("ratelimit").is_none());
+    }
+
+    #[test]
+    fn a_never_wait_is_not_sent_as_a_number() {
+        let mut r = report("split", 10, 1000, 0, 400, None);
+        r.retry_after = Some(NEVER);
+        let resp = too_many_requests(&[r], &all());
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(resp.headers().get("retry-after").is_none());
+        assert_eq!(resp.headers()["ratelimit"], "\"split\";r=0;t=1");
+        assert_eq!(resp.headers()["x-ratelimit-reset"], "1");
     }
 }

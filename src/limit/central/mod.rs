@@ -8,7 +8,7 @@
 //! less budget (never more), so the protocol can only under-admit, briefly; a request denied
 //! anywhere ends with every key as it was (up to the refund's exactness: GCRA and leaky
 //! bucket move the arrival time back by the spent cells, token bucket adds the tokens back,
-//! sliding window subtracts from the window it counted in, concurrency decrements).
+//! sliding window subtracts from the window it counted in, concurrency removes its slot).
 
 mod breaker;
 mod connection;
@@ -26,17 +26,30 @@ use crate::config::{AlgorithmName, Mode, Policy, StoreKind};
 use crate::limit::clock::{Clock, Nanos};
 use metrics::StoreMetrics;
 
+/// How long a central concurrency slot is held when its gateway never releases it (a crash).
+pub const CONCURRENCY_HOLD: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// One central key of one request, ready for the script.
 #[derive(Debug, Clone)]
 pub struct CentralItem {
-    /// Full Redis key (prefixed).
+    /// Full Redis key (prefixed; concurrency keys end in [`SLOTS_SUFFIX`]).
     pub key: String,
-    /// The script's 7 numbers: algorithm, limit, period_us, burst, cost, max_delay_us, mode.
+    /// The script's 7 numbers: algorithm, limit, period_us (concurrency: the hold),
+    /// burst, cost, max_delay_us, mode.
     pub params: [f64; 7],
+    /// Concurrency: this acquisition's id, unique across the fleet, so that its release
+    /// removes exactly its own slot; "-" for the other algorithms.
+    pub slot: Arc<str>,
 }
 
+/// Appended to a concurrency key: its value is a sorted set, which an older gateway's
+/// script (or another algorithm's) must never `GET` after a policy changes algorithm.
+pub const SLOTS_SUFFIX: &str = ":slots";
+
 impl CentralItem {
-    /// `policy`'s parameters at `headroom`, spending `cost`, in `mode`.
+    /// `policy`'s parameters at `headroom`, spending `cost`, in `mode`. The headroom of
+    /// shared addresses applies only to ip-keyed policies, as on the local site: an account
+    /// behind a CGNAT address is still one account.
     pub fn new(key: String, policy: &Policy, headroom: u32, cost: u32, mode: Mode) -> Self {
         let alg = match policy.algorithm {
             AlgorithmName::Gcra => 1.0,
@@ -45,24 +58,68 @@ impl CentralItem {
             AlgorithmName::LeakyBucket => 4.0,
             AlgorithmName::Concurrency => 5.0,
         };
-        let h = f64::from(headroom);
+        let h = if crate::limit::policy::gets_headroom(policy) {
+            f64::from(headroom)
+        } else {
+            1.0
+        };
+        let concurrency = policy.algorithm == AlgorithmName::Concurrency;
+        let period = if concurrency {
+            CONCURRENCY_HOLD
+        } else {
+            policy.period
+        };
         CentralItem {
-            key,
+            key: if concurrency { key + SLOTS_SUFFIX } else { key },
             params: [
                 alg,
                 f64::from(policy.limit.get()) * h,
-                policy.period.as_micros() as f64,
+                period.as_micros() as f64,
                 f64::from(policy.burst.get()) * h,
                 f64::from(cost),
                 policy.max_delay.as_micros() as f64,
                 if mode == Mode::Enforce { 1.0 } else { 2.0 },
             ],
+            slot: if concurrency {
+                slot_id()
+            } else {
+                Arc::from("-")
+            },
         }
     }
 
     fn enforcing(&self) -> bool {
         self.params[6] == 1.0
     }
+
+    /// The script's 8 arguments for this item.
+    fn args(&self) -> impl Iterator<Item = String> + '_ {
+        self.params
+            .iter()
+            .map(|v| v.to_string())
+            .chain(std::iter::once(self.slot.to_string()))
+    }
+}
+
+/// A fresh slot id: a random per-process prefix (64 bits from the std hasher's random
+/// keys) and a counter, so two gateways never pick the same id.
+fn slot_id() -> Arc<str> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::LazyLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PROCESS: LazyLock<u64> = LazyLock::new(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    });
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    Arc::from(format!("{:016x}.{n:x}", *PROCESS))
 }
 
 /// What the store decided for one item.
@@ -80,6 +137,8 @@ pub struct CentralResult {
 /// The central site.
 pub struct CentralSite {
     store: RedisStore,
+    /// check.lua, run through the store's connections, timeout and breaker.
+    script: redis::Script,
     /// Group keys by slot (Redis Cluster) or send them all in one call.
     cluster: bool,
     /// Prepended to every key.
@@ -94,6 +153,7 @@ impl CentralSite {
     ) -> redis::RedisResult<Self> {
         Ok(CentralSite {
             store: RedisStore::new(store, clock, metrics)?,
+            script: redis::Script::new(CHECK_LUA),
             cluster: store.kind == StoreKind::RedisCluster,
             prefix: store.key_prefix.clone(),
         })
@@ -113,9 +173,16 @@ impl CentralSite {
     }
 
     /// Decide and spend all-or-nothing (see the module doc for clusters).
-    pub async fn check(&self, items: &[CentralItem]) -> Result<Vec<CentralResult>, StoreError> {
+    pub async fn check(
+        self: &Arc<Self>,
+        items: &[CentralItem],
+    ) -> Result<Vec<CentralResult>, StoreError> {
         if !self.cluster {
-            return self.call("check", items).await;
+            let reply = self.call("check", items).await;
+            if let Err(e) = &reply {
+                self.release_after_timeout(e, items);
+            }
+            return reply;
         }
         let groups = by_slot(items);
         let calls = groups.values().map(|idx| {
@@ -128,7 +195,11 @@ impl CentralSite {
         for (idx, reply) in groups.values().zip(replies) {
             match reply {
                 Ok(rs) => idx.iter().zip(rs).for_each(|(&i, r)| results[i] = Some(r)),
-                Err(e) => failure = Some(e),
+                Err(e) => {
+                    let group: Vec<CentralItem> = idx.iter().map(|&i| items[i].clone()).collect();
+                    self.release_after_timeout(&e, &group);
+                    failure = Some(e);
+                }
             }
         }
         let spent: Vec<CentralItem> = items
@@ -162,6 +233,22 @@ impl CentralSite {
         }
         self.refund(&undo).await;
         Ok(results)
+    }
+
+    /// A check that timed out may still run in Redis after we gave up on it, and take
+    /// concurrency slots no request holds. Release them: the release follows the check on
+    /// the same connection, so it runs after the check if the check runs at all (removing
+    /// a slot never taken does nothing). Without this the slots would stay 5 minutes.
+    fn release_after_timeout(self: &Arc<Self>, err: &StoreError, items: &[CentralItem]) {
+        let held: Vec<CentralItem> = items
+            .iter()
+            .filter(|it| it.params[0] == 5.0)
+            .cloned()
+            .collect();
+        if matches!(err, StoreError::Timeout(_)) && !held.is_empty() {
+            let site = self.clone();
+            tokio::spawn(async move { site.release(&held).await });
+        }
     }
 
     /// Give back spends (best effort: a failed refund only under-admits until the keys
@@ -199,8 +286,8 @@ impl CentralSite {
         items: &[CentralItem],
     ) -> Result<Vec<i64>, StoreError> {
         let keys: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
-        let args: Vec<f64> = items.iter().flat_map(|it| it.params).collect();
-        self.store.eval(op, &keys, &args).await
+        let args: Vec<String> = items.iter().flat_map(CentralItem::args).collect();
+        self.store.eval_script(&self.script, op, &keys, &args).await
     }
 
     async fn call(
