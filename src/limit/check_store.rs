@@ -68,6 +68,8 @@ impl Limiter {
         let policy = &self.policies[p.entry.policy];
         LeaseItem {
             key: p.key.clone(),
+            policy: p.entry.policy,
+            max_keys: policy.max_keys,
             params: policy
                 .lease_params(p.headroom)
                 .expect("lease entries exist only for lease policies"),

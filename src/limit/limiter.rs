@@ -77,6 +77,8 @@ pub struct Limiter {
     shadow_logged: Vec<AtomicU64>,
     /// Last time a store error was logged (same reason).
     store_error_logged: AtomicU64,
+    /// Store errors not logged since that line.
+    store_error_suppressed: AtomicU64,
 }
 
 const LOG_EVERY: Nanos = 1_000_000_000;
@@ -159,16 +161,20 @@ impl Limiter {
                 plan
             })
             .collect();
-        let lease = Arc::new(match &central {
-            Some(site) => LeaseSite::redis(site.clone(), clock.clone(), config.store.timeout),
-            None => LeaseSite::memory(clock.clone()),
-        });
+        let lease = Arc::new(
+            match &central {
+                Some(site) => LeaseSite::redis(site.clone(), clock.clone(), config.store.timeout),
+                None => LeaseSite::memory(clock.clone()),
+            }
+            .with_gauges(gauges.clone()),
+        );
         Ok(Limiter {
             keys,
             lease,
             nodes_gauge,
             shadow_logged: policies.iter().map(|_| AtomicU64::new(0)).collect(),
             store_error_logged: AtomicU64::new(0),
+            store_error_suppressed: AtomicU64::new(0),
             local: Arc::new(LocalStore::new(policies.clone(), clock, gauges)),
             central,
             denied_until: DenyCache::new(
@@ -238,7 +244,10 @@ impl Limiter {
         fallback: OnStoreError,
     ) {
         if once_a_second(&self.store_error_logged, self.local.now()) {
-            error!(route, error = %err, ?fallback, "store unavailable; deciding without it (logged at most once a second)");
+            let suppressed = self.store_error_suppressed.swap(0, Ordering::Relaxed);
+            error!(route, error = %err, ?fallback, suppressed, "store unavailable; deciding without it (logged at most once a second; suppressed: errors since the last line)");
+        } else {
+            self.store_error_suppressed.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -192,9 +192,15 @@ impl Gateway {
         };
         // 6. respond
         let resp = result.unwrap_or_else(|err| {
-            if !matches!(err, GatewayError::RateLimited(_)) {
-                let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
+            // Only the upstream's failures are worth a WARN each. Refusals of the client's
+            // request (4xx, 429) are in the access log and metrics, so an attacker cannot
+            // flood the log; a store outage's 503s are logged by the limiter at most once
+            // a second, with a suppressed count.
+            let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
+            if err.is_upstream_failure() {
                 warn!(route, %client, error = %err, kind = err.kind(), "request failed");
+            } else {
+                tracing::debug!(route, %client, error = %err, kind = err.kind(), "request refused");
             }
             respond::error_response(&err, &inner.response)
         });

@@ -74,6 +74,16 @@ impl GatewayError {
         }
     }
 
+    /// Whether the upstream, not the client or the limits, failed this request.
+    pub fn is_upstream_failure(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::UpstreamUnavailable { .. }
+                | GatewayError::UpstreamTimeout { .. }
+                | GatewayError::UnexpectedUpgrade { .. }
+        )
+    }
+
     /// Short stable identifier, used as the problem `type` suffix and in logs.
     pub fn kind(&self) -> &'static str {
         match self {

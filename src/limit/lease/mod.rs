@@ -7,11 +7,15 @@
 //! - `grant.rs`: the coordinator's grant rule and the in-process coordinator (and the
 //!   over-admission bound, proved there);
 //! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill;
-//! - `site.rs`: every book of this node and the coordinator that refills them.
+//! - `books.rs`: every book of this node, in lock shards bounded by `max_keys`;
+//! - `site.rs`: what a request does with the books (take, wait, give back);
+//! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
 
 pub mod book;
+mod books;
 pub mod grant;
 pub mod params;
+mod refill;
 pub mod site;
 
 pub use book::{Ask, Lease, Take};

@@ -1,0 +1,158 @@
+//! One refill of one book: a coordinator call, and recording its outcome in the book.
+//!
+//! A book counts its calls out (`in_flight`) from the moment a request begins one; only
+//! the outcome settles that count. So a call must be settled whether or not the request
+//! that began it is still there: against Redis each call runs in its own task (a request
+//! that gives up or is dropped only stops awaiting it, and the grant still lands), and a
+//! guard settles the book as a failed call if even that task is dropped (its runtime
+//! shutting down). Otherwise a slow key whose request was reset mid-call would stay
+//! "refill out" forever: denied on this node until restart, and never evicted.
+
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::book::Ask;
+use super::grant::Grant;
+use super::site::{Coordinator, LeaseItem, LeaseSite};
+use crate::limit::central::StoreError;
+
+/// The grant script; see the file for arguments and reply.
+pub const LEASE_LUA: &str = include_str!("lease.lua");
+
+impl LeaseSite {
+    /// Run a begun refill without waiting for it. In-process a refill is a map lookup
+    /// that never suspends: not worth a task.
+    pub(super) async fn refill_behind(self: &Arc<Self>, it: &LeaseItem, ask: Ask) {
+        if self.is_memory() {
+            let _ = self.refill(it, ask).await;
+        } else {
+            drop(self.spawn_refill(it, ask));
+        }
+    }
+
+    /// Run a begun refill and wait for it until `deadline`; past it, the store did not
+    /// answer in this request's time (the call goes on and still lands in the book).
+    pub(super) async fn refill_within(
+        self: &Arc<Self>,
+        it: &LeaseItem,
+        ask: Ask,
+        deadline: Instant,
+    ) -> Result<(), StoreError> {
+        if self.is_memory() {
+            return self.refill(it, ask).await;
+        }
+        match tokio::time::timeout_at(deadline, self.spawn_refill(it, ask)).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(StoreError::Redis(format!("lease refill: {join}"))),
+            Err(_) => Err(StoreError::Timeout(self.wait)),
+        }
+    }
+
+    fn is_memory(&self) -> bool {
+        matches!(self.coordinator, Coordinator::Memory(_))
+    }
+
+    fn spawn_refill(
+        self: &Arc<Self>,
+        it: &LeaseItem,
+        ask: Ask,
+    ) -> JoinHandle<Result<(), StoreError>> {
+        let site = self.clone();
+        let it = it.clone();
+        tokio::spawn(async move { site.refill(&it, ask).await })
+    }
+
+    /// One coordinator call for `ask` on `it`'s key, recorded in its book.
+    async fn refill(&self, it: &LeaseItem, ask: Ask) -> Result<(), StoreError> {
+        let mut guard = Unsettled {
+            site: self,
+            it,
+            ask,
+            armed: true,
+        };
+        let reply = match &self.coordinator {
+            Coordinator::Memory(c) => Ok(c.grant(&it.key, &it.params, ask, self.now())),
+            Coordinator::Redis { site, script } => {
+                let p = &it.params;
+                let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
+                let args = [
+                    us(p.interval()),
+                    us(p.tolerance as i128),
+                    ask.lead.min(p.horizon) as f64 / 1_000.0,
+                    f64::from(ask.want),
+                ];
+                let keys = [site.key(&it.key)];
+                site.store()
+                    .eval_script(script, "lease", &keys, &args)
+                    .await
+                    .and_then(|r| decode(&r))
+            }
+        };
+        guard.armed = false;
+        self.record(it, ask, reply)
+    }
+
+    /// Record a call's outcome in the key's book and wake the requests waiting for it. A
+    /// grant for a book evicted meanwhile starts a new one (the cells are this node's); a
+    /// failure for one has nothing to settle.
+    fn record(
+        &self,
+        it: &LeaseItem,
+        ask: Ask,
+        reply: Result<Grant, StoreError>,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        let mut evicted = 0;
+        {
+            let mut shard = self.books.lock(&it.key);
+            match &reply {
+                Ok(g) => {
+                    let (book, n) = shard.book(it.policy, &it.key, it.cap(), now);
+                    evicted = n;
+                    book.on_grant(&it.params, ask, *g, now);
+                }
+                Err(_) => {
+                    if let Some(book) = shard.get_mut(it.policy, &it.key) {
+                        book.on_error(ask);
+                    }
+                }
+            }
+        }
+        self.count_evicted(it.policy, evicted);
+        self.refilled[super::books::shard_of(&it.key)].notify_waiters();
+        reply.map(|_| ())
+    }
+}
+
+/// Settles a refill's book as a failed call if the refill is dropped before its reply.
+struct Unsettled<'a> {
+    site: &'a LeaseSite,
+    it: &'a LeaseItem,
+    ask: Ask,
+    armed: bool,
+}
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let cancelled = Err(StoreError::Redis("lease refill cancelled".into()));
+            let _ = self.site.record(self.it, self.ask, cancelled);
+        }
+    }
+}
+
+/// `granted, frontier_us, now_us`.
+fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
+    match reply {
+        [granted, frontier, _now] => Ok(Grant {
+            granted: u32::try_from(*granted).unwrap_or(0),
+            frontier: frontier.saturating_mul(1_000),
+        }),
+        other => Err(StoreError::Reply(format!(
+            "lease script: {} values",
+            other.len()
+        ))),
+    }
+}
