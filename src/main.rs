@@ -248,8 +248,7 @@ async fn serve(cfg: tollgate::config::Config, workers: Option<usize>) -> anyhow:
     if let Some(n) = workers {
         server = server.workers(n);
     }
-    server.run(stop).await;
-    Ok(())
+    server.try_run(stop).await.context("starting tollgate")
 }
 
 /// `TOLLGATE_WORKERS=N`: how many worker threads serve connections (benchmarks use 2);

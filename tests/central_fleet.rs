@@ -53,15 +53,17 @@ async fn call(
 }
 
 /// Three gateway processes, 8 concurrent clients each, one key: the total admitted stays
-/// within what one GCRA admits over the elapsed time, `burst + elapsed·rate`.
+/// within what one GCRA admits over the elapsed time, `burst + elapsed·rate`. The period is
+/// an hour, so refill adds one request only after 3 min: however slow the machine, the bound
+/// is the burst, and 960 requests test it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_gateway_processes_enforce_one_limit() {
-    const LIMIT: f64 = 100.0; // per second
-    const BURST: f64 = 20.0;
+    const BURST: u32 = 20;
+    const PERIOD_SECS: f64 = 3600.0;
     let redis = RedisServer::start();
     let up = echo_upstream().await;
     let policy = format!(
-        "[policies.shared]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = {LIMIT}\nperiod = \"1s\"\nburst = {BURST}\nsite = \"central\"\n"
+        "[policies.shared]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = {BURST}\nperiod = \"1h\"\nburst = {BURST}\nsite = \"central\"\n"
     );
     let cfg = temp_file(
         "fleet.toml",
@@ -93,16 +95,15 @@ async fn three_gateway_processes_enforce_one_limit() {
         admitted += r.unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let bound = BURST + (elapsed * LIMIT).floor();
+    let bound = BURST + (elapsed * f64::from(BURST) / PERIOD_SECS).floor() as u32;
     assert!(
-        f64::from(admitted) <= bound,
+        admitted <= bound,
         "admitted {admitted} > bound {bound} over {elapsed:.3}s"
     );
     assert!(
-        f64::from(admitted) >= BURST,
+        admitted >= BURST,
         "admitted {admitted}: the limit was not shared but starved"
     );
-    assert!(admitted < 3 * 8 * 40, "nothing was limited");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

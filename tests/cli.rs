@@ -69,17 +69,37 @@ fn shipped_config_and_valid_fixtures_pass_check() {
     }
 }
 
+/// Without `-c`, `TOLLGATE_CONFIG` names the file. A valid file must pass and be named in the
+/// output, and an invalid one must fail with *its* message: clap's own "missing --config"
+/// error also exits 2, so the exit code alone would prove nothing.
 #[test]
 fn config_comes_from_env_when_flag_is_absent() {
+    let valid = repo_path("tests/fixtures/valid/minimal.toml");
     let out = tollgate()
         .arg("check")
-        .env(
-            "TOLLGATE_CONFIG",
-            repo_path("tests/fixtures/invalid/bad_listen.toml"),
-        )
+        .env("TOLLGATE_CONFIG", &valid)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.trim(), format!("{}: ok", valid.display()));
+
+    let invalid = repo_path("tests/fixtures/invalid/bad_listen.toml");
+    let out = tollgate()
+        .arg("check")
+        .env("TOLLGATE_CONFIG", &invalid)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: server.listen: ", invalid.display())),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -1,10 +1,10 @@
-//! Rate limiting through the real gateway: 429s, draft headers, modes, keys, all-or-nothing,
-//! concurrency and the leaky bucket, on a manual clock so every count is exact.
+//! Rate limiting through the real gateway: 429s, draft headers, all-or-nothing, concurrency
+//! and the leaky bucket, on a manual clock so every count is exact (modes in
+//! `limit_modes.rs`, key parts and headroom in `limit_keys.rs`).
 
 mod common;
+mod limit_support;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -12,59 +12,8 @@ use common::*;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::channel::Channel;
+use limit_support::*;
 use tollgate::limit::clock::ManualClock;
-
-/// Gateway trusting loopback as a proxy (so tests pick client IPs with XFF), with `policies`
-/// TOML and the route's extra keys.
-async fn gateway(up: SocketAddr, policies: &str, route: &str, clock: &ManualClock) -> Gateway {
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-
-[account]
-header = "x-api-key"
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-{policies}
-
-[[routes]]
-name = "api"
-upstream = "app"
-{route}
-"#
-    );
-    Gateway::start_with_clock(&text, Arc::new(clock.clone())).await
-}
-
-async fn call(gw: &Gateway, ip: &str, account: Option<&str>) -> Response<hyper::body::Incoming> {
-    get_as(gw.addrs.listen, "/x", ip, account).await
-}
-
-fn header(resp: &Response<hyper::body::Incoming>, name: &str) -> Option<String> {
-    resp.headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_string())
-}
-
-async fn metrics(gw: &Gateway) -> String {
-    metrics_text(gw.addrs.admin_listen.unwrap()).await
-}
-
-const PER_IP: &str = r#"
-[policies.per_ip]
-key = ["ip"]
-algorithm = "gcra"
-limit = 2
-period = "1s"
-burst = 2
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn denied_request_gets_429_problem_and_draft_headers() {
@@ -182,108 +131,6 @@ period = "1m"
         header(&r, "ratelimit").unwrap(),
         "\"per_ip\";r=7;t=1",
         "no account header: per_account does not apply"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shadow_mode_forwards_and_hides_but_counts() {
-    let clock = ManualClock::new();
-    let gw = gateway(
-        echo_upstream().await,
-        PER_IP,
-        "policies = [\"per_ip\"]\nmode = \"shadow\"",
-        &clock,
-    )
-    .await;
-    for _ in 0..5 {
-        let r = call(&gw, "198.51.100.9", None).await;
-        assert_eq!(r.status(), StatusCode::OK);
-        assert!(
-            r.headers().get("ratelimit").is_none(),
-            "shadow mode changes nothing a client sees"
-        );
-        assert!(r.headers().get("ratelimit-policy").is_none());
-    }
-    let m = metrics(&gw).await;
-    assert!(m.contains("outcome=\"shadow_deny\"} 3"), "{m}");
-    assert!(m.contains("outcome=\"allow\"} 2"), "{m}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn off_mode_asks_no_policy_and_policy_mode_overrides_route() {
-    let clock = ManualClock::new();
-    let gw = gateway(
-        echo_upstream().await,
-        PER_IP,
-        "policies = [\"per_ip\"]\nmode = \"off\"",
-        &clock,
-    )
-    .await;
-    for _ in 0..5 {
-        let r = call(&gw, "198.51.100.9", None).await;
-        assert_eq!(r.status(), StatusCode::OK);
-        assert!(r.headers().get("ratelimit").is_none());
-    }
-    assert!(!metrics(&gw).await.contains("tollgate_decisions_total{"));
-
-    let shadowed = PER_IP.replace("burst = 2", "burst = 2\nmode = \"shadow\"");
-    let gw = gateway(
-        echo_upstream().await,
-        &shadowed,
-        "policies = [\"per_ip\"]",
-        &clock,
-    )
-    .await;
-    for _ in 0..5 {
-        assert_eq!(
-            call(&gw, "198.51.100.9", None).await.status(),
-            StatusCode::OK
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ipv6_clients_share_their_64_and_cgnat_gets_headroom() {
-    let clock = ManualClock::new();
-    let gw = gateway(
-        echo_upstream().await,
-        PER_IP,
-        "policies = [\"per_ip\"]",
-        &clock,
-    )
-    .await;
-    assert_eq!(
-        call(&gw, "2001:db8:1:2::1", None).await.status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        call(&gw, "2001:db8:1:2::ffff", None).await.status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        call(&gw, "2001:db8:1:2:aaaa::7", None).await.status(),
-        StatusCode::TOO_MANY_REQUESTS
-    );
-    assert_eq!(
-        call(&gw, "2001:db8:1:3::1", None).await.status(),
-        StatusCode::OK,
-        "another /64"
-    );
-
-    // 100.64.0.0/10 gets limit and burst x4 (default cgnat_headroom): 8 at once.
-    for i in 0..8 {
-        let r = call(&gw, "100.64.7.7", None).await;
-        assert_eq!(r.status(), StatusCode::OK, "request {i}");
-        if i == 0 {
-            assert_eq!(
-                header(&r, "ratelimit-policy").unwrap(),
-                "\"per_ip\";q=8;w=1"
-            );
-        }
-    }
-    assert_eq!(
-        call(&gw, "100.64.7.7", None).await.status(),
-        StatusCode::TOO_MANY_REQUESTS
     );
 }
 

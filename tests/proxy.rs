@@ -135,31 +135,6 @@ async fn no_route_is_404_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dead_upstream_is_502() {
-    let gw = Gateway::start(&config(dead_port().await, "", "")).await;
-    let resp = send_h1(gw.addrs.listen, get(&gw.url("/"))).await;
-    assert_eq!(resp.status(), StatusCode::BAD_GATEWAY);
-    let body = json(resp).await;
-    assert_eq!(body["status"], 502);
-    assert!(body["detail"].as_str().unwrap().contains("app"), "{body}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dead_url_is_skipped() {
-    let up = echo_upstream().await;
-    let dead = dead_port().await;
-    let text = config(up, "", "").replace(
-        &format!("urls = [\"http://{up}\"]"),
-        &format!("urls = [\"http://{dead}\", \"http://{up}\"]"),
-    );
-    let gw = Gateway::start(&text).await;
-    for _ in 0..6 {
-        let resp = send_h1(gw.addrs.listen, get(&gw.url("/"))).await;
-        assert_eq!(resp.status(), StatusCode::OK);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_upstream_is_504_not_a_hang() {
     // The upstream holds every request until the test ends.
     let (_hold, held) = tokio::sync::watch::channel(());

@@ -3,9 +3,16 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use super::raw::AlgorithmName;
 use super::raw::{RawCluster, RawStore, StoreKind};
 use super::validate::Validator;
-use super::{Cluster, Store};
+use super::{Cluster, Policy, Store};
+use crate::limit::algorithm::MAX_PERIOD;
+
+/// The most gateways `[cluster] expected_nodes` may name. Each node's share of a gcra or
+/// token_bucket policy runs at `period × N`, which must stay within [`MAX_PERIOD`]: at
+/// `u32::MAX` nodes even a one-second period does not, and `serve` would refuse to start.
+pub const MAX_EXPECTED_NODES: u32 = 10_000;
 
 impl Validator {
     pub(super) fn store(&mut self, raw: &RawStore) -> Option<Store> {
@@ -68,10 +75,16 @@ impl Validator {
     }
 
     pub(super) fn cluster(&mut self, raw: &RawCluster) -> Cluster {
-        let expected_nodes = NonZeroU32::new(raw.expected_nodes).unwrap_or_else(|| {
-            self.fail("cluster.expected_nodes", "must be at least 1");
-            NonZeroU32::MIN
-        });
+        let expected_nodes = match NonZeroU32::new(raw.expected_nodes) {
+            Some(n) if n.get() <= MAX_EXPECTED_NODES => n,
+            _ => {
+                self.fail(
+                    "cluster.expected_nodes",
+                    format!("must be at least 1 and at most {MAX_EXPECTED_NODES}"),
+                );
+                NonZeroU32::MIN
+            }
+        };
         let heartbeat = self
             .duration("cluster.heartbeat", &raw.heartbeat)
             .filter(|d| {
@@ -101,6 +114,35 @@ impl Validator {
     }
 }
 
+impl Validator {
+    /// Each node's share of a gcra or token_bucket policy runs at `period × N` (the L/N
+    /// split, also used by `on_store_error = "local"`); past [`MAX_PERIOD`] the limiter
+    /// cannot be built and `serve` exits. Reject it for `N = [cluster] expected_nodes`.
+    pub(super) fn node_periods(&mut self, policies: &[Policy], nodes: NonZeroU32) {
+        for p in policies {
+            if !matches!(
+                p.algorithm,
+                AlgorithmName::Gcra | AlgorithmName::TokenBucket
+            ) {
+                continue;
+            }
+            if p.period
+                .checked_mul(nodes.get())
+                .is_none_or(|d| d > MAX_PERIOD)
+            {
+                self.fail(
+                    &format!("policies.{}.period", p.name),
+                    format!(
+                        "{} × {nodes} expected nodes is longer than 10 years: a node's share \
+                         of this policy cannot be kept",
+                        humantime::format_duration(p.period)
+                    ),
+                );
+            }
+        }
+    }
+}
+
 /// Host name and process id: unique per running gateway, readable in `redis-cli`.
 fn default_node_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -110,4 +152,50 @@ fn default_node_id() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "tollgate".into());
     format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::raw::RawPolicy;
+    use super::*;
+
+    fn cluster_problems(expected_nodes: u32) -> usize {
+        let mut v = Validator::default();
+        let raw: RawCluster =
+            toml::from_str(&format!("expected_nodes = {expected_nodes}")).expect("a cluster");
+        v.cluster(&raw);
+        v.problem_count()
+    }
+
+    #[test]
+    fn expected_nodes_is_bounded() {
+        assert_eq!(cluster_problems(0), 1);
+        assert_eq!(cluster_problems(1), 0);
+        assert_eq!(cluster_problems(MAX_EXPECTED_NODES), 0);
+        assert_eq!(cluster_problems(MAX_EXPECTED_NODES + 1), 1);
+        assert_eq!(cluster_problems(u32::MAX), 1);
+    }
+
+    fn period_problems(algorithm: &str, period: &str, nodes: u32) -> usize {
+        let text = format!(
+            "[p]\nkey = [\"ip\"]\nalgorithm = \"{algorithm}\"\nlimit = 10\nperiod = \"{period}\"\n"
+        );
+        let raw: BTreeMap<String, RawPolicy> = toml::from_str(&text).expect("a policy table");
+        let mut v = Validator::default();
+        let policies = v.policies(&raw);
+        assert_eq!(v.problem_count(), 0, "valid on its own");
+        v.node_periods(&policies, NonZeroU32::new(nodes).expect("non-zero"));
+        v.problem_count()
+    }
+
+    #[test]
+    fn a_nodes_share_must_fit_the_longest_period() {
+        assert_eq!(period_problems("gcra", "1d", 3650), 0, "exactly 10 years");
+        assert_eq!(period_problems("gcra", "1d", 3651), 1);
+        assert_eq!(period_problems("token_bucket", "1h", MAX_EXPECTED_NODES), 0);
+        assert_eq!(period_problems("token_bucket", "1y", 11), 1);
+        assert_eq!(period_problems("sliding_window", "1y", 11), 0, "not scaled");
+    }
 }

@@ -1,11 +1,11 @@
-//! What the limit step hands back to the request path, and the all-or-nothing spending rule.
+//! What the limit step hands back to the request path (the all-or-nothing spending rule is
+//! `decided::local_plan`).
 
 use std::sync::Arc;
 
 use super::algorithm::QuotaInfo;
 use super::clock::Nanos;
 use super::permit::Permits;
-use crate::config::Mode;
 
 /// What one enforcing policy says about a request, for the response headers.
 #[derive(Debug, Clone)]
@@ -39,51 +39,4 @@ pub struct Admission {
     /// Set when a key part the route needs is stated ambiguously (an account header on two
     /// lines, or as a comma list): answer 400 naming it; no policy was asked.
     pub ambiguous: Option<String>,
-}
-
-/// Which items to spend, given whether each admitted and its mode: a request spends only if
-/// every enforcing policy allows; shadow policies spend only when *every* policy allows, so
-/// their state evolves exactly as it would once enforced.
-pub fn commit_plan(admits: impl Iterator<Item = bool>, modes: &[Mode]) -> Vec<bool> {
-    let admits: Vec<bool> = admits.collect();
-    let enforce_ok = admits
-        .iter()
-        .zip(modes)
-        .all(|(&a, m)| a || *m != Mode::Enforce);
-    let all_ok = admits.iter().all(|&a| a);
-    modes
-        .iter()
-        .map(|m| all_ok || (enforce_ok && *m == Mode::Enforce))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plan_spends_all_or_nothing() {
-        use Mode::*;
-        assert_eq!(
-            commit_plan([true, true].into_iter(), &[Enforce, Enforce]),
-            vec![true, true]
-        );
-        assert_eq!(
-            commit_plan([true, false].into_iter(), &[Enforce, Enforce]),
-            vec![false, false]
-        );
-        // A shadow denial never blocks the enforcing spend, and spends no shadow state.
-        assert_eq!(
-            commit_plan([true, false, true].into_iter(), &[Enforce, Shadow, Shadow]),
-            vec![true, false, false]
-        );
-        assert_eq!(
-            commit_plan([false, true].into_iter(), &[Enforce, Shadow]),
-            vec![false, false]
-        );
-        assert_eq!(
-            commit_plan([true, true].into_iter(), &[Enforce, Shadow]),
-            vec![true, true]
-        );
-    }
 }

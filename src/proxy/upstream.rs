@@ -160,7 +160,14 @@ mod tests {
         let p = pool(&["http://a:1", "http://b:2"]);
         p.mark_dead(0);
         p.mark_dead(1);
-        assert!(p.pick() < 2);
+        // Every URL dead: the rotation goes on over all of them rather than sticking to one
+        // (or failing without trying).
+        let picks: Vec<_> = (0..4).map(|_| p.pick()).collect();
+        assert_eq!(picks, vec![0, 1, 0, 1]);
+        // One comes back to life (its mark expired): only it is picked.
+        p.targets[1].dead_until_ms.store(0, Ordering::Relaxed);
+        let picks: Vec<_> = (0..3).map(|_| p.pick()).collect();
+        assert_eq!(picks, vec![1, 1, 1]);
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub enum ServerError {
     Tls { path: PathBuf, reason: String },
     #[error("rate limiting: {0}")]
     Limits(#[from] LimiterError),
+    /// The OS refused a worker thread (the reason is in the message, not a source, so
+    /// a log line without the error chain still says why).
+    #[error("cannot start worker threads: {0}")]
+    Workers(std::io::Error),
 }
 
 /// The addresses actually bound (port 0 resolved).
@@ -147,9 +151,17 @@ impl Server {
         self
     }
 
-    /// Serve until `shutdown` resolves, then drain. Returns once every listener has stopped
-    /// and every worker has drained its connections (within `shutdown_grace`).
+    /// As [`Server::try_run`], logging a failure to start instead of returning it.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        if let Err(e) = self.try_run(shutdown).await {
+            tracing::error!(error = %e, "tollgate could not start");
+        }
+    }
+
+    /// Serve until `shutdown` resolves, then drain. Returns once every listener has stopped
+    /// and every worker has drained its connections (within `shutdown_grace`), or at once
+    /// with the error when the worker threads cannot be started (nothing was served).
+    pub async fn try_run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
         let addrs = self.addrs();
         let (notify, _) = broadcast::channel::<()>(1);
         let timeouts = Timeouts {
@@ -169,13 +181,9 @@ impl Server {
         let slots = UpstreamSlots::new(&config.upstreams);
         let gateway =
             Arc::new(move || Gateway::new(&config, limiter.clone(), metrics.clone(), &slots));
-        let workers = match Workers::start(self.workers, settings, gateway) {
-            Ok(w) => Arc::new(w),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start worker threads");
-                return;
-            }
-        };
+        let workers = Arc::new(
+            Workers::start(self.workers, settings, gateway).map_err(ServerError::Workers)?,
+        );
         let mut tasks = tokio::task::JoinSet::new();
         let places = Arc::new(Semaphore::new(self.config.server.max_connections));
         let listener = |listener, tls| Listener {
@@ -215,6 +223,7 @@ impl Server {
             let _ = tokio::task::spawn_blocking(move || workers.shutdown()).await;
         }
         info!("stopped");
+        Ok(())
     }
 }
 
