@@ -26,9 +26,11 @@ use std::sync::Arc;
 use http::{HeaderMap, Method};
 
 use super::admission::{Admission, PolicyReport};
-use super::central::CentralItem;
+use super::central::{CentralItem, CentralResult};
 use super::check_store::StoreFailure;
+use super::clock::Nanos;
 use super::decided::{Decided, Pending, any_enforce_denied, local_plan};
+use super::deny_cache::refill_wait;
 use super::lease::LeaseItem;
 use super::limiter::Limiter;
 use super::local::{CheckItem, Plan};
@@ -102,6 +104,9 @@ impl Limiter {
         let mut central_shadow_spent: Vec<CentralItem> = Vec::new();
         let mut central_held: Vec<CentralItem> = Vec::new();
         let mut lease_shadow: Vec<LeaseItem> = Vec::new();
+        // Central keys the store admitted and left too empty for the next request:
+        // (pending index, denied until, full at).
+        let mut empty: Vec<(usize, Nanos, Nanos)> = Vec::new();
 
         if pending.iter().any(|p| p.entry.lease) {
             match self
@@ -143,6 +148,9 @@ impl Limiter {
                 .iter()
                 .map(|&i| self.central_item(&pending[i]))
                 .collect();
+            // Read before the call: the store decided later, so times measured from here
+            // err early ("denied until t" must never outlast what the store would deny).
+            let sent = self.local.now();
             match site.check(&items).await {
                 Ok(results) => {
                     let now = self.local.now();
@@ -150,15 +158,24 @@ impl Limiter {
                         decided[i] = Some(Decided::from_central(r));
                         let p = &pending[i];
                         let concurrency = self.policies[p.entry.policy].base().is_concurrency();
+                        let full_at = sent.saturating_add(r.reset_after);
                         if !r.admitted
                             && p.entry.mode == Mode::Enforce
                             && !concurrency
                             && r.wait > 0
                         {
-                            self.denied_until
-                                .deny(&p.key, now.saturating_add(r.wait), now);
+                            self.denied_until.deny(
+                                &p.key,
+                                sent.saturating_add(r.wait),
+                                full_at,
+                                now,
+                            );
                         } else if r.admitted && p.entry.mode == Mode::Enforce {
-                            self.denied_until.forget(&p.key);
+                            match empty_wait(item, r) {
+                                // Remembered once the request is sure to keep its spend.
+                                Some(wait) => empty.push((i, sent.saturating_add(wait), full_at)),
+                                None => self.denied_until.forget(&p.key),
+                            }
                         }
                         if r.committed {
                             central_spent.push(item.clone());
@@ -194,6 +211,7 @@ impl Limiter {
         let (local_idx, items, mirror): (Vec<usize>, Vec<CheckItem>, Vec<bool>) =
             self.local_items(&pending, &decided, fallback);
         if items.is_empty() {
+            self.remember_empty(&pending, &empty);
             let permits = self.permits(Vec::new(), central_held);
             return self.finish(route, route_name, &pending, &decided, permits);
         }
@@ -221,6 +239,12 @@ impl Limiter {
             // Denied here after the store spent: give the store its cells back.
             drop(self.permits(held, Vec::new()));
             self.spawn_refund(central_spent);
+            // The refund moves these keys back: whatever this node remembered may be stale.
+            for (i, d) in decided.iter().enumerate() {
+                if pending[i].entry.central && d.is_some_and(|d| d.committed) {
+                    self.denied_until.forget(&pending[i].key);
+                }
+            }
             return self.finish(route, route_name, &pending, &decided, Permits::default());
         }
         if !decided.iter().all(|d| d.is_none_or(|d| d.admitted)) {
@@ -228,8 +252,25 @@ impl Limiter {
             self.spawn_refund(central_shadow_spent);
             self.lease.give_back(&lease_shadow);
         }
+        self.remember_empty(&pending, &empty);
         let permits = self.permits(held, central_held);
         self.finish(route, route_name, &pending, &decided, permits)
+    }
+
+    /// "Empty until t": the admitted request keeps its central spends, so the keys it left
+    /// too empty for the next request are denied locally until that one could conform.
+    fn remember_empty(&self, pending: &[Pending], empty: &[(usize, Nanos, Nanos)]) {
+        if empty.is_empty() {
+            return;
+        }
+        let now = self.local.now();
+        for &(i, until, full_at) in empty {
+            if until > now {
+                self.denied_until.deny(&pending[i].key, until, full_at, now);
+            } else {
+                self.denied_until.forget(&pending[i].key);
+            }
+        }
     }
 
     /// Step 2: the denied-until cache and the local states that decide without the store.
@@ -238,11 +279,12 @@ impl Limiter {
         for (p, d) in pending.iter().zip(decided.iter_mut()) {
             if p.entry.central
                 && p.entry.mode == Mode::Enforce
-                && let Some(left) = self.denied_until.denied_for(&p.key, now)
+                && let Some((left, reset_after)) = self.denied_until.denied_for(&p.key, now)
             {
                 *d = Some(Decided {
                     admitted: false,
                     wait: left,
+                    reset_after,
                     ..Decided::default()
                 });
             }
@@ -399,4 +441,15 @@ impl Limiter {
         }
         admission
     }
+}
+
+/// How long after the call a key the store just admitted (and kept the spend of) stays too
+/// empty for the next request of the same cost: gcra and token_bucket only, from the
+/// reply's `reset_after` and the parameters the script decided with (headroom included).
+fn empty_wait(item: &CentralItem, r: &CentralResult) -> Option<Nanos> {
+    let [alg, limit, period_us, burst, cost, _, _] = item.params;
+    if !(r.committed && (alg == 1.0 || alg == 2.0) && (r.remaining as f64) < cost) {
+        return None;
+    }
+    refill_wait(limit, period_us * 1_000.0, burst, cost, r.reset_after)
 }
