@@ -86,6 +86,14 @@ async fn policy_level_shadow_beside_an_enforcing_policy_central() {
     policy_level_shadow_beside_an_enforcing_policy_on(&central).await;
 }
 
+/// The same at the lease site (cells leased from the in-process memory coordinator).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_level_shadow_beside_an_enforcing_policy_lease() {
+    let lease =
+        MIXED.replace("period =", "site = \"lease\"\nperiod =") + "\n[store]\nkind = \"memory\"\n";
+    policy_level_shadow_beside_an_enforcing_policy_on(&lease).await;
+}
+
 async fn policy_level_shadow_beside_an_enforcing_policy_on(policies: &str) {
     let clock = ManualClock::new();
     let gw = gateway(
