@@ -13,6 +13,9 @@
 //!    local-first mirrors) are decided and spent under their shard locks; if they now deny
 //!    (a race with another request since step 2), the central spend is refunded.
 //!
+//! Then `check_cache` remembers the central keys an admission left empty, and `check_report`
+//! turns what was decided into the request's `Admission`, counted and logged.
+//!
 //! A request that ends denied (or refused for a store outage) gives its leased cells back
 //! to this node's books (`check`, the one place that sees every exit).
 //!
@@ -25,16 +28,15 @@ use std::sync::Arc;
 
 use http::{HeaderMap, Method};
 
-use super::admission::{Admission, PolicyReport};
-use super::central::{CentralItem, CentralResult};
+use super::admission::Admission;
+use super::central::CentralItem;
+use super::check_cache::empty_wait;
 use super::check_store::StoreFailure;
 use super::clock::Nanos;
 use super::decided::{Decided, Pending, any_enforce_denied, local_plan};
-use super::deny_cache::refill_wait;
 use super::lease::LeaseItem;
 use super::limiter::Limiter;
 use super::local::{CheckItem, Plan};
-use super::metrics::Outcome;
 use super::permit::Permits;
 use crate::config::Mode;
 
@@ -257,22 +259,6 @@ impl Limiter {
         self.finish(route, route_name, &pending, &decided, permits)
     }
 
-    /// "Empty until t": the admitted request keeps its central spends, so the keys it left
-    /// too empty for the next request are denied locally until that one could conform.
-    fn remember_empty(&self, pending: &[Pending], empty: &[(usize, Nanos, Nanos)]) {
-        if empty.is_empty() {
-            return;
-        }
-        let now = self.local.now();
-        for &(i, until, full_at) in empty {
-            if until > now {
-                self.denied_until.deny(&pending[i].key, until, full_at, now);
-            } else {
-                self.denied_until.forget(&pending[i].key);
-            }
-        }
-    }
-
     /// Step 2: the denied-until cache and the local states that decide without the store.
     fn answer_without_store(&self, pending: &[Pending], decided: &mut [Option<Decided>]) {
         let now = self.local.now();
@@ -388,68 +374,4 @@ impl Limiter {
             tokio::spawn(async move { site.refund(&items).await });
         }
     }
-
-    /// Metrics, shadow logs and the report of what was decided.
-    fn finish(
-        &self,
-        route: usize,
-        route_name: &Arc<str>,
-        pending: &[Pending],
-        decided: &[Option<Decided>],
-        permits: Permits,
-    ) -> Admission {
-        let mut admission = Admission {
-            permits,
-            ..Admission::default()
-        };
-        for (p, d) in pending.iter().zip(decided) {
-            let Some(d) = d else { continue };
-            let policy = &self.policies[p.entry.policy];
-            let counters = &self.plans[route].counters[p.slot];
-            if d.error_open {
-                counters.count_store_error(true);
-                continue;
-            }
-            let outcome = match (d.admitted, p.entry.mode) {
-                (true, _) => Outcome::Allow,
-                (false, Mode::Shadow) => Outcome::ShadowDeny,
-                (false, _) => Outcome::Deny,
-            };
-            counters.count(outcome);
-            if outcome == Outcome::ShadowDeny {
-                self.log_shadow_denial(policy, route_name, &p.key);
-            }
-            if p.entry.mode != Mode::Enforce {
-                continue;
-            }
-            let retry_after = (!d.admitted).then_some(d.wait.max(1));
-            if d.admitted {
-                admission.delay = admission.delay.max(d.wait);
-            }
-            admission.denied |= retry_after.is_some();
-            admission.report.push(PolicyReport {
-                name: policy.name.clone(),
-                quota: policy.algorithm(p.headroom).quota(),
-                remaining: d.remaining,
-                reset_after: d.reset_after,
-                retry_after,
-            });
-        }
-        if admission.denied {
-            admission.delay = 0;
-            admission.permits = Permits::default();
-        }
-        admission
-    }
-}
-
-/// How long after the call a key the store just admitted (and kept the spend of) stays too
-/// empty for the next request of the same cost: gcra and token_bucket only, from the
-/// reply's `reset_after` and the parameters the script decided with (headroom included).
-fn empty_wait(item: &CentralItem, r: &CentralResult) -> Option<Nanos> {
-    let [alg, limit, period_us, burst, cost, _, _] = item.params;
-    if !(r.committed && (alg == 1.0 || alg == 2.0) && (r.remaining as f64) < cost) {
-        return None;
-    }
-    refill_wait(limit, period_us * 1_000.0, burst, cost, r.reset_after)
 }

@@ -10,6 +10,8 @@
 pub mod admission;
 pub mod algorithm;
 mod check;
+mod check_cache;
+mod check_report;
 mod check_store;
 pub mod clock;
 mod decided;
