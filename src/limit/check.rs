@@ -11,7 +11,9 @@
 //!    cannot, for both);
 //! 4. **local** — local and split keys (and the store-outage L/N fallback, and the
 //!    local-first mirrors) are decided and spent under their shard locks; if they now deny
-//!    (a race with another request since step 2), the central spend is refunded.
+//!    (a race with another request since step 2), the central spend is refunded. What the
+//!    fallback spent is owed to the store, paid before this node next decides there
+//!    (`central/debts.rs`).
 //!
 //! Then `check_cache` remembers the central keys an admission left empty, and `check_report`
 //! turns what was decided into the request's `Admission`, counted and logged.
@@ -249,6 +251,9 @@ impl Limiter {
             }
             return self.finish(route, route_name, &pending, &decided, Permits::default());
         }
+        if fallback {
+            self.owe_fallback(&pending, &local_idx, &items, &results);
+        }
         if !decided.iter().all(|d| d.is_none_or(|d| d.admitted)) {
             // A shadow policy would deny: shadow keys must not have spent.
             self.spawn_refund(central_shadow_spent);
@@ -346,7 +351,7 @@ impl Limiter {
         }
     }
 
-    fn central_item(&self, p: &Pending) -> CentralItem {
+    pub(super) fn central_item(&self, p: &Pending) -> CentralItem {
         let policy = &self.policies[p.entry.policy];
         let site = self
             .central

@@ -2,11 +2,14 @@
 //! keys) and what a route's `on_store_error` does when the store cannot answer, the same
 //! for central and leased keys.
 
+use std::sync::Arc;
+
 use super::admission::Admission;
-use super::central::StoreError;
+use super::central::{CentralItem, StoreError};
 use super::decided::{Decided, Pending};
 use super::lease::{LeaseItem, Take};
 use super::limiter::{Limiter, RoutePlan};
+use super::local::{CheckItem, ItemResult};
 use crate::config::{Mode, OnStoreError};
 
 /// What the request does after a store failure.
@@ -110,6 +113,53 @@ impl Limiter {
                 })
             }
             OnStoreError::Local => StoreFailure::Fallback,
+        }
+    }
+
+    /// Central and leased keys step 4 decided on the L/N fallback and spent: owed to the
+    /// store, so that it counts them once this node reaches it again. Concurrency owes
+    /// nothing (its fallback slot is released when the request ends).
+    pub(super) fn owe_fallback(
+        &self,
+        pending: &[Pending],
+        local_idx: &[usize],
+        items: &[CheckItem],
+        results: &[ItemResult],
+    ) {
+        let Some(site) = &self.central else {
+            return;
+        };
+        for ((&i, item), r) in local_idx.iter().zip(items).zip(results) {
+            let p = &pending[i];
+            let policy = &self.policies[p.entry.policy];
+            if !item.fallback
+                || !r.committed
+                || !(p.entry.central || p.entry.lease)
+                || policy.base().is_concurrency()
+            {
+                continue;
+            }
+            site.owe(if p.entry.lease {
+                // The lease coordinator keeps a GCRA arrival time (`lease.lua`): debit it
+                // as one, at the lease's own interval and tolerance.
+                let l = self.lease_item(p).params;
+                let interval_us = l.ns_ceil(l.interval()) as f64 / 1_000.0;
+                CentralItem {
+                    key: site.key(&p.key),
+                    params: [
+                        1.0,
+                        1.0,
+                        interval_us,
+                        f64::from(l.burst),
+                        f64::from(item.cost),
+                        0.0,
+                        1.0,
+                    ],
+                    slot: Arc::from("-"),
+                }
+            } else {
+                self.central_item(p)
+            });
         }
     }
 }

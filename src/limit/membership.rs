@@ -59,6 +59,11 @@ impl Membership {
         if self.limiter.set_nodes(n) {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
         }
+        // The store answers: pay what the outage fallback spent, even with no traffic to
+        // pay it (`central/debts.rs`).
+        if let Err(e) = self.site.settle().await {
+            warn!(error = %e, "could not debit the outage fallback's admissions yet");
+        }
         Ok(n)
     }
 

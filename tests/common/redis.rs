@@ -17,7 +17,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(5);
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_millis(10);
 
-/// One `redis-server` on `127.0.0.1:port`, without persistence, so a restart comes back empty.
+/// One `redis-server` on `127.0.0.1:port`, by default without persistence, so a restart comes back empty.
 pub struct RedisServer {
     pub port: u16,
     /// `None` while stopped.
@@ -25,12 +25,20 @@ pub struct RedisServer {
     dir: PathBuf,
     /// The cluster bus port of a cluster node, kept so a restarted node is the same node.
     bus_port: Option<u16>,
+    /// Append-only file, fsynced on every write: a kill -9 loses nothing.
+    persistent: bool,
 }
 
 impl RedisServer {
     /// Starts a standalone server and returns once it answers on its port.
     pub fn start() -> Self {
-        Self::launch(false)
+        Self::launch(false, false)
+    }
+
+    /// A standalone server that keeps every write across a kill -9 and restart (AOF with
+    /// `appendfsync always`), like a production Redis that crashed and came back.
+    pub fn start_persistent() -> Self {
+        Self::launch(false, true)
     }
 
     pub fn url(&self) -> String {
@@ -80,12 +88,13 @@ impl RedisServer {
         }
     }
 
-    fn launch(cluster: bool) -> Self {
+    fn launch(cluster: bool, persistent: bool) -> Self {
         let mut server = RedisServer {
             port: 0,
             child: None,
             dir: fresh_dir(),
             bus_port: None,
+            persistent,
         };
         let mut errors = Vec::new();
         for _ in 0..START_ATTEMPTS {
@@ -111,7 +120,12 @@ impl RedisServer {
         let port = self.port.to_string();
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
-            .args(["--appendonly", "no", "--daemonize", "no"])
+            .args(if self.persistent {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
+            .args(["--daemonize", "no"])
             .args(["--enable-debug-command", "yes", "--dir"])
             .arg(&self.dir);
         if let Some(bus) = self.bus_port {
@@ -168,7 +182,9 @@ impl RedisCluster {
     pub fn start(masters: usize) -> Self {
         assert!(masters >= 3, "a Redis Cluster needs at least 3 masters");
         let cluster = RedisCluster {
-            nodes: (0..masters).map(|_| RedisServer::launch(true)).collect(),
+            nodes: (0..masters)
+                .map(|_| RedisServer::launch(true, false))
+                .collect(),
         };
         let addrs: Vec<String> = cluster
             .nodes

@@ -5,7 +5,7 @@
 -- nodes with skewed clocks agree. Every key written gets PX just past the moment its state
 -- is full again: idle keys vanish by themselves (never INCR then EXPIRE as two calls).
 --
--- KEYS: the request's keys. ARGV[1]: op ("check" | "refund" | "release"). Then 8 values
+-- KEYS: the request's keys. ARGV[1]: op ("check" | "refund" | "release" | "debit"). Then 8 values
 -- per key: algorithm (1 gcra, 2 token_bucket, 3 sliding_window, 4 leaky_bucket,
 -- 5 concurrency), limit, period_us (concurrency: how long a slot is held, 0 = 5 minutes),
 -- burst, cost, max_delay_us, mode (1 enforce, 2 shadow), slot id (concurrency: unique per
@@ -22,6 +22,13 @@
 -- which it expires, pruned on every call. A slot stranded by a crashed gateway so expires
 -- on its own however busy the key stays (one counter with one TTL would be re-armed by
 -- every acquisition and never expire).
+--
+-- "debit" spends each key's cost unconditionally: what a gateway admitted on its
+-- `on_store_error = "local"` fallback while it could not reach the store, paid when it can.
+-- A key may so end up past empty (a GCRA arrival time beyond the tolerance, negative
+-- tokens, a window count past the limit): it then denies until it has drained, so the
+-- fleet's admissions around an outage are all counted. Concurrency keys owe nothing (a
+-- fallback slot is released when its request ends).
 --
 -- Numbers are doubles: microsecond timestamps stay exact far past year 2200. EPS absorbs
 -- float error in sums of fractional intervals; it is 1 ns, far below any reply's unit.
@@ -214,6 +221,39 @@ local function refund(i)
     value = s[1] .. ':' .. s[2] .. ':' .. math.max(0, s[3] - cost)
   end
   redis.call('SET', key, value, 'PX', ttl)
+end
+
+-- Spend key i's cost whatever its state (op "debit", see the header).
+local function debit(i)
+  local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
+  if alg == 1 or alg == 4 then
+    local s = state(key, 1)
+    local tat = math.max(s and s[1] or now, now) + cost * period / limit
+    redis.call('SET', key, string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
+  elseif alg == 2 then
+    local rate = limit / period
+    local tokens, last = burst, now
+    local s = state(key, 2)
+    if s then tokens, last = s[1], s[2] end
+    tokens = math.min(burst, tokens + math.max(0, now - last) * rate) - cost
+    local full = (burst - tokens) / rate
+    redis.call('SET', key, string.format('%.6f:%d', tokens, now), 'PX', math.floor(full / 1000) + 2)
+  elseif alg == 3 then
+    local idx = math.floor(now / period)
+    local prev, curr = 0, 0
+    local s = state(key, 3)
+    if s then
+      if s[1] == idx then prev, curr = s[2], s[3]
+      elseif s[1] == idx - 1 then prev = s[3] end
+    end
+    local ttl = 2 * period - (now - idx * period)
+    redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', math.floor(ttl / 1000) + 2)
+  end
+end
+
+if op == 'debit' then
+  for i = 1, n do debit(i) end
+  return {now}
 end
 
 if op == 'refund' or op == 'release' then

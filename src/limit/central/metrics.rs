@@ -1,6 +1,8 @@
 //! Store metrics: `tollgate_store_calls_total{op}`, `tollgate_store_errors_total{kind}`,
-//! `tollgate_store_latency_seconds`, `tollgate_store_breaker_open`. Store calls per request
-//! is `tollgate_store_calls_total` over `tollgate_requests_total`.
+//! `tollgate_store_latency_seconds`, `tollgate_store_breaker_open`, and what the
+//! `on_store_error = "local"` fallback owes the store: `tollgate_store_debt_keys`,
+//! `tollgate_store_debt_dropped_total`. Store calls per request is
+//! `tollgate_store_calls_total` over `tollgate_requests_total`.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -26,6 +28,8 @@ pub struct StoreMetrics {
     errors: Family<KindLabels, Counter>,
     latency: Histogram,
     breaker_open: Gauge,
+    debt_keys: Gauge,
+    debt_dropped: Counter,
 }
 
 impl StoreMetrics {
@@ -36,6 +40,8 @@ impl StoreMetrics {
             // 50 µs … ~1.6 s
             latency: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             breaker_open: Gauge::default(),
+            debt_keys: Gauge::default(),
+            debt_dropped: Counter::default(),
         };
         registry.register(
             "tollgate_store_calls",
@@ -57,6 +63,16 @@ impl StoreMetrics {
             "1 while the store circuit breaker (any node's, on a cluster) is open or probing",
             m.breaker_open.clone(),
         );
+        registry.register(
+            "tollgate_store_debt_keys",
+            "Keys whose fallback admissions this node has not yet debited to the store",
+            m.debt_keys.clone(),
+        );
+        registry.register(
+            "tollgate_store_debt_dropped",
+            "Fallback admissions not remembered for the store (the debt book was full)",
+            m.debt_dropped.clone(),
+        );
         m
     }
 
@@ -74,5 +90,13 @@ impl StoreMetrics {
 
     pub fn breaker(&self, open: bool) {
         self.breaker_open.set(i64::from(open));
+    }
+
+    pub fn debt_keys(&self, keys: usize) {
+        self.debt_keys.set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    pub fn debt_dropped(&self) {
+        self.debt_dropped.inc();
     }
 }

@@ -12,6 +12,7 @@
 
 mod breaker;
 mod connection;
+mod debts;
 pub mod metrics;
 mod store;
 
@@ -143,6 +144,8 @@ pub struct CentralSite {
     cluster: bool,
     /// Prepended to every key.
     prefix: String,
+    /// What the `on_store_error = "local"` fallback admitted, owed to the store.
+    debts: debts::Debts,
 }
 
 impl CentralSite {
@@ -156,6 +159,7 @@ impl CentralSite {
             script: redis::Script::new(CHECK_LUA),
             cluster: store.kind == StoreKind::RedisCluster,
             prefix: store.key_prefix.clone(),
+            debts: debts::Debts::default(),
         })
     }
 
@@ -177,6 +181,8 @@ impl CentralSite {
         self: &Arc<Self>,
         items: &[CentralItem],
     ) -> Result<Vec<CentralResult>, StoreError> {
+        // What the fallback spent first: the store must count it before deciding again.
+        self.settle().await?;
         if !self.cluster {
             let reply = self.call("check", items).await;
             if let Err(e) = &reply {

@@ -84,10 +84,15 @@ impl LeaseSite {
                     f64::from(ask.want),
                 ];
                 let keys = [site.key(&it.key)];
-                site.store()
-                    .eval_script(script, "lease", &keys, &args)
-                    .await
-                    .and_then(|r| decode(&r))
+                // What the fallback spent first (`central/debts.rs`).
+                match site.settle().await {
+                    Ok(()) => site
+                        .store()
+                        .eval_script(script, "lease", &keys, &args)
+                        .await
+                        .and_then(|r| decode(&r)),
+                    Err(e) => Err(e),
+                }
             }
         };
         guard.armed = false;
