@@ -89,8 +89,10 @@ async fn policy_level_shadow_beside_an_enforcing_policy_central() {
 /// The same at the lease site (cells leased from the in-process memory coordinator).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_level_shadow_beside_an_enforcing_policy_lease() {
-    let lease =
-        MIXED.replace("period =", "site = \"lease\"\nperiod =") + "\n[store]\nkind = \"memory\"\n";
+    // A generous timeout: a loaded test machine must not turn a lease wait into
+    // `on_store_error`.
+    let lease = MIXED.replace("period =", "site = \"lease\"\nperiod =")
+        + "\n[store]\nkind = \"memory\"\ntimeout = \"5s\"\n";
     policy_level_shadow_beside_an_enforcing_policy_on(&lease).await;
 }
 

@@ -5,7 +5,8 @@
 -- nodes with skewed clocks agree. Every key written gets PX just past the moment its state
 -- is full again: idle keys vanish by themselves (never INCR then EXPIRE as two calls).
 --
--- KEYS: the request's keys. ARGV[1]: op ("check" | "refund" | "release" | "debit"). Then 8 values
+-- KEYS: the request's keys. ARGV[1]: op ("check" | "refund" | "release" | "debit" |
+-- "reserve" | "refund_if"). Then 8 values
 -- per key: algorithm (1 gcra, 2 token_bucket, 3 sliding_window, 4 leaky_bucket,
 -- 5 concurrency), limit, period_us (concurrency: how long a slot is held, 0 = 5 minutes),
 -- burst, cost, max_delay_us, mode (1 enforce, 2 shadow), slot id (concurrency: unique per
@@ -23,6 +24,12 @@
 -- on its own however busy the key stays (one counter with one TTL would be re-armed by
 -- every acquisition and never expire).
 --
+-- "reserve" is "check" for one slot group of a request that spans several (Redis Cluster):
+-- the last KEYS entry is then a receipt key in the same slot, set (if anything was spent)
+-- to the indexes spent. "refund_if" (same KEYS and ARGV) refunds exactly what the receipt
+-- names and deletes it: the undo of a reservation whose call failed, which must give back
+-- nothing if the reservation never ran or spent nothing.
+--
 -- "debit" spends each key's cost unconditionally: what a gateway admitted on its
 -- `on_store_error = "local"` fallback while it could not reach the store, paid when it can.
 -- A key may so end up past empty (a GCRA arrival time beyond the tolerance, negative
@@ -36,12 +43,14 @@
 local EPS = 0.001
 local CONCURRENCY_HOLD_US = 300000000 -- a crashed node strands in-flight slots at most this long
 local CONCURRENCY_RETRY_US = 1000000
+local RECEIPT_MS = 5000 -- far past the undo, which follows its reservation on one connection
 local STRIDE = 8
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local op = ARGV[1]
 local n = #KEYS
+if op == 'reserve' or op == 'refund_if' then n = n - 1 end
 
 -- A finite number, or nil (tonumber accepts "inf" and "nan").
 local function finite(s)
@@ -256,6 +265,15 @@ if op == 'debit' then
   return {now}
 end
 
+if op == 'refund_if' then
+  local receipt = redis.call('GET', KEYS[n + 1])
+  if receipt then
+    redis.call('DEL', KEYS[n + 1])
+    for i in string.gmatch(receipt, '%d+') do refund(tonumber(i)) end
+  end
+  return {now}
+end
+
 if op == 'refund' or op == 'release' then
   for i = 1, n do refund(i) end
   return {now}
@@ -271,16 +289,22 @@ for i = 1, n do
   end
 end
 
-local reply = {}
+local reply, spent = {}, {}
 for i = 1, n do
   -- Spend only if every policy allows; shadow keys only when all (shadow too) allow.
   local spend = all_ok or (enforce_ok and arg(i, 6) == 1)
-  if spend and admitted[i] then commit(i, states[i], ttls[i]) end
+  if spend and admitted[i] then
+    commit(i, states[i], ttls[i])
+    spent[#spent + 1] = i
+  end
   reply[#reply + 1] = admitted[i] and 1 or 0
   reply[#reply + 1] = (spend and admitted[i]) and 1 or 0
   reply[#reply + 1] = math.max(0, rems[i])
   reply[#reply + 1] = math.ceil(math.max(0, resets[i]))
   reply[#reply + 1] = math.ceil(math.max(0, waits[i]))
+end
+if op == 'reserve' and #spent > 0 then
+  redis.call('SET', KEYS[n + 1], table.concat(spent, ','), 'PX', RECEIPT_MS)
 end
 reply[#reply + 1] = now
 return reply

@@ -11,17 +11,20 @@
 //! sliding window subtracts from the window it counted in, concurrency removes its slot).
 
 mod breaker;
+mod cluster;
 mod connection;
 mod debts;
 pub mod metrics;
 mod store;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
 
+pub use cluster::slot;
 pub use store::{CHECK_LUA, RedisStore, StoreError};
+
+use cluster::by_slot;
 
 use crate::config::{AlgorithmName, Mode, Policy, StoreKind};
 use crate::limit::clock::{Clock, Nanos};
@@ -190,55 +193,7 @@ impl CentralSite {
             }
             return reply;
         }
-        let groups = by_slot(items);
-        let calls = groups.values().map(|idx| {
-            let group: Vec<CentralItem> = idx.iter().map(|&i| items[i].clone()).collect();
-            async move { self.call("check", &group).await }
-        });
-        let replies = join_all(calls).await;
-        let mut results = vec![None; items.len()];
-        let mut failure = None;
-        for (idx, reply) in groups.values().zip(replies) {
-            match reply {
-                Ok(rs) => idx.iter().zip(rs).for_each(|(&i, r)| results[i] = Some(r)),
-                Err(e) => {
-                    let group: Vec<CentralItem> = idx.iter().map(|&i| items[i].clone()).collect();
-                    self.release_after_timeout(&e, &group);
-                    failure = Some(e);
-                }
-            }
-        }
-        let spent: Vec<CentralItem> = items
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| r.is_some_and(|r| r.committed))
-            .map(|(it, _)| it.clone())
-            .collect();
-        if let Some(e) = failure {
-            // Part of the request could not be decided: give back what the rest spent.
-            self.refund(&spent).await;
-            return Err(e);
-        }
-        let mut results: Vec<CentralResult> = results
-            .into_iter()
-            .map(|r| r.expect("every group answered"))
-            .collect();
-        // The same plan the script applies per group, now over the whole request.
-        let enforce_ok = items
-            .iter()
-            .zip(&results)
-            .all(|(it, r)| r.admitted || !it.enforcing());
-        let all_ok = results.iter().all(|r| r.admitted);
-        let mut undo = Vec::new();
-        for (it, r) in items.iter().zip(results.iter_mut()) {
-            let keep = all_ok || (enforce_ok && it.enforcing());
-            if r.committed && !keep {
-                r.committed = false;
-                undo.push(it.clone());
-            }
-        }
-        self.refund(&undo).await;
-        Ok(results)
+        self.check_cluster(items).await
     }
 
     /// A check that timed out may still run in Redis after we gave up on it, and take
@@ -325,42 +280,4 @@ fn decode(reply: &[i64], n: usize) -> Result<Vec<CentralResult>, StoreError> {
             wait: us(c[4]),
         })
         .collect())
-}
-
-/// Item indexes grouped by Redis Cluster slot.
-fn by_slot(items: &[CentralItem]) -> BTreeMap<u16, Vec<usize>> {
-    let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-    for (i, it) in items.iter().enumerate() {
-        groups.entry(slot(it.key.as_bytes())).or_default().push(i);
-    }
-    groups
-}
-
-/// The Redis Cluster slot of a key: CRC16 (XMODEM) of the key, or of its `{hash tag}`.
-pub fn slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&len| len > 0)
-                .map(|len| &rest[..len])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_match_redis() {
-        // Values from `redis-cli CLUSTER KEYSLOT`.
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
-        assert_eq!(slot(b"123456789"), 12739);
-    }
 }

@@ -1,0 +1,142 @@
+//! A request whose central keys live on different Redis Cluster masters is reserved slot
+//! group by slot group; a group whose call timed out but ran later is given back by its
+//! receipt, so no budget is lost. Real 3-master cluster, an in-process gateway.
+
+mod common;
+mod fleet_support;
+
+use std::time::Duration;
+
+use common::redis::RedisCluster;
+use common::*;
+use fleet_support::eventually;
+use http::StatusCode;
+
+fn config(up: std::net::SocketAddr, urls: &[String]) -> String {
+    let urls: Vec<String> = urls.iter().map(|u| format!("\"{u}\"")).collect();
+    let policy = |name: &str| {
+        format!(
+            "[policies.{name}]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10\nsite = \"central\"\n"
+        )
+    };
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+[store]
+kind = "redis-cluster"
+urls = [{}]
+timeout = "100ms"
+breaker = {{ failures = 1000, cooldown = "1s" }}
+[upstreams.app]
+urls = ["http://{up}"]
+{}{}
+[[routes]]
+name = "r"
+match = {{ path_prefix = "/r" }}
+upstream = "app"
+policies = ["pa", "pb"]
+on_store_error = "open"
+"#,
+        urls.join(", "),
+        policy("pa"),
+        policy("pb"),
+    )
+}
+
+/// The index of the cluster node that owns `key` (the others answer `MOVED`).
+fn owner(cluster: &RedisCluster, key: &str) -> usize {
+    (0..cluster.nodes.len())
+        .find(|&i| !cluster.cli(i, &["EXISTS", key]).contains("MOVED"))
+        .expect("some node owns the key")
+}
+
+/// How far ahead of the node's clock `key`'s GCRA arrival time is, in µs (`None`: no key).
+fn ahead_us(cluster: &RedisCluster, node: usize, key: &str) -> Option<f64> {
+    let tat: f64 = cluster.cli(node, &["GET", key]).parse().ok()?;
+    let time = cluster.cli(node, &["TIME"]);
+    let mut parts = time.lines().map(|l| l.trim().parse::<f64>().unwrap());
+    let now = parts.next().unwrap() * 1e6 + parts.next().unwrap();
+    Some(tat - now)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_reservation_is_refunded_by_its_receipt() {
+    let cluster = std::sync::Arc::new(RedisCluster::start(3));
+    let key = |p: &str, ip: &str| format!("tg:{p}:ip:{ip}");
+    let ip = (1..250)
+        .map(|n| format!("198.51.100.{n}"))
+        .find(|ip| owner(&cluster, &key("pa", ip)) != owner(&cluster, &key("pb", ip)))
+        .expect("an address whose two keys live on different masters");
+    let (a, b) = (key("pa", &ip), key("pb", &ip));
+    let (owner_a, owner_b) = (owner(&cluster, &a), owner(&cluster, &b));
+    let gw = Gateway::start(&config(echo_upstream().await, &cluster.urls())).await;
+    let addr = gw.addrs.listen;
+
+    // Both groups answered: one cell spent on each key (6 minutes of a 10-per-hour GCRA).
+    let ok = get_as(addr, "/r", "198.51.100.250", None).await;
+    assert!(ok.headers().contains_key("ratelimit"), "decided centrally");
+    assert_eq!(get_as(addr, "/r", &ip, None).await.status(), StatusCode::OK);
+    let before = ahead_us(&cluster, owner_b, &b).expect("pb spent");
+    assert!(before > 300e6, "one cell ahead: {before}");
+
+    // pb's master stops answering for a second: its reservation times out (the request
+    // fails open) and runs, and spends, when the pause ends.
+    let scripts_before = scripts_run(&cluster, owner_b);
+    assert_eq!(
+        cluster.cli(owner_b, &["CLIENT", "PAUSE", "1000", "ALL"]),
+        "OK"
+    );
+    let resp = get_as(addr, "/r", &ip, None).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(!resp.headers().contains_key("ratelimit"), "failed open");
+
+    // Every spend of that request is given back: pa's by the refund, pb's by its receipt
+    // (without which pb would stay two cells ahead, 12 minutes, until it refilled). Only
+    // once the paused reservation has run does pb's state say anything.
+    let c = cluster.clone();
+    eventually(
+        "the timed-out reservation is refunded",
+        Duration::from_secs(5),
+        || {
+            let (c, a, b) = (c.clone(), a.clone(), b.clone());
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    scripts_run(&c, owner_b) > scripts_before
+                        && ahead_us(&c, owner_b, &b).unwrap() < before + 60e6
+                        && ahead_us(&c, owner_a, &a).unwrap() < before + 60e6
+                })
+                .await
+                .unwrap()
+            }
+        },
+    )
+    .await;
+    // The receipts of reservations that answered in time expire by themselves.
+    for node in 0..3 {
+        for receipt in cluster.cli(node, &["KEYS", "tg:receipt:*"]).lines() {
+            let pttl: i64 = cluster.cli(node, &["PTTL", receipt]).parse().unwrap();
+            assert!((0..=5000).contains(&pttl), "{receipt}: PTTL {pttl}");
+        }
+    }
+}
+
+/// Scripts `node` has run (EVAL and EVALSHA calls, from `INFO commandstats`).
+fn scripts_run(cluster: &RedisCluster, node: usize) -> u64 {
+    cluster
+        .cli(node, &["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
