@@ -1,12 +1,14 @@
 //! tollgate: an HTTP reverse proxy with distributed rate limiting built in.
 //!
-//! Modules follow a request's path through the gateway:
-//! [`config`] (read once at start) → [`server`] (listeners, TLS, shutdown) →
-//! [`proxy`] (the per-request stack: client, [`router`], forward) → [`limit`] (keys,
-//! algorithms, decision sites) → [`respond`] (errors and 429s as HTTP) → [`admin`]
-//! (metrics and health). [`demo`], [`simulate`] and [`certs`] serve the command line.
+//! A request walks (ARCHITECTURE.md has each hop and the import rules): [`server`]
+//! (listeners, TLS, connections), [`proxy`] (the per-request stack: client, canonical,
+//! [`router`], limit, forward, observe), which asks [`limit`] (keys, algorithms, decision
+//! sites) and has [`respond`] turn errors and 429s into HTTP; [`admin`] answers health and
+//! metrics. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by every
+//! layer. [`demo`], [`simulate`] and [`certs`] serve the command line.
 
 pub mod admin;
+pub mod body;
 pub mod certs;
 pub mod config;
 pub mod demo;
@@ -16,5 +18,6 @@ pub mod proxy;
 pub mod respond;
 pub mod router;
 pub mod server;
+pub mod shutdown;
 pub mod simulate;
 pub mod telemetry;

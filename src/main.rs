@@ -138,7 +138,7 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         "--lease-max must be 1 to 100000 (got {})",
         a.lease_max
     );
-    let span = tollgate::limit::algorithm::MIN_PERIOD..=std::time::Duration::from_secs(3600);
+    let span = tollgate::config::MIN_PERIOD..=std::time::Duration::from_secs(3600);
     for (option, d) in [("lease-ttl", a.lease_ttl), ("lease-target", a.lease_target)] {
         anyhow::ensure!(
             span.contains(&d),
@@ -241,7 +241,7 @@ fn main() -> ExitCode {
 
 async fn serve(cfg: tollgate::config::Config, workers: Option<usize>) -> anyhow::Result<()> {
     // Signal handlers first: a SIGHUP during startup must not kill the process.
-    let stop = tollgate::server::shutdown::signal();
+    let stop = tollgate::shutdown::signal();
     let mut server = tollgate::server::Server::bind(cfg)
         .await
         .context("starting tollgate")?;

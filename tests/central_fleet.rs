@@ -135,7 +135,7 @@ site = "central"
     );
     let gw = Gateway::start(&cfg).await;
     let ip = "203.0.113.77";
-    let ip_slot = tollgate::limit::central::slot(format!("tg:per_ip:ip:{ip}").as_bytes());
+    let ip_slot = tollgate::limit::store::slot(format!("tg:per_ip:ip:{ip}").as_bytes());
     for _ in 0..2 {
         assert_eq!(
             call(gw.addrs.listen, ip, Some("acct-9")).await.status(),
@@ -154,7 +154,7 @@ site = "central"
         .collect::<Vec<_>>();
     assert_eq!(keys.len(), 1, "{keys:?}");
     assert_ne!(
-        tollgate::limit::central::slot(keys[0].as_bytes()),
+        tollgate::limit::store::slot(keys[0].as_bytes()),
         ip_slot,
         "test needs two slots"
     );

@@ -241,16 +241,30 @@ async fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
 
 /// On the L/N fallback (store down) a request whose cost is more than a node's share of
 /// the burst can never pass: the 429 says so and carries no `Retry-After`, instead of
-/// `Retry-After: 18446744074`.
+/// `Retry-After: 18446744074`. `check` rejects a cost above the share at `expected_nodes`
+/// (1 here: burst 4 pays for cost 2), so the share shrinks the way it does in a fleet:
+/// three more gateways in the members set make N = 4 (4 / 4 = 1 < 2), then the store dies
+/// and the last N known is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_that_never_ends_is_not_sent_as_a_number() {
+    let mut redis = RedisServer::start();
     let up = echo_upstream().await;
-    let store = format!("redis://{}", dead_port().await);
+    // Three other gateways, alive for an hour (score: expiry in ms of Redis time).
+    let until = (redis_now_us(&redis) / 1_000 + 3_600_000).to_string();
+    for node in ["b", "c", "d"] {
+        assert_eq!(redis.cli(&["ZADD", "tg:members", &until, node]), "1");
+    }
     let policy = "[policies.heavy]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 100\nperiod = \"1s\"\nburst = 4\ncost = 2\nsite = \"central\"\n";
     let route = "policies = [\"heavy\"]\non_store_error = \"local\"";
-    let cluster = "[cluster]\nexpected_nodes = 4";
-    let gw = Gateway::start(&central_config(up, &store, policy, route, cluster)).await;
+    let gw = Gateway::start(&central_config(up, &redis.url(), policy, route, "")).await;
+    let limiter = gw.limiter.clone();
+    wait_until(|| limiter.nodes().get() == 4, "membership counts 4 nodes").await;
+    // The store admits it: the burst pays for the cost.
     let resp = get_as(gw.addrs.listen, "/x", "198.51.100.11", None).await;
+    assert_eq!(resp.status(), StatusCode::OK, "decided by the store");
+    redis.stop();
+    let resp = get_as(gw.addrs.listen, "/x", "198.51.100.11", None).await;
+    assert_eq!(gw.limiter.nodes().get(), 4, "the last N known");
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(
         resp.headers().get("retry-after").is_none(),

@@ -172,3 +172,47 @@ async fn sigterm_drains_in_flight_request_and_exits_zero() {
     .expect("tollgate did not exit within 10 s of draining");
     assert_eq!(status.code(), Some(0));
 }
+
+/// Each worker thread runs its own runtime, which needs its own descriptors (epoll, its
+/// waker, the signal pipe): under `ulimit -n 64` with 64 workers, the accept runtime and
+/// the listener fit but the workers run out part-way. `serve` must then stop with a
+/// message and a non-zero exit, not listen with workers that silently drop connections.
+#[test]
+fn serve_fails_loudly_when_worker_threads_cannot_start() {
+    use std::io::{BufRead, BufReader};
+    let cfg = process::temp_file("workers.toml", "[server]\nlisten = \"127.0.0.1:0\"\n");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 64 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["serve", "-c"])
+        .arg(&cfg)
+        .env("TOLLGATE_WORKERS", "64")
+        .env("TOLLGATE_LOG_FORMAT", "json")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read until the process closes stderr (it exited) or says it is listening (the bug).
+    let mut stderr = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.contains("tollgate listening") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "listening although workers could not start:\n{}",
+                stderr.join("\n")
+            );
+        }
+        stderr.push(line);
+    }
+    let status = child.wait().unwrap();
+    let stderr = stderr.join("\n");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let said = stderr
+        .lines()
+        .find(|l| l.starts_with("error: starting tollgate: cannot start worker threads: worker "))
+        .unwrap_or_else(|| panic!("no clear message: {stderr}"));
+    assert!(said.contains("Too many open files"), "{said}");
+}

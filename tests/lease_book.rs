@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::limit::lease::{Ask, Grant, Lease, LeaseParams, MemoryCoordinator, Take};
+use tollgate::limit::lease::{Grant, LeaseBook, LeaseParams, MemoryCoordinator, RefillAsk, Take};
 
 const MS: u64 = 1_000_000;
 
@@ -34,9 +34,9 @@ fn admitted(t: Take) -> bool {
 #[test]
 fn cells_spend_only_once_they_conform() {
     let p = params(1000, 2, 50, 20, 50);
-    let mut book = Lease::default();
+    let mut book = LeaseBook::default();
     // Five cells; the last conforms 3 ms after the reply: 0, 0, 1, 2, 3 ms.
-    let ask = Ask {
+    let ask = RefillAsk {
         want: 5,
         lead: 50 * MS,
     };
@@ -61,8 +61,8 @@ fn cells_spend_only_once_they_conform() {
 #[test]
 fn unspent_cells_expire_a_ttl_after_they_conform() {
     let p = params(1000, 10, 50, 20, 50);
-    let mut book = Lease::default();
-    let ask = Ask { want: 3, lead: 0 };
+    let mut book = LeaseBook::default();
+    let ask = RefillAsk { want: 3, lead: 0 };
     book.on_grant(
         &p,
         ask,
@@ -81,8 +81,8 @@ fn unspent_cells_expire_a_ttl_after_they_conform() {
 #[test]
 fn a_give_back_can_be_spent_again() {
     let p = params(1000, 10, 50, 20, 50);
-    let mut book = Lease::default();
-    let ask = Ask { want: 1, lead: 0 };
+    let mut book = LeaseBook::default();
+    let ask = RefillAsk { want: 1, lead: 0 };
     book.on_grant(
         &p,
         ask,
@@ -105,7 +105,7 @@ fn a_give_back_can_be_spent_again() {
 #[test]
 fn batches_follow_demand_within_the_bounds() {
     let p = params(100_000, 1000, 50, 20, 50);
-    let mut book = Lease::default();
+    let mut book = LeaseBook::default();
     assert_eq!(book.batch_size(&p), 1, "no traffic yet");
     // 10 requests per 20 ms window for 400 ms.
     for i in 0..200 {
@@ -125,7 +125,7 @@ fn batches_follow_demand_within_the_bounds() {
 #[test]
 fn an_empty_coordinator_is_not_asked_again_before_cells_fit() {
     let p = params(1000, 10, 50, 20, 50);
-    let mut book = Lease::default();
+    let mut book = LeaseBook::default();
     for i in 0..200 {
         book.take(&p, 1, i * MS / 2); // 40 per 20 ms: reservations, batch of 40
     }
@@ -153,17 +153,17 @@ fn an_empty_coordinator_is_not_asked_again_before_cells_fit() {
 #[test]
 fn a_slow_node_asks_only_for_cells_that_conform_now() {
     let p = params(1000, 10, 50, 20, 50);
-    let mut book = Lease::default();
+    let mut book = LeaseBook::default();
     book.take(&p, 1, 0);
     let ask = book.wants(&p, 0).expect("nothing held");
-    assert_eq!(ask, Ask { want: 1, lead: 0 });
+    assert_eq!(ask, RefillAsk { want: 1, lead: 0 });
 }
 
 /// One fleet run, as `tollgate simulate` drives it: admitted request times. An arrival
 /// marked `undo` is denied by "another policy" after its take: its cells are given back.
 fn fleet(p: &LeaseParams, arrivals: &[(u64, usize, bool)], nodes: usize) -> Vec<u64> {
     let c = MemoryCoordinator::new();
-    let mut books = vec![Lease::default(); nodes];
+    let mut books = vec![LeaseBook::default(); nodes];
     let mut out = Vec::new();
     for &(now, node, undo) in arrivals {
         let book = &mut books[node];
@@ -231,7 +231,7 @@ proptest! {
 #[test]
 fn a_key_with_slack_takes_most_of_a_ttl() {
     let p = params(100_000, 1_000, 50, 20, 500);
-    let mut book = Lease::default();
+    let mut book = LeaseBook::default();
     for i in 0..200 {
         book.take(&p, 1, i * 2 * MS); // 10 per 20 ms: 25 per TTL
     }
@@ -248,7 +248,7 @@ fn a_key_with_slack_takes_most_of_a_ttl() {
     book.begin(400 * MS, ask);
     book.on_grant(&p, ask, full, 400 * MS);
     assert_eq!(book.batch_size(&p), 20, "slack: 80 % of a TTL's traffic");
-    let ask = Ask { want: 1, lead: 0 };
+    let ask = RefillAsk { want: 1, lead: 0 };
     book.begin(400 * MS, ask);
     let tight = Grant {
         granted: 1,

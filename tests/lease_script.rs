@@ -15,7 +15,7 @@ use tollgate::limit::central::CHECK_LUA;
 use tollgate::limit::clock::Nanos;
 use tollgate::limit::lease::grant::{Grant, grant};
 use tollgate::limit::lease::site::LEASE_LUA;
-use tollgate::limit::lease::{Ask, LeaseParams};
+use tollgate::limit::lease::{LeaseParams, RefillAsk};
 use tollgate::limit::membership::MEMBERSHIP_LUA;
 
 /// 1000/s: one cell every 1000 µs.
@@ -157,7 +157,7 @@ async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
     let redis = RedisServer::start();
     let mut conn = connect(&redis).await;
     let p = params();
-    let ask = Ask {
+    let ask = RefillAsk {
         want: 100,
         lead: LEAD_US as Nanos * 1_000,
     };
@@ -269,7 +269,7 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
     let redis = RedisServer::start();
     let mut conn = connect(&redis).await;
     let p = params();
-    let ask = Ask {
+    let ask = RefillAsk {
         want: 1_000,
         lead: 0,
     };
@@ -302,7 +302,7 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
     // A small want is granted as asked, never more.
     let small = lease(&mut conn, "small", 0, 3).await;
     assert_eq!((small.granted, small.frontier_us), (3, -7_000), "{small:?}");
-    let (_, rust) = grant(&p, None, Ask { want: 3, lead: 0 }, small.now_ns());
+    let (_, rust) = grant(&p, None, RefillAsk { want: 3, lead: 0 }, small.now_ns());
     assert_eq!(rust, small.as_grant());
 }
 

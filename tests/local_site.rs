@@ -80,7 +80,7 @@ fn all_or_nothing_holds_under_concurrency() {
                     ];
                     let results = store.check(&items, |ds| {
                         let all = ds.iter().all(|d| d.verdict.admits());
-                        tollgate::limit::local::Plan::from_elem(all, ds.len())
+                        tollgate::limit::local::Spends::from_elem(all, ds.len())
                     });
                     let all_admitted = results.iter().all(|r| r.decision.verdict.admits());
                     assert!(

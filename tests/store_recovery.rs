@@ -13,8 +13,9 @@ use ::redis::Script;
 use common::faulty::{Fault, FaultyProxy};
 use common::redis::{RedisCluster, RedisServer};
 use common::*;
-use tollgate::limit::central::{CentralSite, StoreError};
+use tollgate::limit::central::CentralSite;
 use tollgate::limit::clock::ManualClock;
+use tollgate::limit::store::StoreError;
 
 /// One route `/c` with a generous central policy; store timeout and breaker as given.
 fn config(up: SocketAddr, store_url: &str, timeout: &str, breaker: &str) -> String {

@@ -4,6 +4,7 @@
 //! (`deny_unknown_fields` catches typos), then [`validate`] turns that into a typed
 //! [`Config`] the rest of the gateway can trust, collecting every problem with its key path.
 
+mod bounds;
 mod error;
 mod load;
 pub mod raw;
@@ -14,8 +15,10 @@ mod types;
 mod validate;
 mod validate_limits;
 mod validate_safety;
+mod validate_shares;
 mod validate_store;
 
+pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use error::{ConfigError, Problem};
 pub use load::{load_file, parse_str};
 pub use types::*;

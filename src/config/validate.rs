@@ -39,6 +39,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         })
         .collect();
     let routes = v.routes(&raw, &upstreams, &policies);
+    v.fallback_shares(&routes, &policies, cluster.expected_nodes);
     let mut server = server;
     if let Some(s) = server.as_mut().filter(|s| s.via_pseudonym.is_empty()) {
         s.via_pseudonym = default_via_pseudonym(&cluster.node_id);

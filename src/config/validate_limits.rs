@@ -11,7 +11,7 @@ use http::HeaderName;
 use ipnet::IpNet;
 use siphasher::sip128::{Hasher128, SipHasher13};
 
-use crate::limit::algorithm::{MAX_PERIOD, MIN_PERIOD};
+use super::{MAX_PERIOD, MIN_PERIOD};
 
 use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
 use super::types::LeaseKnobs;
@@ -309,35 +309,6 @@ impl Validator {
         })
     }
 
-    /// A `split` policy enforces `burst / N` (gcra, token_bucket) or `limit / N` (the
-    /// others) on each node, at least 1. A cost above that share is denied on every node
-    /// forever, so reject it for `N = [cluster] expected_nodes` (membership may later say
-    /// another N; the 429 then omits `Retry-After` rather than promise centuries).
-    pub(super) fn split_shares(&mut self, policies: &[Policy], nodes: NonZeroU32) {
-        for p in policies.iter().filter(|p| p.site == Site::Split) {
-            let bursty = matches!(
-                p.algorithm,
-                AlgorithmName::Gcra | AlgorithmName::TokenBucket
-            );
-            let (what, whole) = if bursty {
-                ("burst", p.burst)
-            } else {
-                ("limit", p.limit)
-            };
-            let share = (whole.get() / nodes.get()).max(1);
-            if p.cost.get() > share {
-                self.fail(
-                    &format!("policies.{}.cost", p.name),
-                    format!(
-                        "{} is more than a split node's share of the {what} ({whole} / {nodes} \
-                         expected nodes = {share}): no request could ever pass",
-                        p.cost
-                    ),
-                );
-            }
-        }
-    }
-
     fn nonzero_u32(&mut self, key: &str, v: u64) -> Option<NonZeroU32> {
         match u32::try_from(v).ok().and_then(NonZeroU32::new) {
             Some(n) => Some(n),
@@ -378,35 +349,5 @@ impl Validator {
                 parsed
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Problems of `split_shares` for one policy at `nodes`.
-    fn split_problems(policy: &str, nodes: u32) -> usize {
-        let raw: BTreeMap<String, RawPolicy> = toml::from_str(policy).expect("a policy table");
-        let mut v = Validator::default();
-        let policies = v.policies(&raw);
-        assert_eq!(v.problem_count(), 0, "valid on its own");
-        v.split_shares(&policies, NonZeroU32::new(nodes).expect("non-zero"));
-        v.problem_count()
-    }
-
-    #[test]
-    fn a_split_cost_above_a_nodes_share_is_rejected() {
-        let gcra = |site| {
-            format!(
-                "[p]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 100\nperiod = \"1s\"\nburst = 8\ncost = 3\nsite = \"{site}\"\n"
-            )
-        };
-        assert_eq!(split_problems(&gcra("split"), 2), 0, "8 / 2 = 4 ≥ 3");
-        assert_eq!(split_problems(&gcra("split"), 4), 1, "8 / 4 = 2 < 3");
-        assert_eq!(split_problems(&gcra("central"), 4), 0, "not split");
-        let window = "[p]\nkey = [\"ip\"]\nalgorithm = \"sliding_window\"\nlimit = 10\nperiod = \"1s\"\ncost = 3\nsite = \"split\"\n";
-        assert_eq!(split_problems(window, 3), 0, "10 / 3 = 3");
-        assert_eq!(split_problems(window, 4), 1, "10 / 4 = 2");
     }
 }

@@ -3,11 +3,11 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use super::MAX_PERIOD;
 use super::raw::AlgorithmName;
 use super::raw::{RawCluster, RawStore, StoreKind};
 use super::validate::Validator;
 use super::{Cluster, Policy, Store};
-use crate::limit::algorithm::MAX_PERIOD;
 
 /// The most gateways `[cluster] expected_nodes` may name. Each node's share of a gcra or
 /// token_bucket policy runs at `period × N`, which must stay within [`MAX_PERIOD`]: at

@@ -1,5 +1,5 @@
 //! What the limit step hands back to the request path (the all-or-nothing spending rule is
-//! `decided::local_plan`).
+//! `ask::keeps`).
 
 use std::sync::Arc;
 

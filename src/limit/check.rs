@@ -1,46 +1,62 @@
-//! The limit step: one request's keys through the caches and sites, all or nothing.
+//! The limit step: one request's policies through the caches and sites, all or nothing.
 //!
-//! 1. **keys** — one per applicable policy (a policy whose key part is missing is skipped;
-//!    a needed header stated ambiguously refuses the request, see `keys::Ambiguous`);
-//! 2. **without the store** — a central key remembered as denied, or a local state that
-//!    already denies (a local policy, or the node-local state in front of a `local_first`
-//!    central policy), denies the request at once: no store call, nothing spent;
-//! 3. **lease** — leased keys spend cells this node already holds (a key with none waits
-//!    for one coordinator call; see `lease/`); **central** — one script call decides and
-//!    spends every central key (or the route's `on_store_error` decides when the store
-//!    cannot, for both);
+//! 1. **asks** — one [`Ask`] per applicable policy (a policy whose key part is missing is
+//!    skipped; a needed header stated ambiguously refuses the request, see
+//!    `keys::Ambiguous`);
+//! 2. **lease** — leased keys spend cells this node already holds (a key with none waits
+//!    for one coordinator call; see `lease/`) — `check_store.rs`;
+//! 3. **without the store** — a central key remembered as denied, or a local state that
+//!    already denies (a local or split policy, or the node-local state in front of a
+//!    `local_first` central policy), denies the request at once: no store call, nothing
+//!    spent — `check_local.rs`; then **central** — one script call decides and spends every
+//!    central key (or the route's `on_store_error` decides when the store cannot, for
+//!    leased keys too) — `check_store.rs`;
 //! 4. **local** — local and split keys (and the store-outage L/N fallback, and the
-//!    local-first mirrors) are decided and spent under their shard locks; if they now deny
-//!    (a race with another request since step 2), the central spend is refunded. What the
-//!    fallback spent is owed to the store, paid before this node next decides there
-//!    (`central/debts.rs`).
-//!
-//! Then `check_cache` remembers the central keys an admission left empty, and `check_report`
-//! turns what was decided into the request's `Admission`, counted and logged.
-//!
-//! A request that ends denied (or refused for a store outage) gives its leased cells back
-//! to this node's books (`check`, the one place that sees every exit).
+//!    local-first mirrors) are decided and spent under their shard locks — `check_local.rs`;
+//! 5. **the end** ([`Check::end`]) — the all-or-nothing rule ([`keeps`]) over what the
+//!    store and the lease books spent: a denied request gives everything back, a shadow
+//!    policy that would deny gives back the shadow spends; an admitted one remembers the
+//!    central keys it left empty (`check_cache.rs`) and owes the store what the fallback
+//!    spent (`store/debts.rs`); then `check_report.rs` turns the asks into the request's
+//!    `Admission`, counted and logged.
 //!
 //! Why the local-first state can only deny what the store would deny too: it spends only
 //! when the store admitted, so it counts a subset of what the store counted (this node's
 //! admitted requests), and every algorithm here is monotone — fewer spends never deny more.
 
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
 
 use super::admission::Admission;
+use super::ask::{Ask, Spent, keeps};
 use super::central::CentralItem;
-use super::check_cache::empty_wait;
-use super::check_store::StoreFailure;
-use super::clock::Nanos;
-use super::decided::{Decided, Pending, any_enforce_denied, local_plan};
 use super::lease::LeaseItem;
 use super::limiter::Limiter;
-use super::local::{CheckItem, Plan};
+use super::local::CheckItem;
 use super::permit::Permits;
+use super::route_limits::RouteLimits;
 use crate::config::Mode;
+
+/// One request's walk through the limit step.
+pub(super) struct Check<'a> {
+    pub limiter: &'a Limiter,
+    pub route: &'a RouteLimits,
+    pub route_name: &'a Arc<str>,
+    pub asks: Vec<Ask>,
+    /// Local concurrency cells step 4 spent: released when the response ends.
+    pub held: Vec<CheckItem>,
+}
+
+/// Why a walk stopped before step 4.
+pub(super) enum Stop {
+    /// An enforcing policy denied: the end decides the rest.
+    Denied,
+    /// The store failed and the route fails closed: answer this (503).
+    Refused(Admission),
+}
 
 impl Limiter {
     /// Decide a request of route `route` (its index in the config).
@@ -52,330 +68,156 @@ impl Limiter {
         method: &Method,
         headers: &HeaderMap,
     ) -> Admission {
-        let mut leased = Vec::new();
-        let admission = self
-            .decide(route, route_name, client, method, headers, &mut leased)
-            .await;
-        if (admission.denied || admission.unavailable.is_some()) && !leased.is_empty() {
-            self.lease.give_back(&leased);
+        let limits = &self.routes[route];
+        let asks = match self.asks(limits, route_name, client, method, headers) {
+            Ok(asks) if !asks.is_empty() => asks,
+            Ok(_) => return Admission::default(),
+            // A key part stated ambiguously: 400, nothing asked.
+            Err(ambiguous) => {
+                return Admission {
+                    ambiguous: Some(ambiguous),
+                    ..Admission::default()
+                };
+            }
+        };
+        let mut check = Check {
+            limiter: self,
+            route: limits,
+            route_name,
+            asks,
+            held: Vec::new(),
+        };
+        match check.walk().await {
+            ControlFlow::Break(Stop::Refused(refused)) => {
+                check.give_back_all();
+                refused
+            }
+            _ => check.end(),
         }
-        admission
     }
+}
 
-    /// [`Limiter::check`] without the give-back; `leased` collects the cells taken.
-    async fn decide(
+impl Limiter {
+    /// Step 1: one ask per applicable policy, or why a key part is ambiguous (a 400).
+    fn asks(
         &self,
-        route: usize,
+        limits: &RouteLimits,
         route_name: &Arc<str>,
         client: IpAddr,
         method: &Method,
         headers: &HeaderMap,
-        leased: &mut Vec<LeaseItem>,
-    ) -> Admission {
-        let plan = &self.plans[route];
-        if plan.entries.is_empty() {
-            return Admission::default();
+    ) -> Result<Vec<Ask>, String> {
+        if limits.entries.is_empty() {
+            return Ok(Vec::new());
         }
         let facts = self.keys.facts(client, route_name, method, headers);
-        let mut pending: Vec<Pending> = Vec::with_capacity(plan.entries.len());
-        for (slot, e) in plan.entries.iter().enumerate() {
+        let mut asks = Vec::with_capacity(limits.entries.len());
+        for (slot, e) in limits.entries.iter().enumerate() {
             match self.keys.key(&self.policies[e.policy], &facts) {
-                Ok(Some(key)) => pending.push(Pending {
-                    entry: *e,
-                    slot,
-                    key,
-                    headroom: facts.headroom,
-                }),
+                Ok(Some(key)) => asks.push(Ask::new(*e, slot, key, facts.headroom)),
                 Ok(None) => {}
                 // An enforcing policy needs a header stated ambiguously: refuse (400) before
                 // any policy is asked, so nothing is spent.
-                Err(ambiguous) if e.mode == Mode::Enforce => {
-                    return Admission {
-                        ambiguous: Some(ambiguous.reason()),
-                        ..Admission::default()
-                    };
-                }
+                Err(ambiguous) if e.mode == Mode::Enforce => return Err(ambiguous.reason()),
                 // A shadow policy must not change what the client sees: it does not apply.
                 Err(_) => {}
             }
         }
-        if pending.is_empty() {
-            return Admission::default();
-        }
-        let mut decided: Vec<Option<Decided>> = vec![None; pending.len()];
-        let mut fallback = false;
-        let mut central_spent: Vec<CentralItem> = Vec::new();
-        let mut central_shadow_spent: Vec<CentralItem> = Vec::new();
-        let mut central_held: Vec<CentralItem> = Vec::new();
-        let mut lease_shadow: Vec<LeaseItem> = Vec::new();
-        // Central keys the store admitted and left too empty for the next request:
-        // (pending index, denied until, full at).
-        let mut empty: Vec<(usize, Nanos, Nanos)> = Vec::new();
+        Ok(asks)
+    }
+}
 
-        if pending.iter().any(|p| p.entry.lease) {
-            match self
-                .lease_step(&pending, &mut decided, leased, &mut lease_shadow)
-                .await
-            {
-                Ok(()) if any_enforce_denied(&pending, &decided) => {
-                    return self.finish(route, route_name, &pending, &decided, Permits::default());
-                }
-                Ok(()) => {}
-                Err(err) => {
-                    let idx: Vec<usize> = (0..pending.len())
-                        .filter(|&i| pending[i].entry.lease)
-                        .collect();
-                    match self.store_failed(route_name, plan, &err, &pending, &idx, &mut decided) {
-                        StoreFailure::Refuse(a) => return a,
-                        StoreFailure::Fallback => fallback = true,
-                        StoreFailure::Open => {}
-                    }
-                }
-            }
-        }
-
-        if let Some(site) = self
-            .central
-            .as_ref()
-            .filter(|_| pending.iter().any(|p| p.entry.central))
-        {
-            // 2. without the store
-            self.answer_without_store(&pending, &mut decided);
-            if any_enforce_denied(&pending, &decided) {
-                return self.finish(route, route_name, &pending, &decided, Permits::default());
-            }
-            // 3. central
-            let idx: Vec<usize> = (0..pending.len())
-                .filter(|&i| pending[i].entry.central)
-                .collect();
-            let items: Vec<CentralItem> = idx
-                .iter()
-                .map(|&i| self.central_item(&pending[i]))
-                .collect();
-            // Read before the call: the store decided later, so times measured from here
-            // err early ("denied until t" must never outlast what the store would deny).
-            let sent = self.local.now();
-            match site.check(&items).await {
-                Ok(results) => {
-                    let now = self.local.now();
-                    for ((&i, item), r) in idx.iter().zip(&items).zip(&results) {
-                        decided[i] = Some(Decided::from_central(r));
-                        let p = &pending[i];
-                        let concurrency = self.policies[p.entry.policy].base().is_concurrency();
-                        let full_at = sent.saturating_add(r.reset_after);
-                        if !r.admitted
-                            && p.entry.mode == Mode::Enforce
-                            && !concurrency
-                            && r.wait > 0
-                        {
-                            self.denied_until.deny(
-                                &p.key,
-                                sent.saturating_add(r.wait),
-                                full_at,
-                                now,
-                            );
-                        } else if r.admitted && p.entry.mode == Mode::Enforce {
-                            match empty_wait(item, r) {
-                                // Remembered once the request is sure to keep its spend.
-                                Some(wait) => empty.push((i, sent.saturating_add(wait), full_at)),
-                                None => self.denied_until.forget(&p.key),
-                            }
-                        }
-                        if r.committed {
-                            central_spent.push(item.clone());
-                            if p.entry.mode != Mode::Enforce {
-                                central_shadow_spent.push(item.clone());
-                            }
-                            if concurrency {
-                                central_held.push(item.clone());
-                            }
-                        }
-                    }
-                    if any_enforce_denied(&pending, &decided) {
-                        return self.finish(
-                            route,
-                            route_name,
-                            &pending,
-                            &decided,
-                            Permits::default(),
-                        );
-                    }
-                }
-                Err(err) => {
-                    match self.store_failed(route_name, plan, &err, &pending, &idx, &mut decided) {
-                        StoreFailure::Refuse(a) => return a,
-                        StoreFailure::Fallback => fallback = true,
-                        StoreFailure::Open => {}
-                    }
-                }
-            }
-        }
-
-        // 4. local
-        let (local_idx, items, mirror): (Vec<usize>, Vec<CheckItem>, Vec<bool>) =
-            self.local_items(&pending, &decided, fallback);
-        if items.is_empty() {
-            self.remember_empty(&pending, &empty);
-            let permits = self.permits(Vec::new(), central_held);
-            return self.finish(route, route_name, &pending, &decided, permits);
-        }
-        let outside_enforce_ok = !any_enforce_denied(&pending, &decided);
-        let outside_all_ok = decided.iter().all(|d| d.is_none_or(|d| d.admitted));
-        let modes: Vec<Mode> = local_idx.iter().map(|&i| pending[i].entry.mode).collect();
-        let results = self.local.check(&items, |ds| {
-            local_plan(ds, &modes, &mirror, outside_enforce_ok, outside_all_ok)
-        });
-        let mut held = Vec::new();
-        for (((&i, item), r), &is_mirror) in local_idx.iter().zip(&items).zip(&results).zip(&mirror)
-        {
-            if r.committed
-                && self.policies[item.policy]
-                    .algorithm(item.headroom)
-                    .is_concurrency()
-            {
-                held.push(item.clone());
-            }
-            if !is_mirror {
-                decided[i] = Some(Decided::from_local(r));
-            }
-        }
-        if any_enforce_denied(&pending, &decided) {
-            // Denied here after the store spent: give the store its cells back.
-            drop(self.permits(held, Vec::new()));
-            self.spawn_refund(central_spent);
-            // The refund moves these keys back: whatever this node remembered may be stale.
-            for (i, d) in decided.iter().enumerate() {
-                if pending[i].entry.central && d.is_some_and(|d| d.committed) {
-                    self.denied_until.forget(&pending[i].key);
-                }
-            }
-            return self.finish(route, route_name, &pending, &decided, Permits::default());
-        }
-        if fallback {
-            self.owe_fallback(&pending, &local_idx, &items, &results);
-        }
-        if !decided.iter().all(|d| d.is_none_or(|d| d.admitted)) {
-            // A shadow policy would deny: shadow keys must not have spent.
-            self.spawn_refund(central_shadow_spent);
-            self.lease.give_back(&lease_shadow);
-        }
-        self.remember_empty(&pending, &empty);
-        let permits = self.permits(held, central_held);
-        self.finish(route, route_name, &pending, &decided, permits)
+impl Check<'_> {
+    async fn walk(&mut self) -> ControlFlow<Stop> {
+        self.lease().await?;
+        self.central().await?;
+        self.local();
+        ControlFlow::Continue(())
     }
 
-    /// Step 2: the denied-until cache and the local states that decide without the store.
-    fn answer_without_store(&self, pending: &[Pending], decided: &mut [Option<Decided>]) {
-        let now = self.local.now();
-        for (p, d) in pending.iter().zip(decided.iter_mut()) {
-            if p.entry.central
-                && p.entry.mode == Mode::Enforce
-                && let Some((left, reset_after)) = self.denied_until.denied_for(&p.key, now)
-            {
-                *d = Some(Decided {
-                    admitted: false,
-                    wait: left,
-                    reset_after,
-                    ..Decided::default()
-                });
+    /// An enforcing policy denied.
+    pub fn blocked(&self) -> bool {
+        self.asks.iter().any(Ask::blocks)
+    }
+
+    /// Continue unless an enforcing policy denied.
+    pub fn go_on(&self) -> ControlFlow<Stop> {
+        match self.blocked() {
+            true => ControlFlow::Break(Stop::Denied),
+            false => ControlFlow::Continue(()),
+        }
+    }
+
+    /// Step 5: what the store and the lease books spent is kept or given back by
+    /// [`keeps`]; an admitted request remembers the keys it left empty, owes what the
+    /// fallback spent, and holds its concurrency cells until the response ends.
+    fn end(mut self) -> Admission {
+        let enforce_ok = !self.blocked();
+        let all_ok = self
+            .asks
+            .iter()
+            .all(|a| a.decided.is_none_or(|d| d.admitted()));
+        let (mut refund, mut give_back, mut central_held) = (Vec::new(), Vec::new(), Vec::new());
+        for ask in &mut self.asks {
+            let keep = keeps(ask.entry.mode, enforce_ok, all_ok);
+            match std::mem::take(&mut ask.spent) {
+                Spent::Central(item) if keep => {
+                    if self.limiter.policies[ask.entry.policy]
+                        .base()
+                        .is_concurrency()
+                    {
+                        central_held.push(item);
+                    }
+                }
+                Spent::Central(item) => {
+                    if !enforce_ok {
+                        // The refund moves the key back: what this node remembered is stale.
+                        self.limiter.denied_until.forget(&ask.key);
+                    }
+                    refund.push(item);
+                }
+                Spent::Lease(item) if !keep => give_back.push(item),
+                Spent::Lease(_) | Spent::Nothing => {}
             }
         }
-        if any_enforce_denied(pending, decided) {
-            return;
-        }
-        // Local and split keys, and local-first mirrors (leased keys have no local state).
-        let idx: Vec<usize> = (0..pending.len())
-            .filter(|&i| {
-                let e = &pending[i].entry;
-                (!e.central && !e.lease) || e.local_first
+        self.refund(refund);
+        self.limiter.lease.give_back(&give_back);
+        let held = std::mem::take(&mut self.held);
+        let permits = if enforce_ok {
+            self.remember_empty();
+            self.owe_fallback();
+            self.permits(held, central_held)
+        } else {
+            // Released now (a denied request holds nothing).
+            drop(self.permits(held, Vec::new()));
+            Permits::default()
+        };
+        self.report(permits)
+    }
+
+    /// The store refused the request (fails closed): give back every leased cell.
+    fn give_back_all(&mut self) {
+        let leased: Vec<LeaseItem> = self
+            .asks
+            .iter_mut()
+            .filter_map(|a| match std::mem::take(&mut a.spent) {
+                Spent::Lease(item) => Some(item),
+                _ => None,
             })
             .collect();
-        if idx.is_empty() {
-            return;
-        }
-        let items: Vec<CheckItem> = idx
-            .iter()
-            .map(|&i| self.check_item(&pending[i], pending[i].entry.split))
-            .collect();
-        let results = self
-            .local
-            .check(&items, |ds| Plan::from_elem(false, ds.len()));
-        for (&i, r) in idx.iter().zip(&results) {
-            if pending[i].entry.mode == Mode::Enforce && !r.decision.verdict.admits() {
-                decided[i] = Some(Decided::from_local(r));
-            }
-        }
-    }
-
-    /// Step 4's items: local policies, central ones on the L/N fallback, and local-first
-    /// mirrors of central policies the store admitted.
-    fn local_items(
-        &self,
-        pending: &[Pending],
-        decided: &[Option<Decided>],
-        fallback: bool,
-    ) -> (Vec<usize>, Vec<CheckItem>, Vec<bool>) {
-        let (mut idx, mut items, mut mirror) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, p) in pending.iter().enumerate() {
-            let (take, is_mirror, use_fallback) = if p.entry.split {
-                (true, false, true)
-            } else if !p.entry.central && !p.entry.lease {
-                (true, false, false)
-            } else if fallback && decided[i].is_none() {
-                (true, false, true)
-            } else {
-                (
-                    p.entry.central
-                        && p.entry.local_first
-                        && decided[i].is_some_and(|d| d.committed),
-                    true,
-                    false,
-                )
-            };
-            if take {
-                idx.push(i);
-                items.push(self.check_item(p, use_fallback));
-                mirror.push(is_mirror);
-            }
-        }
-        (idx, items, mirror)
-    }
-
-    fn check_item(&self, p: &Pending, fallback: bool) -> CheckItem {
-        CheckItem {
-            policy: p.entry.policy,
-            headroom: p.headroom,
-            key: p.key.clone(),
-            cost: self.policies[p.entry.policy].cost.get(),
-            fallback,
-        }
-    }
-
-    pub(super) fn central_item(&self, p: &Pending) -> CentralItem {
-        let policy = &self.policies[p.entry.policy];
-        let site = self
-            .central
-            .as_ref()
-            .expect("central entries exist only with a central site");
-        CentralItem::new(
-            site.key(&p.key),
-            &policy.spec,
-            p.headroom.get(),
-            policy.cost.get(),
-            p.entry.mode,
-        )
+        self.limiter.lease.give_back(&leased);
     }
 
     fn permits(&self, local: Vec<CheckItem>, central: Vec<CentralItem>) -> Permits {
-        let permits = Permits::new(self.local.clone(), local);
-        match &self.central {
+        let permits = Permits::new(self.limiter.local.clone(), local);
+        match &self.limiter.central {
             Some(site) => permits.with_central(site.clone(), central),
             None => permits,
         }
     }
 
-    fn spawn_refund(&self, items: Vec<CentralItem>) {
-        if let (Some(site), false) = (self.central.clone(), items.is_empty()) {
+    fn refund(&self, items: Vec<CentralItem>) {
+        if let (Some(site), false) = (self.limiter.central.clone(), items.is_empty()) {
             tokio::spawn(async move { site.refund(&items).await });
         }
     }

@@ -4,24 +4,25 @@
 //! would not make (see `deny_cache`).
 
 use super::central::{CentralItem, CentralResult};
+use super::check::Check;
 use super::clock::Nanos;
-use super::decided::Pending;
 use super::deny_cache::refill_wait;
-use super::limiter::Limiter;
 
-impl Limiter {
+impl Check<'_> {
     /// "Empty until t": the admitted request keeps its central spends, so the keys it left
     /// too empty for the next request are denied locally until that one could conform.
-    pub(super) fn remember_empty(&self, pending: &[Pending], empty: &[(usize, Nanos, Nanos)]) {
-        if empty.is_empty() {
-            return;
-        }
-        let now = self.local.now();
-        for &(i, until, full_at) in empty {
+    pub(super) fn remember_empty(&self) {
+        let cache = &self.limiter.denied_until;
+        let mut now = None;
+        for ask in &self.asks {
+            let Some((until, full_at)) = ask.empty else {
+                continue;
+            };
+            let now = *now.get_or_insert_with(|| self.limiter.local.now());
             if until > now {
-                self.denied_until.deny(&pending[i].key, until, full_at, now);
+                cache.deny(&ask.key, until, full_at, now);
             } else {
-                self.denied_until.forget(&pending[i].key);
+                cache.forget(&ask.key);
             }
         }
     }

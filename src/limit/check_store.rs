@@ -1,165 +1,185 @@
-//! The limit step's store-backed parts, beside `check.rs`: the lease step (step 3's leased
-//! keys) and what a route's `on_store_error` does when the store cannot answer, the same
-//! for central and leased keys.
+//! The limit step's store-backed parts (see `check.rs` for the walk): the lease step, the
+//! central step, what a route's `on_store_error` does when the store cannot answer (the
+//! same for central and leased keys), and what the L/N fallback owes the store.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::admission::Admission;
-use super::central::{CentralItem, StoreError};
-use super::decided::{Decided, Pending};
+use super::algorithm::Verdict;
+use super::ask::{Ask, Decided, Spent};
+use super::central::{CentralItem, CentralSite};
+use super::check::{Check, Stop};
+use super::check_cache::empty_wait;
 use super::lease::{LeaseItem, Take};
-use super::limiter::{Limiter, RoutePlan};
-use super::local::{CheckItem, ItemResult};
-use crate::config::{Mode, OnStoreError};
+use super::route_limits::Site;
+use super::store::StoreError;
+use crate::config::OnStoreError;
 
-/// What the request does after a store failure.
-pub(super) enum StoreFailure {
-    /// `open`: the failed keys count as allowed.
-    Open,
-    /// `local`: the failed keys are decided by the L/N split in step 4.
-    Fallback,
-    /// `closed`: answer this (503) now.
-    Refuse(Admission),
-}
-
-impl Limiter {
-    /// Take the request's leased cells. Admitted takes are pushed to `leased` (given back if
-    /// the request ends denied) and, for non-enforcing policies, to `shadow` too (given back
-    /// if a shadow policy would deny: shadow keys spend only when everything allows).
-    pub(super) async fn lease_step(
-        &self,
-        pending: &[Pending],
-        decided: &mut [Option<Decided>],
-        leased: &mut Vec<LeaseItem>,
-        shadow: &mut Vec<LeaseItem>,
-    ) -> Result<(), StoreError> {
-        let idx: Vec<usize> = (0..pending.len())
-            .filter(|&i| pending[i].entry.lease)
+impl Check<'_> {
+    /// Take the request's leased cells. An admitted take is the ask's spend (given back if
+    /// the request ends denied, see `Check::end`).
+    pub(super) async fn lease(&mut self) -> ControlFlow<Stop> {
+        let idx: Vec<usize> = self.indexes(|s| s == Site::Lease);
+        if idx.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let mut items: Vec<LeaseItem> = idx
+            .iter()
+            .map(|&i| self.lease_item(&self.asks[i]))
             .collect();
-        let mut items: Vec<LeaseItem> = idx.iter().map(|&i| self.lease_item(&pending[i])).collect();
-        let takes = self.lease.take(&mut items).await?;
+        let takes = match self.limiter.lease.take(&mut items).await {
+            Ok(takes) => takes,
+            Err(err) => return self.store_failed(&err, &idx),
+        };
         for ((&i, item), take) in idx.iter().zip(items).zip(takes) {
-            decided[i] = Some(match take {
+            let ask = &mut self.asks[i];
+            ask.decided = Some(match take {
                 Take::Admitted { remaining } => {
                     let p = item.params;
                     // Time until this node's view is full again: the cells short of a burst.
                     let short = u64::from(p.burst).saturating_sub(remaining);
-                    let reset_after = p.rate.ns_ceil(p.rate.cells(short));
-                    if pending[i].entry.mode != Mode::Enforce {
-                        shadow.push(item.clone());
-                    }
-                    leased.push(item);
+                    ask.spent = Spent::Lease(item);
                     Decided {
-                        admitted: true,
+                        verdict: Verdict::Allow,
                         committed: true,
                         remaining,
-                        reset_after,
-                        ..Decided::default()
+                        reset_after: p.rate.ns_ceil(p.rate.cells(short)),
+                        error_open: false,
                     }
                 }
-                Take::Denied { retry_after } => Decided {
-                    admitted: false,
-                    wait: retry_after,
-                    ..Decided::default()
-                },
+                Take::Denied { retry_after } => Decided::denied(retry_after, 0, 0),
             });
         }
-        Ok(())
+        self.go_on()
     }
 
-    fn lease_item(&self, p: &Pending) -> LeaseItem {
-        let policy = &self.policies[p.entry.policy];
-        LeaseItem {
-            key: p.key.clone(),
-            policy: p.entry.policy,
-            max_keys: policy.max_keys,
-            params: policy
-                .lease_params(p.headroom)
-                .expect("lease entries exist only for lease policies"),
-            cost: policy.cost.get(),
-            conformed: 0,
+    /// Without the store, then one script call for every central key.
+    pub(super) async fn central(&mut self) -> ControlFlow<Stop> {
+        let Some(site) = self.limiter.central.clone() else {
+            return ControlFlow::Continue(());
+        };
+        let idx = self.indexes(|s| matches!(s, Site::Central { .. }));
+        if idx.is_empty() {
+            return ControlFlow::Continue(());
         }
+        self.without_store();
+        self.go_on()?;
+        let items: Vec<CentralItem> = idx
+            .iter()
+            .map(|&i| central_item(self, &site, &self.asks[i]))
+            .collect();
+        // Read before the call: the store decided later, so times measured from here err
+        // early ("denied until t" must never outlast what the store would deny).
+        let sent = self.limiter.local.now();
+        let results = match site.check(&items).await {
+            Ok(results) => results,
+            Err(err) => return self.store_failed(&err, &idx),
+        };
+        let now = self.limiter.local.now();
+        let l = self.limiter;
+        for ((&i, item), r) in idx.iter().zip(items).zip(&results) {
+            let ask = &mut self.asks[i];
+            ask.decided = Some(Decided::from_central(r));
+            let concurrency = l.policies[ask.entry.policy].base().is_concurrency();
+            let full_at = sent.saturating_add(r.reset_after);
+            if !r.admitted && ask.enforcing() && !concurrency && r.wait > 0 {
+                l.denied_until
+                    .deny(&ask.key, sent.saturating_add(r.wait), full_at, now);
+            } else if r.admitted && ask.enforcing() {
+                match empty_wait(&item, r) {
+                    // Remembered once the request is sure to keep its spend.
+                    Some(wait) => ask.empty = Some((sent.saturating_add(wait), full_at)),
+                    None => l.denied_until.forget(&ask.key),
+                }
+            }
+            if r.committed {
+                ask.spent = Spent::Central(item);
+            }
+        }
+        self.go_on()
     }
 
-    /// The store could not decide the keys `idx`: apply the route's `on_store_error`.
-    pub(super) fn store_failed(
-        &self,
-        route_name: &str,
-        plan: &RoutePlan,
-        err: &StoreError,
-        pending: &[Pending],
-        idx: &[usize],
-        decided: &mut [Option<Decided>],
-    ) -> StoreFailure {
-        self.log_store_error(route_name, err, plan.on_store_error);
-        match plan.on_store_error {
-            OnStoreError::Open => {
-                for &i in idx {
-                    decided[i] = Some(Decided {
-                        admitted: true,
-                        error_open: true,
-                        ..Decided::default()
-                    });
-                }
-                StoreFailure::Open
+    /// The store could not decide the asks `idx`: apply the route's `on_store_error`.
+    fn store_failed(&mut self, err: &StoreError, idx: &[usize]) -> ControlFlow<Stop> {
+        let fallback = self.route.on_store_error;
+        self.limiter.log_store_error(self.route_name, err, fallback);
+        for &i in idx {
+            let ask = &mut self.asks[i];
+            match fallback {
+                OnStoreError::Open => ask.decided = Some(Decided::error_open()),
+                OnStoreError::Closed => self.route.counters[ask.slot].count_store_error(false),
+                OnStoreError::Local => ask.fallback = true,
             }
-            OnStoreError::Closed => {
-                for &i in idx {
-                    plan.counters[pending[i].slot].count_store_error(false);
-                }
-                StoreFailure::Refuse(Admission {
-                    unavailable: Some(self.unavailable_retry),
-                    ..Admission::default()
-                })
-            }
-            OnStoreError::Local => StoreFailure::Fallback,
         }
+        if fallback == OnStoreError::Closed {
+            return ControlFlow::Break(Stop::Refused(Admission {
+                unavailable: Some(self.limiter.unavailable_retry),
+                ..Admission::default()
+            }));
+        }
+        ControlFlow::Continue(())
     }
 
     /// Central and leased keys step 4 decided on the L/N fallback and spent: owed to the
     /// store, so that it counts them once this node reaches it again. Concurrency owes
     /// nothing (its fallback slot is released when the request ends).
-    pub(super) fn owe_fallback(
-        &self,
-        pending: &[Pending],
-        local_idx: &[usize],
-        items: &[CheckItem],
-        results: &[ItemResult],
-    ) {
-        let Some(site) = &self.central else {
+    pub(super) fn owe_fallback(&self) {
+        let Some(site) = &self.limiter.central else {
             return;
         };
-        for ((&i, item), r) in local_idx.iter().zip(items).zip(results) {
-            let p = &pending[i];
-            let policy = &self.policies[p.entry.policy];
-            if !item.fallback
-                || !r.committed
-                || !(p.entry.central || p.entry.lease)
-                || policy.base().is_concurrency()
-            {
+        for ask in self.asks.iter().filter(|a| a.fallback) {
+            let policy = &self.limiter.policies[ask.entry.policy];
+            if !ask.decided.is_some_and(|d| d.committed) || policy.base().is_concurrency() {
                 continue;
             }
-            site.owe(if p.entry.lease {
+            site.owe(if ask.entry.site == Site::Lease {
                 // The lease coordinator keeps a GCRA arrival time (`lease.lua`): debit it
                 // as one, at the lease's own interval and tolerance.
-                let l = self.lease_item(p).params;
+                let l = self.lease_item(ask).params;
                 let interval_us = l.ns_ceil(l.interval()) as f64 / 1_000.0;
+                let cost = f64::from(policy.cost.get());
                 CentralItem {
-                    key: site.key(&p.key),
-                    params: [
-                        1.0,
-                        1.0,
-                        interval_us,
-                        f64::from(l.burst),
-                        f64::from(item.cost),
-                        0.0,
-                        1.0,
-                    ],
+                    key: site.key(&ask.key),
+                    params: [1.0, 1.0, interval_us, f64::from(l.burst), cost, 0.0, 1.0],
                     slot: Arc::from("-"),
                 }
             } else {
-                self.central_item(p)
+                central_item(self, site, ask)
             });
         }
     }
+
+    /// Indexes of the asks decided at a site `site` matches.
+    fn indexes(&self, site: impl Fn(Site) -> bool) -> Vec<usize> {
+        (0..self.asks.len())
+            .filter(|&i| site(self.asks[i].entry.site))
+            .collect()
+    }
+
+    fn lease_item(&self, ask: &Ask) -> LeaseItem {
+        let policy = &self.limiter.policies[ask.entry.policy];
+        LeaseItem {
+            key: ask.key.clone(),
+            policy: ask.entry.policy,
+            max_keys: policy.max_keys,
+            params: policy
+                .lease_params(ask.headroom)
+                .expect("lease entries exist only for lease policies"),
+            cost: policy.cost.get(),
+            conformed: 0,
+        }
+    }
+}
+
+/// `ask` as the central script sees it.
+fn central_item(check: &Check<'_>, site: &CentralSite, ask: &Ask) -> CentralItem {
+    let policy = &check.limiter.policies[ask.entry.policy];
+    CentralItem::new(
+        site.key(&ask.key),
+        &policy.spec,
+        ask.headroom.get(),
+        policy.cost.get(),
+        ask.entry.mode,
+    )
 }

@@ -20,7 +20,15 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 
 use super::policy::PolicyRuntime;
 use crate::config::{Account, ClientIp, KeyPart};
-use crate::proxy::client_ip::canonical;
+
+/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is the IPv4 client it wraps: keys, logs and
+/// forwarding headers all name a client by this one form.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
 
 /// What key building needs from the config.
 #[derive(Debug, Clone)]

@@ -10,41 +10,18 @@ use prometheus_client::registry::Registry;
 use tracing::{error, warn};
 
 use super::algorithm::QuotaError;
-use super::central::CentralSite;
-use super::central::metrics::StoreMetrics;
+use super::central::{CHECK_LUA, CentralSite};
 use super::clock::{Clock, Nanos};
 use super::deny_cache::DenyCache;
 use super::keys::KeyBuilder;
 use super::lease::LeaseSite;
 use super::local::LocalStore;
-use super::metrics::{LimitMetrics, OutcomeCounters, PolicyGauges};
+use super::metrics::{LimitMetrics, PolicyGauges};
 use super::policy::PolicyRuntime;
-use crate::config::{Config, Mode, OnStoreError, Site, StoreKind};
-
-/// One policy of one route, as the check walks it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct PlanEntry {
-    pub policy: usize,
-    /// Effective mode (the policy's own, else the route's).
-    pub mode: Mode,
-    /// Decided by the central site (a `central` policy with a Redis store).
-    pub central: bool,
-    /// Central with a node-local state in front.
-    pub local_first: bool,
-    /// Decided from cells leased from the coordinator (Redis, or this process).
-    pub lease: bool,
-    /// Decided locally at limit/N (N from membership).
-    pub split: bool,
-}
-
-/// A route's policies and what to do when the store fails.
-#[derive(Clone)]
-pub(super) struct RoutePlan {
-    pub entries: Vec<PlanEntry>,
-    /// Decision counters, aligned with `entries`.
-    pub counters: Vec<OutcomeCounters>,
-    pub on_store_error: OnStoreError,
-}
+use super::route_limits::RouteLimits;
+use super::store::RedisStore;
+use super::store::metrics::StoreMetrics;
+use crate::config::{Config, OnStoreError, StoreKind};
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +37,7 @@ pub struct Limiter {
     pub(super) keys: KeyBuilder,
     pub(super) policies: Arc<[PolicyRuntime]>,
     /// For each route (config order).
-    pub(super) plans: Vec<RoutePlan>,
+    pub(super) routes: Vec<RouteLimits>,
     pub(super) local: Arc<LocalStore>,
     /// Present when the store is Redis (with `memory`, central policies decide locally).
     pub(super) central: Option<Arc<CentralSite>>,
@@ -102,17 +79,22 @@ impl Limiter {
             .into();
         let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
         let gauges = Arc::new(PolicyGauges::register(registry, &names));
-        let central = match config.store.kind {
+        // One store for every site and membership: the fallback's debts are paid through
+        // the central check script's `debit`.
+        let store = match config.store.kind {
             StoreKind::Memory => None,
             _ => {
                 let metrics = StoreMetrics::register(registry);
-                Some(Arc::new(CentralSite::new(
+                let debit = redis::Script::new(CHECK_LUA);
+                Some(Arc::new(RedisStore::new(
                     &config.store,
                     clock.clone(),
                     metrics,
+                    debit,
                 )?))
             }
         };
+        let central = store.clone().map(|s| Arc::new(CentralSite::new(s)));
         let metrics = LimitMetrics::register(registry);
         let nodes_gauge = Gauge::default();
         nodes_gauge.set(i64::from(config.expected_nodes.get()));
@@ -121,49 +103,14 @@ impl Limiter {
             "Gateways sharing the limits (N of the L/N split): membership, else expected_nodes",
             nodes_gauge.clone(),
         );
-        let plans = config
+        let routes = config
             .routes
             .iter()
-            .map(|r| RoutePlan {
-                on_store_error: r.on_store_error,
-                counters: Vec::new(),
-                entries: if r.mode == Mode::Off {
-                    Vec::new()
-                } else {
-                    r.policies
-                        .iter()
-                        .map(|&p| {
-                            let spec = &policies[p].spec;
-                            let central = central.is_some() && spec.site == Site::Central;
-                            PlanEntry {
-                                policy: p,
-                                mode: policies[p].mode.unwrap_or(r.mode),
-                                central,
-                                local_first: central && spec.local_first,
-                                lease: spec.site == Site::Lease,
-                                split: spec.site == Site::Split,
-                            }
-                        })
-                        .filter(|e| e.mode != Mode::Off)
-                        .collect()
-                },
-            })
-            .collect::<Vec<RoutePlan>>()
-            .into_iter()
-            .zip(&config.routes)
-            .map(|(mut plan, r)| {
-                let route: Arc<str> = Arc::from(r.name.as_str());
-                plan.counters = plan
-                    .entries
-                    .iter()
-                    .map(|e| metrics.counters(&route, &policies[e.policy].name))
-                    .collect();
-                plan
-            })
+            .map(|r| RouteLimits::new(r, &policies, central.is_some(), &metrics))
             .collect();
         let lease = Arc::new(
-            match &central {
-                Some(site) => LeaseSite::redis(site.clone(), clock.clone(), config.store.timeout),
+            match store {
+                Some(s) => LeaseSite::redis(s, clock.clone(), config.store.timeout),
                 None => LeaseSite::memory(clock.clone()),
             }
             .with_gauges(gauges.clone()),
@@ -183,7 +130,7 @@ impl Limiter {
             ),
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
-            plans,
+            routes,
         })
     }
 
@@ -195,6 +142,11 @@ impl Limiter {
     /// The central site, when the store is Redis.
     pub fn central(&self) -> Option<&Arc<CentralSite>> {
         self.central.as_ref()
+    }
+
+    /// The store every site shares, when it is Redis (membership meets in it).
+    pub fn store(&self) -> Option<&Arc<RedisStore>> {
+        self.central.as_deref().map(CentralSite::store)
     }
 
     /// The lease site.

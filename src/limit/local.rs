@@ -3,7 +3,7 @@
 //! Every policy's keys live in one set of shards (a shard holds one map per policy). A
 //! request's keys are decided under the locks of all the shards they hash to, taken in
 //! ascending shard order (so two requests can never deadlock), and states are written back
-//! only as the commit plan says. Nobody can observe or spend a key between the decision and
+//! only as the `spends` callback says. Nobody can observe or spend a key between the decision and
 //! the write, so a request denied by one policy leaves every other policy's state exactly as
 //! it was, even under concurrency.
 //!
@@ -61,8 +61,8 @@ pub struct ItemResult {
 
 /// The results of one check, in item order.
 pub type Results = SmallVec<[ItemResult; INLINE]>;
-/// A commit plan: which items to spend.
-pub type Plan = SmallVec<[bool; INLINE]>;
+/// Which items of one check spend (the all-or-nothing rule's answer, `ask::keeps`).
+pub type Spends = SmallVec<[bool; INLINE]>;
 
 /// A key and its state. Keys are hashed once per check: the same hash picks the shard and
 /// finds the entry.
@@ -165,15 +165,15 @@ impl LocalStore {
         self.shards[i].0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Decide every item at one instant; then write back the states of the items `plan`
+    /// Decide every item at one instant; then write back the states of the items `spends`
     /// marks, all under the same locks.
     pub fn check(
         &self,
         items: &[CheckItem],
-        plan: impl FnOnce(&[Decision<AnyState>]) -> Plan,
+        spends: impl FnOnce(&[Decision<AnyState>]) -> Spends,
     ) -> Results {
         if let [it] = items {
-            return self.check_one(it, plan);
+            return self.check_one(it, spends);
         }
         let hashes: SmallVec<[u64; INLINE]> = items.iter().map(|it| self.hash(&it.key)).collect();
         let mut order: SmallVec<[usize; INLINE]> =
@@ -199,7 +199,7 @@ impl LocalStore {
             .zip(&before)
             .map(|(it, state)| self.algorithm_of(it).decide(*state, it.cost, now))
             .collect();
-        let commit = plan(&decisions);
+        let commit = spends(&decisions);
         let mut results = Results::new();
         for (i, it) in items.iter().enumerate() {
             let (decision, committed) = (decisions[i], commit.get(i).copied().unwrap_or(false));
@@ -232,7 +232,7 @@ impl LocalStore {
     fn check_one(
         &self,
         it: &CheckItem,
-        plan: impl FnOnce(&[Decision<AnyState>]) -> Plan,
+        spends: impl FnOnce(&[Decision<AnyState>]) -> Spends,
     ) -> Results {
         let hash = self.hash(&it.key);
         let mut shard = self.lock(Self::shard_of(hash));
@@ -242,7 +242,7 @@ impl LocalStore {
             .find(hash, |e| *e.key == *it.key)
             .map(|e| e.state);
         let decision = alg.decide(before, it.cost, now);
-        let committed = plan(std::slice::from_ref(&decision))
+        let committed = spends(std::slice::from_ref(&decision))
             .first()
             .copied()
             .unwrap_or(false);

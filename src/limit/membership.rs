@@ -15,10 +15,10 @@ use std::time::Duration;
 use redis::Script;
 use tracing::{info, warn};
 
-use super::central::{CentralSite, StoreError};
 use super::limiter::Limiter;
+use super::store::{RedisStore, StoreError};
 use crate::config::Config;
-use crate::server::shutdown::Shutdown;
+use crate::shutdown::Shutdown;
 
 /// The membership script; see the file.
 pub const MEMBERSHIP_LUA: &str = include_str!("membership.lua");
@@ -31,7 +31,7 @@ pub struct Membership {
     /// Rescaled when N changes.
     limiter: Arc<Limiter>,
     /// The store's connection, breaker and metrics.
-    site: Arc<CentralSite>,
+    store: Arc<RedisStore>,
     script: Script,
     /// The sorted set of members (one key, so it works on a cluster too).
     key: String,
@@ -42,14 +42,14 @@ pub struct Membership {
 impl Membership {
     /// `None` with the memory store: N is `expected_nodes` for good.
     pub fn new(config: &Config, limiter: Arc<Limiter>) -> Option<Membership> {
-        let site = limiter.central()?.clone();
+        let store = limiter.store()?.clone();
         Some(Membership {
             key: format!("{}members", config.store.key_prefix),
             node_id: config.cluster.node_id.clone(),
             heartbeat: config.cluster.heartbeat,
             script: Script::new(MEMBERSHIP_LUA),
             limiter,
-            site,
+            store,
         })
     }
 
@@ -60,8 +60,8 @@ impl Membership {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
         }
         // The store answers: pay what the outage fallback spent, even with no traffic to
-        // pay it (`central/debts.rs`).
-        if let Err(e) = self.site.settle().await {
+        // pay it (`store/debts.rs`).
+        if let Err(e) = self.store.settle().await {
             warn!(error = %e, "could not debit the outage fallback's admissions yet");
         }
         Ok(n)
@@ -93,8 +93,7 @@ impl Membership {
         let ttl_ms = (self.heartbeat * MISSED_BEATS).as_millis().max(1) as u64;
         let args = [op.to_string(), self.node_id.clone(), ttl_ms.to_string()];
         let reply = self
-            .site
-            .store()
+            .store
             .eval_script(
                 &self.script,
                 "membership",

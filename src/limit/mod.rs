@@ -9,18 +9,20 @@
 
 pub mod admission;
 pub mod algorithm;
+mod ask;
 mod check;
 mod check_cache;
+mod check_local;
 mod check_report;
 mod check_store;
 pub mod clock;
-mod decided;
 pub mod keys;
 pub mod limiter;
 pub mod local;
 pub mod metrics;
 pub mod permit;
 pub mod policy;
+mod route_limits;
 
 pub use admission::{Admission, PolicyReport};
 pub use limiter::{Limiter, LimiterError};
@@ -28,3 +30,4 @@ pub mod central;
 pub mod deny_cache;
 pub mod lease;
 pub mod membership;
+pub mod store;

@@ -1,6 +1,6 @@
 //! Concurrency permits: a spent concurrency cell is given back when its request ends.
 //!
-//! The permits ride inside the response body (see `proxy/body.rs`), so they drop — and
+//! The permits ride inside the response body (see `body.rs`), so they drop — and
 //! release — when the body has been sent or when the client goes away mid-response.
 //! Central cells are released by a store call spawned from the drop.
 

@@ -16,6 +16,7 @@ use http::{HeaderMap, HeaderName, header};
 use ipnet::IpNet;
 
 use crate::config::ForwardedHeader;
+use crate::limit::keys::canonical;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
@@ -75,14 +76,6 @@ impl TrustedProxies {
             furthest = ip;
         }
         furthest
-    }
-}
-
-/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is the IPv4 client it wraps.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
     }
 }
 

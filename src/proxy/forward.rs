@@ -9,16 +9,21 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::uri::PathAndQuery;
-use http::{HeaderValue, Request, Response, StatusCode, Version, header};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::{Body, Incoming};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::headers::{self, Hop};
+use super::headers::{self, Hop, ViaValues};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
-use super::{ConnInfo, Inner, upgrade};
+use super::{ConnInfo, upgrade};
+use crate::config::Config;
+use crate::limit::keys::canonical;
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
 
@@ -34,76 +39,125 @@ pub(super) struct Forwarded {
     pub slot: Option<OwnedSemaphorePermit>,
 }
 
-pub(super) async fn forward(
-    inner: &Inner,
-    entry: &RouteEntry,
-    pool: &Pool,
-    mut req: Request<Incoming>,
-    conn: ConnInfo,
-    client: IpAddr,
-) -> Result<Forwarded, GatewayError> {
-    let upgrade_proto = headers::upgrade_request(req.headers(), &entry.route.upgrades);
-    let client_upgrade = upgrade_proto.as_ref().map(|_| hyper::upgrade::on(&mut req));
-    let (mut parts, body) = req.into_parts();
-    let path_and_query = upstream_path(entry, &parts)?;
-    let client_version = parts.version;
-    prepare_headers(inner, &mut parts, conn, client, upgrade_proto.as_ref());
-    parts.version = Version::HTTP_11;
+/// Everything step 5 needs besides the request: made once per worker from the config.
+pub(super) struct Forwarder {
+    /// Pooled keep-alive connections to every upstream.
+    client: Client<HttpConnector, UpstreamBody>,
+    /// Longest wait for an upstream's response head (and for a free connection).
+    upstream_timeout: Duration,
+    /// Longest silence inside a request or response body.
+    body_timeout: Duration,
+    /// Longest silence inside an upgraded (WebSocket) tunnel.
+    idle_timeout: Duration,
+    /// Headers a client may not strip by naming them in `Connection`, because they carry
+    /// identity the gateway keyed on or the upstream relies on.
+    protected: Vec<HeaderName>,
+    /// This hop's `Via` entries, per client HTTP version.
+    via: ViaValues,
+}
 
-    let deadline = Instant::now() + inner.upstream_timeout;
-    let timed_out = || GatewayError::UpstreamTimeout {
-        upstream: pool.name.to_string(),
-        timeout: inner.upstream_timeout,
-    };
-    // At most `max_connections` requests in flight to one upstream: the rest wait here
-    // (the usual free slot is taken without building a timer).
-    let slot = match pool.slots.clone().try_acquire_owned() {
-        Ok(slot) => slot,
-        Err(_) => tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|_| timed_out())?,
-    };
-    let watch = (!body.is_end_stream()).then(BodyWatch::new);
-    let body = match &watch {
-        None => Either::Right(Empty::new()),
-        Some(w) => {
-            let limit = entry.route.max_body_bytes;
-            Either::Left(Watchdog::new(
-                body,
-                inner.body_timeout,
-                limit,
-                Some(w.clone()),
-            ))
+impl Forwarder {
+    pub fn new(config: &Config, protected: Vec<HeaderName>) -> Self {
+        let s = &config.server;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(s.upstream_timeout));
+        let most_slots = config.upstreams.iter().map(|u| u.max_connections.get());
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(most_slots.max().unwrap_or(1))
+            .build(connector);
+        Forwarder {
+            client,
+            upstream_timeout: s.upstream_timeout,
+            body_timeout: s.body_timeout,
+            idle_timeout: s.idle_timeout,
+            protected,
+            via: ViaValues::new(&s.via_pseudonym),
         }
-    };
-    let sent = send(inner, pool, parts, body, &path_and_query);
-    let mut resp = match await_answer(sent, watch.as_deref(), inner.upstream_timeout).await {
-        Some(r) => r.map_err(|e| client_fault(watch.as_deref(), inner).unwrap_or(e))?,
-        None => return Err(client_fault(watch.as_deref(), inner).unwrap_or_else(timed_out)),
-    };
-
-    let mut slot = Some(slot);
-    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-        check_switch(&resp, upgrade_proto.as_ref(), entry, pool)?;
-        if let Some(client_side) = client_upgrade {
-            let upstream_side = hyper::upgrade::on(&mut resp);
-            // The upgraded connection stays open as long as the tunnel: so does its slot.
-            tokio::spawn(upgrade::tunnel(
-                client_side,
-                upstream_side,
-                inner.idle_timeout,
-                slot.take(),
-            ));
-        }
-    } else {
-        headers::remove_hop_by_hop(resp.headers_mut(), None, &[]);
     }
-    headers::add_via(resp.headers_mut(), client_version, &inner.via);
-    let upstream = pool.name.clone();
-    let response =
-        resp.map(|b| Watchdog::new(b, inner.body_timeout, None, None).on_stall(upstream));
-    Ok(Forwarded { response, slot })
+
+    /// Send `req` (from `client`, on `conn`, whose peer is a trusted proxy when
+    /// `peer_trusted`) to `pool` and bring the answer back.
+    pub async fn forward(
+        &self,
+        entry: &RouteEntry,
+        pool: &Pool,
+        mut req: Request<Incoming>,
+        conn: ConnInfo,
+        client: IpAddr,
+        peer_trusted: bool,
+    ) -> Result<Forwarded, GatewayError> {
+        let upgrade_proto = headers::upgrade_request(req.headers(), &entry.route.upgrades);
+        let client_upgrade = upgrade_proto.as_ref().map(|_| hyper::upgrade::on(&mut req));
+        let (mut parts, body) = req.into_parts();
+        let path_and_query = upstream_path(entry, &parts)?;
+        let client_version = parts.version;
+        let upgrade = upgrade_proto.as_ref();
+        prepare_headers(self, &mut parts, conn, client, peer_trusted, upgrade);
+        parts.version = Version::HTTP_11;
+
+        let deadline = Instant::now() + self.upstream_timeout;
+        let timed_out = || GatewayError::UpstreamTimeout {
+            upstream: pool.name.to_string(),
+            timeout: self.upstream_timeout,
+        };
+        // At most `max_connections` requests in flight to one upstream: the rest wait here
+        // (the usual free slot is taken without building a timer).
+        let slot = match pool.slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|_| timed_out())?,
+        };
+        let watch = (!body.is_end_stream()).then(BodyWatch::new);
+        let body = match &watch {
+            None => Either::Right(Empty::new()),
+            Some(w) => {
+                let limit = entry.route.max_body_bytes;
+                Either::Left(Watchdog::new(
+                    body,
+                    self.body_timeout,
+                    limit,
+                    Some(w.clone()),
+                ))
+            }
+        };
+        let sent = send(self, pool, parts, body, &path_and_query);
+        let mut resp = match await_answer(sent, watch.as_deref(), self.upstream_timeout).await {
+            Some(r) => {
+                r.map_err(|e| client_fault(watch.as_deref(), self.body_timeout).unwrap_or(e))?
+            }
+            None => {
+                return Err(
+                    client_fault(watch.as_deref(), self.body_timeout).unwrap_or_else(timed_out)
+                );
+            }
+        };
+
+        let mut slot = Some(slot);
+        if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+            check_switch(&resp, upgrade_proto.as_ref(), entry, pool)?;
+            if let Some(client_side) = client_upgrade {
+                let upstream_side = hyper::upgrade::on(&mut resp);
+                // The upgraded connection stays open as long as the tunnel: so does its slot.
+                tokio::spawn(upgrade::tunnel(
+                    client_side,
+                    upstream_side,
+                    self.idle_timeout,
+                    slot.take(),
+                ));
+            }
+        } else {
+            headers::remove_hop_by_hop(resp.headers_mut(), None, &[]);
+        }
+        headers::add_via(resp.headers_mut(), client_version, &self.via);
+        let upstream = pool.name.clone();
+        let response =
+            resp.map(|b| Watchdog::new(b, self.body_timeout, None, None).on_stall(upstream));
+        Ok(Forwarded { response, slot })
+    }
 }
 
 /// The upstream's answer, or `None` when it took longer than `timeout` counted from the
@@ -133,10 +187,10 @@ async fn await_answer<F: Future>(
 /// The client's own failure, when its body is why the upstream call failed: 408 for a
 /// silent body, 413 for one too large, 400 for a broken one — never a 502 blamed on the
 /// upstream.
-fn client_fault(watch: Option<&BodyWatch>, inner: &Inner) -> Option<GatewayError> {
+fn client_fault(watch: Option<&BodyWatch>, body_timeout: Duration) -> Option<GatewayError> {
     Some(match watch?.fault()? {
         BodyFault::Stalled(_) => GatewayError::RequestTimeout {
-            timeout: inner.body_timeout,
+            timeout: body_timeout,
         },
         BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit },
         BodyFault::Broken => {
@@ -184,7 +238,7 @@ fn check_switch(
 /// Send with retries: a bodiless request whose connection failed is tried on the next URL;
 /// a request with a body is sent once, since its stream cannot be replayed.
 async fn send(
-    inner: &Inner,
+    fwd: &Forwarder,
     pool: &Pool,
     parts: Parts,
     body: UpstreamBody,
@@ -199,7 +253,7 @@ async fn send(
         let i = pool.pick();
         let mut req = Request::from_parts(parts, body);
         *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
-        return inner.client.request(req).await.map_err(|e| {
+        return fwd.client.request(req).await.map_err(|e| {
             if e.is_connect() {
                 pool.mark_dead(i);
             }
@@ -214,7 +268,7 @@ async fn send(
         *req.version_mut() = parts.version;
         *req.headers_mut() = parts.headers.clone();
         *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
-        match inner.client.request(req).await {
+        match fwd.client.request(req).await {
             Ok(resp) => return Ok(resp),
             Err(e) if e.is_connect() => {
                 pool.mark_dead(i);
@@ -250,26 +304,27 @@ fn upstream_path(entry: &RouteEntry, parts: &Parts) -> Result<PathAndQuery, Gate
 }
 
 fn prepare_headers(
-    inner: &Inner,
+    fwd: &Forwarder,
     parts: &mut Parts,
     conn: ConnInfo,
     client: IpAddr,
+    peer_trusted: bool,
     upgrade: Option<&HeaderValue>,
 ) {
     // The canonical step already wrote the one authority (HTTP/2 :authority, absolute-form
     // target or Host) as `Host`, which is what an HTTP/1.1 upstream needs.
-    headers::remove_hop_by_hop(&mut parts.headers, upgrade, &inner.protected);
+    headers::remove_hop_by_hop(&mut parts.headers, upgrade, &fwd.protected);
     let hop = Hop {
-        peer: super::client_ip::canonical(conn.peer.ip()),
+        peer: canonical(conn.peer.ip()),
         tls: conn.tls,
         version: parts.version,
-        peer_trusted: inner.trusted.contains(conn.peer.ip()),
+        peer_trusted,
     };
     if !hop.peer_trusted {
         headers::drop_claims(&mut parts.headers);
     }
-    headers::drop_underscore_aliases(&mut parts.headers, &inner.protected);
-    headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &inner.via);
+    headers::drop_underscore_aliases(&mut parts.headers, &fwd.protected);
+    headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &fwd.via);
     headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
 }
 

@@ -13,11 +13,11 @@
 //! 6. **respond** — any error of steps 2–5 becomes an HTTP answer in one place;
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
-mod body;
 mod canonical;
 pub mod client_ip;
 mod forward;
 pub mod headers;
+pub mod metrics;
 mod upgrade;
 pub mod upstream;
 mod watchdog;
@@ -26,30 +26,21 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{HeaderName, Request, Response, header};
-use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tracing::{info, warn};
 
-use crate::admin::{Metrics, RouteMetrics};
+use crate::body::{self, ResponseBody};
 use crate::config::Response as ResponseConfig;
 use crate::config::{Config, KeyPart, PathRules};
 use crate::limit::Limiter;
+use crate::limit::keys::canonical;
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
 use client_ip::TrustedProxies;
-use forward::UpstreamBody;
+use forward::Forwarder;
+use metrics::{RequestMetrics, RouteMetrics};
 use upstream::{Pool, UpstreamSlots};
-
-/// Errors a body may end with: hyper's, or a body watchdog's (a stalled upstream).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The body of every response tollgate sends: the upstream's stream or one of ours.
-pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// What the listener knows about the connection a request came on.
 #[derive(Debug, Clone)]
@@ -67,10 +58,7 @@ impl ConnInfo {
         ConnInfo {
             peer,
             tls,
-            hop: Arc::new(headers::HopValues::new(
-                client_ip::canonical(peer.ip()),
-                tls,
-            )),
+            hop: Arc::new(headers::HopValues::new(canonical(peer.ip()), tls)),
         }
     }
 }
@@ -96,19 +84,8 @@ struct Inner {
     response: ResponseConfig,
     /// Step 5: upstream pools, indexed like `Config::upstreams`.
     pools: Vec<Pool>,
-    /// Step 5: pooled keep-alive connections to every upstream.
-    client: Client<HttpConnector, UpstreamBody>,
-    /// Step 5: longest wait for an upstream's response head (and for a free connection).
-    upstream_timeout: Duration,
-    /// Step 5: longest silence inside a request or response body.
-    body_timeout: Duration,
-    /// Step 5: longest silence inside an upgraded (WebSocket) tunnel.
-    idle_timeout: Duration,
-    /// Step 5: headers a client may not strip by naming them in `Connection`, because they
-    /// carry identity the gateway keyed on or the upstream relies on.
-    protected: Vec<HeaderName>,
-    /// Step 5: this hop's `Via` entries, per client HTTP version.
-    via: headers::ViaValues,
+    /// Step 5: the upstream client, its timeouts and the headers it rewrites.
+    forwarder: Forwarder,
     /// Step 7: per route (config order), then the no-route bucket last.
     route_metrics: Vec<RouteMetrics>,
 }
@@ -121,7 +98,7 @@ impl Gateway {
     pub fn new(
         config: &Config,
         limiter: Arc<Limiter>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RequestMetrics>,
         slots: &UpstreamSlots,
     ) -> Self {
         let pools: Vec<Pool> = config
@@ -136,14 +113,6 @@ impl Gateway {
             .map(|r| metrics.route(&Arc::from(r.name.as_str()), Some(&pools[r.upstream].name)))
             .collect();
         route_metrics.push(metrics.route(&Arc::from(NO_ROUTE), None));
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.server.upstream_timeout));
-        let most_slots = config.upstreams.iter().map(|u| u.max_connections.get());
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(most_slots.max().unwrap_or(1))
-            .build(connector);
         Gateway {
             inner: Arc::new(Inner {
                 trusted: TrustedProxies::new(
@@ -156,12 +125,7 @@ impl Gateway {
                 limiter,
                 response: config.response,
                 pools,
-                client,
-                upstream_timeout: config.server.upstream_timeout,
-                body_timeout: config.server.body_timeout,
-                idle_timeout: config.server.idle_timeout,
-                protected: protected_headers(config),
-                via: headers::ViaValues::new(&config.server.via_pseudonym),
+                forwarder: Forwarder::new(config, protected_headers(config)),
                 route_metrics,
             }),
         }
@@ -275,7 +239,10 @@ impl Gateway {
         // 5. forward
         let pool = &inner.pools[entry.route.upstream];
         let sent = Instant::now();
-        let result = forward::forward(inner, entry, pool, req, conn, client).await;
+        let peer_trusted = inner.trusted.contains(conn.peer.ip());
+        let result = (inner.forwarder)
+            .forward(entry, pool, req, conn, client, peer_trusted)
+            .await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
         let forwarded = result?;
         let mut resp = forwarded.response;
@@ -285,7 +252,8 @@ impl Gateway {
             &inner.response,
             false,
         );
-        Ok(body::hold_permits(resp, admission.permits, forwarded.slot))
+        // Permits, then the upstream slot, are released once the body is done.
+        Ok(body::hold(resp, (admission.permits, forwarded.slot)))
     }
 }
 
@@ -295,7 +263,7 @@ impl Gateway {
     pub fn record_refused(&self, status: u16, peer: IpAddr) {
         let inner = &*self.inner;
         inner.route_metrics[inner.route_metrics.len() - 1].record_request(status, Duration::ZERO);
-        info!(target: "tollgate::access", route = NO_ROUTE, status, client = %client_ip::canonical(peer), "request refused before routing");
+        info!(target: "tollgate::access", route = NO_ROUTE, status, client = %canonical(peer), "request refused before routing");
     }
 }
 

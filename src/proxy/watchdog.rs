@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use tracing::warn;
 
-use super::BoxError;
+use crate::body::BoxError;
 
 /// Why a watched body ended early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
 
 pub mod ratelimit;
 
+use crate::body::{ResponseBody, full};
 use crate::config::Response as ResponseConfig;
 use crate::limit::PolicyReport;
-use crate::proxy::ResponseBody;
 
 /// Why the gateway answers a request itself instead of forwarding it.
 #[derive(Debug, thiserror::Error)]
@@ -148,13 +147,6 @@ pub fn problem(status: StatusCode, body: serde_json::Value) -> Response<Response
         HeaderValue::from_static("application/problem+json"),
     );
     resp
-}
-
-/// A fixed body in the gateway's response body type.
-pub fn full(bytes: Bytes) -> ResponseBody {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
 }
 
 #[cfg(test)]

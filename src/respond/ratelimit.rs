@@ -9,11 +9,11 @@ use std::fmt::Write;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::problem;
+use crate::body::ResponseBody;
 use crate::config::{HeadersWhere, Response as ResponseConfig};
 use crate::limit::PolicyReport;
 use crate::limit::algorithm::{NEVER, QuotaInfo};
 use crate::limit::clock::Nanos;
-use crate::proxy::ResponseBody;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 

@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use super::activity::{Activity, Timeouts, Tracked, Verdict, Watched};
-use crate::proxy::ResponseBody;
+use crate::body::ResponseBody;
 
 /// How a connection ended.
 #[derive(Debug)]

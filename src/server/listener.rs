@@ -13,8 +13,8 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
-use super::shutdown::Shutdown;
 use super::workers::{Job, Workers};
+use crate::shutdown::Shutdown;
 
 /// One public listener.
 pub(crate) struct Listener {

@@ -1,4 +1,5 @@
-//! Listeners, TLS and shutdown: where a request enters tollgate.
+//! Listeners, TLS and connections: where a request enters tollgate (and where the admin
+//! listener serves [`crate::admin`]'s endpoints, `admin.rs`).
 //!
 //! [`Server::bind`] binds every socket first (so a port clash fails before anything runs and
 //! tests can bind port 0 and ask for the real port), then [`Server::run`] serves until the
@@ -7,12 +8,13 @@
 //! A connection's life: a listener takes one of `max_connections` places and accepts
 //! (`listener.rs`), a worker thread runs the TLS handshake and hyper (`workers.rs`) under
 //! the connection driver (`conn.rs`), which holds it to `header_timeout` and
-//! `idle_timeout` using what `activity.rs` records, and closes it gracefully on shutdown.
+//! `idle_timeout` using what `activity.rs` records, and closes it gracefully on shutdown
+//! ([`crate::shutdown`]).
 
 pub(crate) mod activity;
+mod admin;
 pub(crate) mod conn;
 pub(crate) mod listener;
-pub mod shutdown;
 mod tls;
 mod workers;
 
@@ -24,21 +26,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
-use crate::admin::{self, Metrics};
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
 use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
+use crate::proxy::metrics::RequestMetrics;
 use crate::proxy::upstream::UpstreamSlots;
+use crate::shutdown::Shutdown;
 use activity::Timeouts;
 use listener::Listener;
-use shutdown::Shutdown;
 use workers::{ConnSettings, Workers};
 
 /// Why the server could not start.
@@ -79,8 +82,10 @@ pub struct Server {
     tls: Option<(TcpListener, TlsAcceptor)>,
     /// Admin listener (health, metrics).
     admin: Option<TcpListener>,
-    /// Shared with the request path and the admin endpoint.
-    metrics: Arc<Metrics>,
+    /// Every metric of the process, registered at bind; `/metrics` encodes it.
+    registry: Arc<Registry>,
+    /// The request path's metrics (in `registry`), shared by every worker's gateway.
+    metrics: Arc<RequestMetrics>,
     /// Every route's policies and their local state.
     limiter: Arc<Limiter>,
     /// Flipped to true once every listener is serving; `/readyz` reads it.
@@ -105,8 +110,9 @@ impl Server {
         config: Config,
         clock: Arc<dyn Clock>,
     ) -> Result<Server, ServerError> {
-        let mut metrics = Metrics::new();
-        let limiter = Arc::new(Limiter::new(&config, clock, metrics.registry_mut())?);
+        let mut registry = Registry::default();
+        let metrics = RequestMetrics::new(&mut registry);
+        let limiter = Arc::new(Limiter::new(&config, clock, &mut registry)?);
         let plain = bind("listen", config.server.listen).await?;
         let tls = match &config.server.tls {
             Some(t) => Some((
@@ -124,6 +130,7 @@ impl Server {
             plain,
             tls,
             admin,
+            registry: Arc::new(registry),
             metrics: Arc::new(metrics),
             limiter,
             ready: Arc::new(AtomicBool::new(false)),
@@ -197,8 +204,8 @@ impl Server {
             tasks.spawn(listener(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
         }
         if let Some(l) = self.admin {
-            let state = admin::State {
-                metrics: self.metrics.clone(),
+            let state = crate::admin::State {
+                registry: self.registry.clone(),
                 ready: self.ready.clone(),
             };
             let stop = Shutdown::new(notify.subscribe());

@@ -51,36 +51,85 @@ pub(crate) struct Workers {
 
 impl Workers {
     /// Start `n` workers; `gateway` builds each one's request path on its own thread.
+    /// Returns once every worker has its runtime, or with the first failure reported (no
+    /// thread, or no runtime: each needs its own descriptors) after stopping the others: a
+    /// worker that died at start would silently drop every connection sent to it.
     pub fn start(
         n: usize,
         settings: ConnSettings,
         gateway: Arc<dyn Fn() -> Gateway + Send + Sync>,
     ) -> std::io::Result<Workers> {
+        let n = n.max(1);
         let mut senders = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
-        for i in 0..n.max(1) {
+        let (ready_tx, ready) = std::sync::mpsc::channel::<std::io::Result<()>>();
+        let failed = move |what: &str, i: usize, e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("worker {} of {n}: {what}: {e}", i + 1))
+        };
+        let mut outcome = Ok(());
+        for i in 0..n {
             let (tx, rx) = mpsc::unbounded_channel();
             let settings = settings.clone();
             let gateway = gateway.clone();
-            let thread = std::thread::Builder::new()
+            let ready_tx = ready_tx.clone();
+            let spawned = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{i}"))
                 .spawn(move || {
-                    match tokio::runtime::Builder::new_current_thread()
+                    let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => rt.block_on(work(rx, settings, gateway())),
-                        Err(e) => warn!(error = %e, "worker runtime failed to start"),
+                        .build();
+                    match rt {
+                        Ok(rt) => {
+                            let _ = ready_tx.send(Ok(()));
+                            drop(ready_tx);
+                            rt.block_on(work(rx, settings, gateway()));
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(failed("async runtime", i, e)));
+                        }
                     }
-                })?;
-            senders.push(tx);
-            threads.push(thread);
+                });
+            match spawned {
+                Ok(thread) => {
+                    senders.push(tx);
+                    threads.push(thread);
+                }
+                Err(e) => {
+                    outcome = Err(failed("thread", i, e));
+                    break;
+                }
+            }
         }
-        Ok(Workers {
+        drop(ready_tx);
+        // One report per spawned thread (a thread that died before reporting ends the
+        // channel early: that is a failure too).
+        for _ in 0..threads.len() {
+            match ready.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    outcome = outcome.and(Err(e));
+                }
+                Err(_) => {
+                    outcome = outcome.and(Err(std::io::Error::other(
+                        "a worker thread exited before its runtime started",
+                    )));
+                    break;
+                }
+            }
+        }
+        let workers = Workers {
             senders,
             next: AtomicUsize::new(0),
             threads: std::sync::Mutex::new(threads),
-        })
+        };
+        match outcome {
+            Ok(()) => Ok(workers),
+            Err(e) => {
+                // The started workers see their channel close and end at once.
+                workers.shutdown();
+                Err(e)
+            }
+        }
     }
 
     /// Hand an accepted connection to the next worker.

@@ -10,7 +10,7 @@ use super::trace::Arrival;
 use crate::config::{LeaseKnobs, Policy};
 use crate::limit::algorithm::Verdict;
 use crate::limit::clock::Nanos;
-use crate::limit::lease::{Ask, Lease, LeaseParams, MemoryCoordinator, Take};
+use crate::limit::lease::{LeaseBook, LeaseParams, MemoryCoordinator, RefillAsk, Take};
 use crate::limit::policy::{AnyState, PolicyRuntime};
 
 /// A design's run over one trace.
@@ -106,7 +106,7 @@ fn split(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
 fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     const MS: Nanos = 1_000_000;
     let p = params(policy, LeaseKnobs::default());
-    let twenty = Ask { want: 20, lead: 0 };
+    let twenty = RefillAsk { want: 20, lead: 0 };
     let c = MemoryCoordinator::new();
     #[derive(Default, Clone, Copy)]
     struct Seed {
@@ -148,7 +148,7 @@ fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
 fn lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     let p = params(policy, policy.lease);
     let c = MemoryCoordinator::new();
-    let mut books = vec![Lease::default(); nodes];
+    let mut books = vec![LeaseBook::default(); nodes];
     let admitted = trace
         .iter()
         .map(|a| {

@@ -32,8 +32,9 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use super::rate::{MAX_PERIOD, Rate, saturate};
+use super::rate::{Rate, saturate};
 use super::{Algorithm, Decision, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
+use crate::config::MAX_PERIOD;
 use crate::limit::clock::duration_to_nanos;
 
 /// A leaky-bucket policy: `limit` per `period`, queueing up to `max_delay`.
@@ -59,7 +60,7 @@ pub struct LeakyBucketState {
 impl LeakyBucket {
     /// `limit` per `period`, holding requests up to `max_delay`; a zero
     /// `max_delay` turns it into a strict pacer without a queue. Fails for a
-    /// period outside [`super::MIN_PERIOD`]..=[`MAX_PERIOD`] or a longer delay.
+    /// period outside [`crate::config::MIN_PERIOD`]..=[`MAX_PERIOD`] or a longer delay.
     pub fn new(
         limit: NonZeroU32,
         period: Duration,

@@ -13,14 +13,8 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use super::{Nanos, QuotaError};
+use crate::config::{MAX_PERIOD, MIN_PERIOD};
 use crate::limit::clock::duration_to_nanos;
-
-/// The shortest accepted period.
-pub const MIN_PERIOD: Duration = Duration::from_millis(1);
-
-/// The longest accepted period or delay: keeps every timestamp sum far from
-/// `u64` overflow while covering any real quota.
-pub const MAX_PERIOD: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
 /// Validates a period and returns it in nanoseconds.
 pub(crate) fn period_nanos(period: Duration) -> Result<Nanos, QuotaError> {

@@ -13,14 +13,14 @@
 //! price is one `SET` per spending group of a multi-slot request.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use super::{CentralItem, CentralResult, CentralSite, StoreError, decode, slot_id};
-
-/// Slots of a Redis Cluster.
-const SLOTS: usize = 16384;
+use super::{CentralItem, CentralResult, CentralSite, decode, slot_id};
+use crate::config::Mode;
+use crate::limit::ask::keeps;
+use crate::limit::store::{StoreError, slot, slot_tag};
 
 impl CentralSite {
     /// Decide and spend all-or-nothing across slot groups, in parallel.
@@ -72,7 +72,7 @@ impl CentralSite {
             .into_iter()
             .map(|r| r.expect("every group answered"))
             .collect();
-        // The same plan the script applies per group, now over the whole request.
+        // The all-or-nothing rule the script applies per group, now over the whole request.
         let enforce_ok = items
             .iter()
             .zip(&results)
@@ -80,7 +80,12 @@ impl CentralSite {
         let all_ok = results.iter().all(|r| r.admitted);
         let mut undo = Vec::new();
         for (it, r) in items.iter().zip(results.iter_mut()) {
-            let keep = all_ok || (enforce_ok && it.enforcing());
+            let mode = if it.enforcing() {
+                Mode::Enforce
+            } else {
+                Mode::Shadow
+            };
+            let keep = keeps(mode, enforce_ok, all_ok);
             if r.committed && !keep {
                 r.committed = false;
                 undo.push(it.clone());
@@ -141,78 +146,12 @@ impl CentralSite {
     /// to another slot: that group then goes without one).
     fn receipt_key(&self, slot: u16) -> Option<String> {
         let tag = slot_tag(slot)?;
-        let key = format!("{}receipt:{{{tag}}}{}", self.prefix, slot_id());
+        let key = self.store.key(&format!("receipt:{{{tag}}}{}", slot_id()));
         (self::slot(key.as_bytes()) == slot).then_some(key)
     }
 }
 
 /// Item indexes grouped by Redis Cluster slot.
 pub(super) fn by_slot(items: &[CentralItem]) -> BTreeMap<u16, Vec<usize>> {
-    let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-    for (i, it) in items.iter().enumerate() {
-        groups.entry(slot(it.key.as_bytes())).or_default().push(i);
-    }
-    groups
-}
-
-/// The Redis Cluster slot of a key: CRC16 (XMODEM) of the key, or of its `{hash tag}`.
-pub fn slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&len| len > 0)
-                .map(|len| &rest[..len])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tagged) % SLOTS as u16
-}
-
-/// A short hash tag that lands in `slot`: the smallest decimal number that does, found once
-/// for all slots (about 170 000 CRCs, a few milliseconds, on a cluster's first multi-slot
-/// request). Hand-written: no crate publishes this table.
-fn slot_tag(slot: u16) -> Option<&'static str> {
-    static TAGS: OnceLock<Vec<String>> = OnceLock::new();
-    let tags = TAGS.get_or_init(|| {
-        let mut tags = vec![String::new(); SLOTS];
-        let mut left = SLOTS;
-        for n in 0u32..10_000_000 {
-            let tag = n.to_string();
-            let s = usize::from(self::slot(tag.as_bytes()));
-            if tags[s].is_empty() {
-                tags[s] = tag;
-                left -= 1;
-                if left == 0 {
-                    break;
-                }
-            }
-        }
-        tags
-    });
-    let tag = tags[usize::from(slot)].as_str();
-    (!tag.is_empty()).then_some(tag)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_match_redis() {
-        // Values from `redis-cli CLUSTER KEYSLOT`.
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
-        assert_eq!(slot(b"123456789"), 12739);
-    }
-
-    #[test]
-    fn every_slot_has_a_tag_that_lands_in_it() {
-        for s in 0..SLOTS as u16 {
-            let tag = slot_tag(s).expect("a tag for every slot");
-            assert_eq!(slot(format!("tg:receipt:{{{tag}}}x").as_bytes()), s);
-        }
-    }
+    crate::limit::store::by_slot(items.iter().map(|it| it.key.as_str()))
 }

@@ -9,26 +9,25 @@
 //! anywhere ends with every key as it was (up to the refund's exactness: GCRA and leaky
 //! bucket move the arrival time back by the spent cells, token bucket adds the tokens back,
 //! sliding window subtracts from the window it counted in, concurrency removes its slot).
+//!
+//! The calls go through the shared store (`limit/store/`: connections, breakers, metrics,
+//! and the fallback's debts, paid before every check).
 
-mod breaker;
 mod cluster;
-mod connection;
-mod debts;
-pub mod metrics;
-mod store;
 
 use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-pub use cluster::slot;
-pub use store::{CHECK_LUA, RedisStore, StoreError};
-
 use cluster::by_slot;
 
-use crate::config::{AlgorithmName, Mode, Policy, StoreKind};
-use crate::limit::clock::{Clock, Nanos};
-use metrics::StoreMetrics;
+use crate::config::{AlgorithmName, Mode, Policy};
+use crate::limit::clock::Nanos;
+use crate::limit::store::metrics::StoreMetrics;
+use crate::limit::store::{Debt, RedisStore, StoreError};
+
+/// The Lua source; see the file for the argument and reply layout.
+pub const CHECK_LUA: &str = include_str!("check.lua");
 
 /// How long a central concurrency slot is held when its gateway never releases it (a crash).
 pub const CONCURRENCY_HOLD: std::time::Duration = std::time::Duration::from_secs(300);
@@ -138,41 +137,49 @@ pub struct CentralResult {
     pub wait: Nanos,
 }
 
+impl From<CentralItem> for Debt {
+    fn from(it: CentralItem) -> Self {
+        Debt {
+            key: it.key,
+            params: it.params,
+            slot: it.slot,
+        }
+    }
+}
+
 /// The central site.
 pub struct CentralSite {
-    store: RedisStore,
+    /// Shared with the lease site and membership (same connections, breakers and debts).
+    store: Arc<RedisStore>,
     /// check.lua, run through the store's connections, timeout and breaker.
     script: redis::Script,
     /// Group keys by slot (Redis Cluster) or send them all in one call.
     cluster: bool,
-    /// Prepended to every key.
-    prefix: String,
-    /// What the `on_store_error = "local"` fallback admitted, owed to the store.
-    debts: debts::Debts,
 }
 
 impl CentralSite {
-    pub fn new(
-        store: &crate::config::Store,
-        clock: Arc<dyn Clock>,
-        metrics: StoreMetrics,
-    ) -> redis::RedisResult<Self> {
-        Ok(CentralSite {
-            store: RedisStore::new(store, clock, metrics)?,
+    pub fn new(store: Arc<RedisStore>) -> Self {
+        CentralSite {
             script: redis::Script::new(CHECK_LUA),
-            cluster: store.kind == StoreKind::RedisCluster,
-            prefix: store.key_prefix.clone(),
-            debts: debts::Debts::default(),
-        })
+            cluster: store.is_cluster(),
+            store,
+        }
     }
 
+    /// The store's key for `key` (with the key prefix).
     pub fn key(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
+        self.store.key(key)
     }
 
-    /// The store, for the lease and membership scripts (same connections and breaker).
-    pub fn store(&self) -> &RedisStore {
+    /// The store this site decides in.
+    pub fn store(&self) -> &Arc<RedisStore> {
         &self.store
+    }
+
+    /// Remember that `item` (its key, at its policy's numbers, spending its cost) was
+    /// admitted on the fallback: the store is debited before it decides again.
+    pub fn owe(&self, item: CentralItem) {
+        self.store.owe(item.into());
     }
 
     pub fn metrics(&self) -> &StoreMetrics {
@@ -185,7 +192,7 @@ impl CentralSite {
         items: &[CentralItem],
     ) -> Result<Vec<CentralResult>, StoreError> {
         // What the fallback spent first: the store must count it before deciding again.
-        self.settle().await?;
+        self.store.settle().await?;
         if !self.cluster {
             let reply = self.call("check", items).await;
             if let Err(e) = &reply {

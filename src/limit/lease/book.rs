@@ -36,7 +36,7 @@ const TTL_SHARE: f64 = 0.4;
 
 /// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ask {
+pub struct RefillAsk {
     pub want: u32,
     pub lead: Nanos,
 }
@@ -85,7 +85,7 @@ pub enum Take {
 
 /// One key's lease on this node.
 #[derive(Debug, Clone, Default)]
-pub struct Lease {
+pub struct LeaseBook {
     /// Grants still held, oldest first (their cells conform in this order).
     batches: SmallVec<[Batch; 2]>,
     /// Do not ask the coordinator before this (ns): it said nothing more fits until then.
@@ -108,20 +108,20 @@ pub struct Lease {
     /// `lease_target` (weight 1/4 per window), so one busy or quiet window does not swing
     /// the batch size.
     demand: f64,
-    /// See [`Lease::last_conform`].
+    /// See [`LeaseBook::last_conform`].
     last_conform: i128,
     /// Cells dropped unspent (read by tests; not yet exported as a metric).
     pub expired: u64,
 }
 
-impl Lease {
+impl LeaseBook {
     /// Spend `cost` conforming cells at `now`, or deny.
     pub fn take(&mut self, p: &LeaseParams, cost: u32, now: Nanos) -> Take {
         self.count_demand(p, cost, now);
         self.retake(p, cost, now)
     }
 
-    /// As [`Lease::take`] for a request already counted (a retry after an inline refill).
+    /// As [`LeaseBook::take`] for a request already counted (a retry after an inline refill).
     pub fn retake(&mut self, p: &LeaseParams, cost: u32, now: Nanos) -> Take {
         let (t, now_t) = (p.interval(), ticks(p, now));
         self.expire(p, now_t, t);
@@ -155,7 +155,7 @@ impl Lease {
     }
 
     /// Undo a take whose request another policy denied. The cells go back to the front,
-    /// all conforming at `conformed` (the take's [`Lease::last_conform`], the earliest of
+    /// all conforming at `conformed` (the take's [`LeaseBook::last_conform`], the earliest of
     /// them): spendable at once, and expiring no later than the first would have, so a
     /// cell given back is never spent more than `lease_ttl` after it conformed.
     pub fn give_back(&mut self, p: &LeaseParams, cost: u32, conformed: i128) {
@@ -184,7 +184,7 @@ impl Lease {
     ///
     /// A hot key may have up to [`MAX_IN_FLIGHT`] calls out (cells asked for count as held),
     /// so its supply is not one batch per round trip; a slow one has at most one.
-    pub fn wants(&self, p: &LeaseParams, now: Nanos) -> Option<Ask> {
+    pub fn wants(&self, p: &LeaseParams, now: Nanos) -> Option<RefillAsk> {
         if self.in_flight >= MAX_IN_FLIGHT || now < self.blocked_until {
             return None;
         }
@@ -204,11 +204,11 @@ impl Lease {
         if self.in_flight > 0 && lead == 0 {
             return None;
         }
-        (f64::from(held) < low).then_some(Ask { want: k, lead })
+        (f64::from(held) < low).then_some(RefillAsk { want: k, lead })
     }
 
     /// `ask` is out since `now`.
-    pub fn begin(&mut self, now: Nanos, ask: Ask) {
+    pub fn begin(&mut self, now: Nanos, ask: RefillAsk) {
         if self.in_flight == 0 {
             self.asked_at = now;
         }
@@ -217,7 +217,7 @@ impl Lease {
     }
 
     /// The coordinator answered `g` to `ask`; `now` is when the reply arrived.
-    pub fn on_grant(&mut self, p: &LeaseParams, ask: Ask, g: Grant, now: Nanos) {
+    pub fn on_grant(&mut self, p: &LeaseParams, ask: RefillAsk, g: Grant, now: Nanos) {
         let want = ask.want;
         if self.in_flight == 1 {
             // Sampled only with one call out: its start is the one recorded.
@@ -250,11 +250,11 @@ impl Lease {
     }
 
     /// The call for `ask` failed; the store layer decides what requests get meanwhile.
-    pub fn on_error(&mut self, ask: Ask) {
+    pub fn on_error(&mut self, ask: RefillAsk) {
         self.settle(ask);
     }
 
-    fn settle(&mut self, ask: Ask) {
+    fn settle(&mut self, ask: RefillAsk) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.pending = self.pending.saturating_sub(ask.want);
     }

@@ -10,7 +10,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use super::book::Lease;
+use super::book::LeaseBook;
 use crate::limit::clock::Nanos;
 
 /// Lock shards of the books.
@@ -19,7 +19,7 @@ pub(super) const SHARDS: usize = 64;
 /// One policy's books in one shard, by store key.
 /// (hashbrown's default hasher: these keys are already keyed hashes or addresses, and the
 /// std SipHash cost more than the rest of a take on a hot key.)
-type Books = hashbrown::HashMap<Box<str>, Lease>;
+type Books = hashbrown::HashMap<Box<str>, LeaseBook>;
 
 /// One lock shard: a map per policy (index = the policy's), grown on first use.
 #[derive(Default)]
@@ -29,7 +29,7 @@ pub(super) struct Shard {
 
 impl Shard {
     /// The book of `key`, if held.
-    pub(super) fn get_mut(&mut self, policy: usize, key: &str) -> Option<&mut Lease> {
+    pub(super) fn get_mut(&mut self, policy: usize, key: &str) -> Option<&mut LeaseBook> {
         self.policies.get_mut(policy)?.get_mut(key)
     }
 
@@ -41,7 +41,7 @@ impl Shard {
         key: &str,
         cap: usize,
         now: Nanos,
-    ) -> (&mut Lease, u64) {
+    ) -> (&mut LeaseBook, u64) {
         if self.policies.len() <= policy {
             self.policies.resize_with(policy + 1, Books::default);
         }
@@ -51,7 +51,7 @@ impl Shard {
             if books.len() >= cap.max(1) {
                 evicted = make_room(books, cap.max(1), now);
             }
-            books.insert(key.into(), Lease::default());
+            books.insert(key.into(), LeaseBook::default());
         }
         (books.get_mut(key).expect("inserted above"), evicted)
     }
@@ -123,10 +123,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::limit::lease::book::Ask;
+    use crate::limit::lease::book::RefillAsk;
     use crate::limit::lease::{Grant, LeaseParams};
 
-    const ONE: Ask = Ask { want: 1, lead: 0 };
+    const ONE: RefillAsk = RefillAsk { want: 1, lead: 0 };
 
     fn params() -> LeaseParams {
         let nz = |n| NonZeroU32::new(n).expect("non-zero");

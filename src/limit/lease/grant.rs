@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::book::Ask;
+use super::book::RefillAsk;
 use super::params::LeaseParams;
 use crate::limit::clock::Nanos;
 
@@ -45,7 +45,7 @@ pub struct Grant {
 
 /// The grant rule on one key's `tat` (ticks) for `want` cells conforming within `lead` ns
 /// (at most the policy's horizon); returns the new `tat`.
-pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: Ask, now: Nanos) -> (u128, Grant) {
+pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: RefillAsk, now: Nanos) -> (u128, Grant) {
     let want = ask.want;
     let now_t = p.rate.ticks(now);
     let base = tat.unwrap_or(now_t).max(now_t);
@@ -88,7 +88,7 @@ impl MemoryCoordinator {
     }
 
     /// Grant up to `want` cells of `key` at `now` (see the module doc).
-    pub fn grant(&self, key: &str, p: &LeaseParams, ask: Ask, now: Nanos) -> Grant {
+    pub fn grant(&self, key: &str, p: &LeaseParams, ask: RefillAsk, now: Nanos) -> Grant {
         let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
         if calls.is_multiple_of(SWEEP_EVERY) {
@@ -150,7 +150,7 @@ mod tests {
     fn full_key_grants_burst_now_and_the_horizon_later() {
         // 1000/s, burst 10, horizon 50 ms: 10 cells conform now, then one per ms up to 50 ms.
         let p = params(1000, 10, 50);
-        let ask = |want| Ask {
+        let ask = |want| RefillAsk {
             want,
             lead: 50 * MS,
         };
@@ -183,7 +183,7 @@ mod tests {
         let admitted: Vec<u32> = [0u64, 0, 0, 0, 1, 1, 2]
             .iter()
             .map(|&ms| {
-                let (t, g) = grant(&p, tat, Ask { want: 1, lead: 0 }, ms * MS);
+                let (t, g) = grant(&p, tat, RefillAsk { want: 1, lead: 0 }, ms * MS);
                 tat = Some(t);
                 g.granted
             })
@@ -195,7 +195,7 @@ mod tests {
     fn the_coordinator_counts_calls() {
         let c = MemoryCoordinator::new();
         let p = params(10, 1, 50);
-        let one = Ask { want: 1, lead: 0 };
+        let one = RefillAsk { want: 1, lead: 0 };
         c.grant("k", &p, one, 0);
         c.grant("k", &p, one, 0);
         assert_eq!(c.calls(), 2);

@@ -18,7 +18,7 @@ pub mod params;
 mod refill;
 pub mod site;
 
-pub use book::{Ask, Lease, Take};
+pub use book::{LeaseBook, RefillAsk, Take};
 pub use grant::{Grant, MemoryCoordinator};
 pub use params::LeaseParams;
 pub use site::{LeaseItem, LeaseSite};

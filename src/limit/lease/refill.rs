@@ -13,10 +13,10 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::book::Ask;
+use super::book::RefillAsk;
 use super::grant::Grant;
 use super::site::{Coordinator, LeaseItem, LeaseSite};
-use crate::limit::central::StoreError;
+use crate::limit::store::StoreError;
 
 /// The grant script; see the file for arguments and reply.
 pub const LEASE_LUA: &str = include_str!("lease.lua");
@@ -24,7 +24,7 @@ pub const LEASE_LUA: &str = include_str!("lease.lua");
 impl LeaseSite {
     /// Run a begun refill without waiting for it. In-process a refill is a map lookup
     /// that never suspends: not worth a task.
-    pub(super) async fn refill_behind(self: &Arc<Self>, it: &LeaseItem, ask: Ask) {
+    pub(super) async fn refill_behind(self: &Arc<Self>, it: &LeaseItem, ask: RefillAsk) {
         if self.is_memory() {
             let _ = self.refill(it, ask).await;
         } else {
@@ -37,7 +37,7 @@ impl LeaseSite {
     pub(super) async fn refill_within(
         self: &Arc<Self>,
         it: &LeaseItem,
-        ask: Ask,
+        ask: RefillAsk,
         deadline: Instant,
     ) -> Result<(), StoreError> {
         if self.is_memory() {
@@ -57,7 +57,7 @@ impl LeaseSite {
     fn spawn_refill(
         self: &Arc<Self>,
         it: &LeaseItem,
-        ask: Ask,
+        ask: RefillAsk,
     ) -> JoinHandle<Result<(), StoreError>> {
         let site = self.clone();
         let it = it.clone();
@@ -65,7 +65,7 @@ impl LeaseSite {
     }
 
     /// One coordinator call for `ask` on `it`'s key, recorded in its book.
-    async fn refill(&self, it: &LeaseItem, ask: Ask) -> Result<(), StoreError> {
+    async fn refill(&self, it: &LeaseItem, ask: RefillAsk) -> Result<(), StoreError> {
         let mut guard = Unsettled {
             site: self,
             it,
@@ -74,7 +74,7 @@ impl LeaseSite {
         };
         let reply = match &self.coordinator {
             Coordinator::Memory(c) => Ok(c.grant(&it.key, &it.params, ask, self.now())),
-            Coordinator::Redis { site, script } => {
+            Coordinator::Redis { store, script } => {
                 let p = &it.params;
                 let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
                 let args = [
@@ -83,11 +83,10 @@ impl LeaseSite {
                     ask.lead.min(p.horizon) as f64 / 1_000.0,
                     f64::from(ask.want),
                 ];
-                let keys = [site.key(&it.key)];
-                // What the fallback spent first (`central/debts.rs`).
-                match site.settle().await {
-                    Ok(()) => site
-                        .store()
+                let keys = [store.key(&it.key)];
+                // What the fallback spent first (`store/debts.rs`).
+                match store.settle().await {
+                    Ok(()) => store
                         .eval_script(script, "lease", &keys, &args)
                         .await
                         .and_then(|r| decode(&r)),
@@ -105,7 +104,7 @@ impl LeaseSite {
     fn record(
         &self,
         it: &LeaseItem,
-        ask: Ask,
+        ask: RefillAsk,
         reply: Result<Grant, StoreError>,
     ) -> Result<(), StoreError> {
         let now = self.now();
@@ -135,7 +134,7 @@ impl LeaseSite {
 struct Unsettled<'a> {
     site: &'a LeaseSite,
     it: &'a LeaseItem,
-    ask: Ask,
+    ask: RefillAsk,
     armed: bool,
 }
 

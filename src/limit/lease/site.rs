@@ -20,14 +20,14 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
-use super::book::{Ask, Take};
+use super::book::{RefillAsk, Take};
 use super::books::{SHARDS, Shelf, shard_of};
 use super::grant::MemoryCoordinator;
 use super::params::LeaseParams;
 pub use super::refill::LEASE_LUA;
-use crate::limit::central::{CentralSite, StoreError};
 use crate::limit::clock::{Clock, Nanos};
 use crate::limit::metrics::PolicyGauges;
+use crate::limit::store::{RedisStore, StoreError};
 
 /// One leased key of one request.
 #[derive(Debug, Clone)]
@@ -58,7 +58,7 @@ pub(super) enum Coordinator {
     Memory(MemoryCoordinator),
     /// Redis (or a Redis Cluster): one script call per grant.
     Redis {
-        site: Arc<CentralSite>,
+        store: Arc<RedisStore>,
         script: Script,
     },
 }
@@ -85,16 +85,16 @@ struct Step {
     taken: Take,
     conformed: i128,
     /// A refill this pass began: it must run, whatever happens to the request.
-    ask: Option<Ask>,
+    ask: Option<RefillAsk>,
     /// Registered for the wake-up of a refill already out.
     registered: bool,
 }
 
 impl LeaseSite {
-    /// Leases from Redis through the central site's connection, breaker and metrics.
-    pub fn redis(site: Arc<CentralSite>, clock: Arc<dyn Clock>, timeout: Duration) -> Self {
+    /// Leases from Redis through the shared store's connections, breakers and metrics.
+    pub fn redis(store: Arc<RedisStore>, clock: Arc<dyn Clock>, timeout: Duration) -> Self {
         let coordinator = Coordinator::Redis {
-            site,
+            store,
             script: Script::new(LEASE_LUA),
         };
         Self::with(coordinator, clock, timeout)

@@ -1,4 +1,16 @@
-//! One store call: the check script with its timeout, breaker and metrics around it.
+//! The store every shared decision goes through (Redis, or a Redis Cluster): its
+//! connections, circuit breakers and metrics, used by the central site, the lease site and
+//! membership alike. Each of them brings its own script and runs it through
+//! [`RedisStore::eval_script`].
+//!
+//! - `connection.rs`: one multiplexed, auto-reconnecting connection (one per worker);
+//! - `breaker.rs`: the circuit breaker, one per store node;
+//! - `slot.rs`: Redis Cluster slots (which keys one script call may touch);
+//! - `debts.rs`: what the `on_store_error = "local"` fallback owes the store, paid before
+//!   any site decides in it again;
+//! - `metrics.rs`: `tollgate_store_*`.
+//!
+//! One store call is a script with its timeout, breaker and metrics around it.
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restarted or flushed Redis), loads
 //! the script and retries once, so a Redis restart needs nothing from us.
 //!
@@ -13,6 +25,12 @@
 //! waits for the reconnect and tries once more within the same timeout. On a Redis Cluster
 //! each master has its own breaker (see `Breakers`).
 
+mod breaker;
+mod connection;
+mod debts;
+pub mod metrics;
+mod slot;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -20,14 +38,17 @@ use std::time::{Duration, Instant};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 use tokio::time::timeout_at;
 
-use super::breaker::{Breaker, Breakers};
-use super::connection::Connection;
-use super::metrics::StoreMetrics;
+pub use debts::Debt;
+pub use slot::slot;
+pub(crate) use slot::{by_slot, slot_tag};
+
+use breaker::{Breaker, Breakers};
+use connection::Connection;
+use debts::Debts;
+use metrics::StoreMetrics;
+
 use crate::config::{Store, StoreKind};
 use crate::limit::clock::{Clock, duration_to_nanos};
-
-/// The Lua source; see the file for the argument and reply layout.
-pub const CHECK_LUA: &str = include_str!("check.lua");
 
 /// How often a worker pings the store while the breaker is open: well inside the 1 s the
 /// README promises for resuming decisions.
@@ -77,19 +98,26 @@ struct Shared {
     metrics: StoreMetrics,
 }
 
-/// The store as the central site uses it.
+/// The store as the sites use it.
 pub struct RedisStore {
     shared: Arc<Shared>,
-    script: Script,
     clock: Arc<dyn Clock>,
+    /// Prepended to every key.
+    prefix: String,
+    /// What the fallback admitted, owed to the store (see `debts.rs`).
+    debts: Debts,
     pub metrics: StoreMetrics,
 }
 
 impl RedisStore {
+    /// The store of `[store]`; nothing is dialled yet. `debit` is the script whose `debit`
+    /// op pays the fallback's debts (the central site's check script, which keeps every
+    /// key's algorithm state).
     pub fn new(
         store: &Store,
         clock: Arc<dyn Clock>,
         metrics: StoreMetrics,
+        debit: Script,
     ) -> redis::RedisResult<Self> {
         let conns: Vec<Connection> = (0..std::thread::available_parallelism()
             .map_or(1, |n| n.get()))
@@ -109,20 +137,21 @@ impl RedisStore {
         };
         Ok(RedisStore {
             shared: Arc::new(shared),
-            script: Script::new(CHECK_LUA),
             clock,
+            prefix: store.key_prefix.clone(),
+            debts: Debts::new(debit),
             metrics,
         })
     }
 
-    /// Run the check script on `keys` with `args` (op first); one round trip.
-    pub async fn eval(
-        &self,
-        op: &'static str,
-        keys: &[String],
-        args: &[f64],
-    ) -> Result<Vec<i64>, StoreError> {
-        self.eval_script(&self.script, op, keys, args).await
+    /// The store's key for `key`: with the `[store] key_prefix`.
+    pub fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// Whether this is a Redis Cluster (a script call may only touch one slot).
+    pub fn is_cluster(&self) -> bool {
+        self.shared.cluster
     }
 
     /// Run any of tollgate's scripts (check, lease, membership) through the same
@@ -139,7 +168,7 @@ impl RedisStore {
         let s = &*self.shared;
         let conn = worker_slot() % s.conns.len();
         let key = keys.first().map_or("", String::as_str);
-        let slot = s.cluster.then(|| super::slot(key.as_bytes()));
+        let slot = s.cluster.then(|| slot::slot(key.as_bytes()));
         let breaker = s.breakers.for_slot(slot);
         let Some(ticket) = breaker.permit(&*self.clock) else {
             self.metrics.error(StoreError::BreakerOpen.kind());

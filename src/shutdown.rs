@@ -1,9 +1,11 @@
 //! Graceful shutdown: the signal every listener and connection watches, as in mini-redis.
 //!
-//! One `broadcast::Sender<()>` is owned by [`super::Server::run`]; each accept loop holds a
-//! [`Shutdown`] and stops accepting when the sender fires (or is dropped). Connections hear
-//! it from their worker (a `watch` in `workers.rs`) and close gracefully. [`signal`] is the
-//! process-level trigger: SIGTERM or SIGINT; SIGHUP is ignored.
+//! One `broadcast::Sender<()>` is owned by `server::Server::try_run`; each accept
+//! loop (and the membership heartbeat) holds a [`Shutdown`] and stops when the sender fires
+//! (or is dropped). Connections hear it from their worker (a `watch` in
+//! `server/workers.rs`) and close gracefully. [`signal`] is the process-level trigger:
+//! SIGTERM or SIGINT; SIGHUP is ignored. This module imports nothing else of tollgate, so
+//! every layer may hold a [`Shutdown`].
 
 use std::future::Future;
 
@@ -40,7 +42,7 @@ impl Shutdown {
     }
 }
 
-/// What `tollgate serve` hands to [`super::Server::run`]: resolves on SIGTERM or SIGINT.
+/// What `tollgate serve` hands to `server::Server::run`: resolves on SIGTERM or SIGINT.
 /// SIGHUP is logged and ignored until reloading exists. Every handler is installed by this
 /// call, not at the first poll, so that a SIGHUP arriving while the server is still
 /// binding does not kill the process (the default action of SIGHUP is to terminate). Call

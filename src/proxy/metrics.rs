@@ -1,4 +1,5 @@
-//! Prometheus metrics: written at the end of each request's path, read by `/metrics`.
+//! Request metrics: written at the end of each request's path (step 7), registered in the
+//! process's one registry, which the admin listener's `/metrics` encodes.
 //!
 //! Metric names are a contract users alert on: add new ones, never rename these.
 
@@ -33,10 +34,8 @@ pub struct UpstreamLabels {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Every metric tollgate exports; one per process, shared by all listeners.
-pub struct Metrics {
-    /// Owns the metric descriptions; encoding walks it.
-    registry: Registry,
+/// The request path's metrics; one per process, shared by every worker's gateway.
+pub struct RequestMetrics {
     /// `tollgate_requests_total{route,status}`: what happened to each request.
     requests: Family<RequestLabels, Counter>,
     /// `tollgate_request_duration_seconds{route}`: time from head received to response head sent.
@@ -50,9 +49,9 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 17))
 }
 
-impl Metrics {
-    pub fn new() -> Self {
-        let mut registry = Registry::default();
+impl RequestMetrics {
+    /// The request metrics, registered in `registry` (the one `/metrics` encodes).
+    pub fn new(registry: &mut Registry) -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "tollgate_requests",
@@ -73,17 +72,11 @@ impl Metrics {
             "Time the upstream took to send its response head",
             upstream_duration.clone(),
         );
-        Metrics {
-            registry,
+        RequestMetrics {
             requests,
             request_duration,
             upstream_duration,
         }
-    }
-
-    /// Registry for other modules (limits, store) to add their own metrics at start-up.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
     }
 
     /// Handles for one route's metrics, resolved once so a request does no label lookups.
@@ -108,23 +101,9 @@ impl Metrics {
             }),
         }
     }
-
-    /// Prometheus text exposition of everything.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
-    }
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// One route's metric handles (see [`Metrics::route`]).
+/// One route's metric handles (see [`RequestMetrics::route`]).
 pub struct RouteMetrics {
     route: Arc<str>,
     /// The family, for statuses seen the first time.

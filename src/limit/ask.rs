@@ -1,0 +1,166 @@
+//! One applicable policy of one request as the limit step walks it ([`Ask`]: its key, its
+//! site, what was decided and what it spent), and the all-or-nothing rule every site
+//! shares ([`keeps`]).
+
+use std::num::NonZeroU32;
+
+use super::algorithm::{Decision, Verdict};
+use super::central::{CentralItem, CentralResult};
+use super::clock::Nanos;
+use super::lease::LeaseItem;
+use super::local::{ItemResult, Spends};
+use super::policy::AnyState;
+use super::route_limits::PolicyEntry;
+use crate::config::Mode;
+
+/// **The all-or-nothing rule.** A request spends only if every enforcing policy allows it;
+/// a shadow (or other non-enforcing) policy spends only if every policy, shadow ones too,
+/// allows it, so that shadow mode never changes what the enforcing policies see. The local
+/// site applies it under its shard locks ([`local_spends`]), the cluster check across slot
+/// groups, the check's end to store and lease spends; `check.lua` applies the same rule to
+/// the keys of one script call.
+pub fn keeps(mode: Mode, enforce_ok: bool, all_ok: bool) -> bool {
+    enforce_ok && (all_ok || mode == Mode::Enforce)
+}
+
+/// One applicable policy of this request.
+pub(super) struct Ask {
+    pub entry: PolicyEntry,
+    /// Position in the route's entries (and counters).
+    pub slot: usize,
+    pub key: String,
+    pub headroom: NonZeroU32,
+    /// What its site decided; `None` until then (and for a store failure on `local`
+    /// fallback, until step 4).
+    pub decided: Option<Decided>,
+    /// What it spent outside this node's local state: undone if the request ends denied,
+    /// or if it is a shadow policy and another policy would deny.
+    pub spent: Spent,
+    /// Central, admitted, and left too empty for the next request: remembered as denied
+    /// from `.0` until `.1` once the request keeps its spend.
+    pub empty: Option<(Nanos, Nanos)>,
+    /// The store could not decide it and the route falls back to the L/N split: step 4
+    /// decides it, and what it spends there is owed to the store.
+    pub fallback: bool,
+}
+
+impl Ask {
+    pub fn new(entry: PolicyEntry, slot: usize, key: String, headroom: NonZeroU32) -> Self {
+        Ask {
+            entry,
+            slot,
+            key,
+            headroom,
+            decided: None,
+            spent: Spent::Nothing,
+            empty: None,
+            fallback: false,
+        }
+    }
+
+    pub fn enforcing(&self) -> bool {
+        self.entry.mode == Mode::Enforce
+    }
+
+    /// An enforcing policy that denied.
+    pub fn blocks(&self) -> bool {
+        self.enforcing() && self.decided.is_some_and(|d| !d.admitted())
+    }
+}
+
+/// A spend at the store or the lease books.
+#[derive(Default)]
+pub(super) enum Spent {
+    #[default]
+    Nothing,
+    Central(CentralItem),
+    Lease(LeaseItem),
+}
+
+/// What was decided for one policy.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Decided {
+    /// Allowed, allowed after a leaky-bucket delay, or denied with its retry-after.
+    pub verdict: Verdict,
+    /// Spent (and not refunded).
+    pub committed: bool,
+    pub remaining: u64,
+    pub reset_after: Nanos,
+    /// The store failed and the route fails open: allowed without a decision.
+    pub error_open: bool,
+}
+
+impl Decided {
+    pub fn admitted(&self) -> bool {
+        self.verdict.admits()
+    }
+
+    /// Denied, retry after `retry_after`, nothing spent.
+    pub fn denied(retry_after: Nanos, remaining: u64, reset_after: Nanos) -> Self {
+        Decided {
+            verdict: Verdict::Deny { retry_after },
+            committed: false,
+            remaining,
+            reset_after,
+            error_open: false,
+        }
+    }
+
+    /// Allowed without a decision (the store failed, the route fails open).
+    pub fn error_open() -> Self {
+        Decided {
+            verdict: Verdict::Allow,
+            committed: false,
+            remaining: 0,
+            reset_after: 0,
+            error_open: true,
+        }
+    }
+
+    pub fn from_local(r: &ItemResult) -> Self {
+        Decided {
+            verdict: r.decision.verdict,
+            committed: r.committed,
+            remaining: r.snapshot.remaining,
+            reset_after: r.snapshot.reset_after,
+            error_open: false,
+        }
+    }
+
+    pub fn from_central(r: &CentralResult) -> Self {
+        let verdict = match (r.admitted, r.wait) {
+            (true, 0) => Verdict::Allow,
+            (true, delay) => Verdict::Delay(delay),
+            (false, retry_after) => Verdict::Deny { retry_after },
+        };
+        Decided {
+            verdict,
+            committed: r.committed,
+            remaining: r.remaining,
+            reset_after: r.reset_after,
+            error_open: false,
+        }
+    }
+}
+
+/// Step 4's spends: [`keeps`] over this step's own items, counting what the store already
+/// decided (`outside_*`); a local-first mirror spends whenever the request is admitted and
+/// it admits (it counts what the store admitted).
+pub(super) fn local_spends(
+    ds: &[Decision<AnyState>],
+    modes: &[Mode],
+    mirror: &[bool],
+    outside_enforce_ok: bool,
+    outside_all_ok: bool,
+) -> Spends {
+    let own = || (0..ds.len()).filter(|&i| !mirror[i]);
+    let enforce_ok =
+        outside_enforce_ok && own().all(|i| ds[i].verdict.admits() || modes[i] != Mode::Enforce);
+    let all_ok = outside_all_ok && own().all(|i| ds[i].verdict.admits());
+    (0..ds.len())
+        .map(|i| match mirror[i] {
+            false => keeps(modes[i], enforce_ok, all_ok),
+            true => enforce_ok && ds[i].verdict.admits(),
+        })
+        .collect()
+}

@@ -1,0 +1,98 @@
+//! A route's policies as the limit step walks them, built once from the config: for each
+//! policy, its effective mode and the one site that decides it.
+
+use std::sync::Arc;
+
+use super::metrics::{LimitMetrics, OutcomeCounters};
+use super::policy::PolicyRuntime;
+use crate::config::{self, Mode, OnStoreError, Route};
+
+/// Where one policy of a route is decided. One variant per site, so that impossible
+/// combinations (leased and central at once, local-first without a store) cannot be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Site {
+    /// This node's own state (also `central` policies on the memory store).
+    Local,
+    /// This node's own state at `limit / N`, N from membership.
+    Split,
+    /// One script call to Redis decides; `local_first`: this node's state, which counts a
+    /// subset of what Redis counted, denies first without a call.
+    Central { local_first: bool },
+    /// Cells leased from the coordinator (Redis, or this process on the memory store).
+    Lease,
+}
+
+impl Site {
+    /// Has node-local state that can deny before any store call: local and split policies,
+    /// and local-first mirrors of central ones.
+    pub fn has_local_state(self) -> bool {
+        matches!(
+            self,
+            Site::Local | Site::Split | Site::Central { local_first: true }
+        )
+    }
+}
+
+/// One policy of one route.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PolicyEntry {
+    /// Index into the limiter's policies.
+    pub policy: usize,
+    /// Effective mode (the policy's own, else the route's); never `Off` (those are left out).
+    pub mode: Mode,
+    pub site: Site,
+}
+
+/// A route's policies and what to do when the store fails.
+#[derive(Clone)]
+pub(super) struct RouteLimits {
+    pub entries: Vec<PolicyEntry>,
+    /// Decision counters, aligned with `entries`.
+    pub counters: Vec<OutcomeCounters>,
+    pub on_store_error: OnStoreError,
+}
+
+impl RouteLimits {
+    /// `route`'s entries; `redis`: the store is Redis (else central policies decide locally).
+    pub fn new(
+        route: &Route,
+        policies: &[PolicyRuntime],
+        redis: bool,
+        metrics: &LimitMetrics,
+    ) -> Self {
+        let entries: Vec<PolicyEntry> = if route.mode == Mode::Off {
+            Vec::new()
+        } else {
+            route
+                .policies
+                .iter()
+                .map(|&p| PolicyEntry {
+                    policy: p,
+                    mode: policies[p].mode.unwrap_or(route.mode),
+                    site: site_of(&policies[p].spec, redis),
+                })
+                .filter(|e| e.mode != Mode::Off)
+                .collect()
+        };
+        let name: Arc<str> = Arc::from(route.name.as_str());
+        RouteLimits {
+            counters: entries
+                .iter()
+                .map(|e| metrics.counters(&name, &policies[e.policy].name))
+                .collect(),
+            entries,
+            on_store_error: route.on_store_error,
+        }
+    }
+}
+
+fn site_of(spec: &config::Policy, redis: bool) -> Site {
+    match spec.site {
+        config::Site::Central if redis => Site::Central {
+            local_first: spec.local_first,
+        },
+        config::Site::Local | config::Site::Central => Site::Local,
+        config::Site::Split => Site::Split,
+        config::Site::Lease => Site::Lease,
+    }
+}

@@ -1,0 +1,57 @@
+//! The admin listener: accepts on `admin_listen` and answers with [`crate::admin::handle`].
+//! Connections are held to the public listeners' `header_timeout` and `idle_timeout` (a
+//! silent socket must not pin a file descriptor here either) and are closed gracefully at
+//! shutdown; nothing waits for them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::debug;
+
+use super::activity::{Activity, Timeouts};
+use super::conn::drive;
+use super::listener::AcceptErrors;
+use crate::admin::{self, State};
+use crate::shutdown::Shutdown;
+
+/// Serve the admin endpoints until shutdown.
+pub(crate) async fn run(
+    listener: TcpListener,
+    state: State,
+    timeouts: Timeouts,
+    mut shutdown: Shutdown,
+) {
+    let http = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let (stop, _) = watch::channel(false);
+    let mut errors = AcceptErrors::new("admin accept failed");
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    if let Some(wait) = errors.failed(e) {
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = shutdown.recv() => break,
+                        }
+                    }
+                    continue;
+                }
+            },
+            () = shutdown.recv() => break,
+        };
+        errors.succeeded();
+        let activity = Activity::new(Instant::now());
+        let (state, http, mut stop) = (state.clone(), http.clone(), stop.subscribe());
+        tokio::spawn(async move {
+            let handler = move |req| std::future::ready(admin::handle(&state, req));
+            let ended = drive(stream, &http, activity, &timeouts, handler, &mut stop).await;
+            debug!(target: "tollgate::admin", %peer, ?ended, "admin connection ended");
+        });
+    }
+    let _ = stop.send(true);
+}
