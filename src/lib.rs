@@ -7,16 +7,19 @@
 //! metrics. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by every
 //! layer. [`demo`], [`simulate`] and [`certs`] serve the command line.
 
-pub mod admin;
-pub mod body;
+#![forbid(unsafe_code)]
+
+mod admin;
+mod body;
+#[cfg(feature = "dev-certs")]
 pub mod certs;
 pub mod config;
 pub mod demo;
 pub mod limit;
 pub mod normalize;
-pub mod proxy;
-pub mod respond;
-pub mod router;
+mod proxy;
+mod respond;
+mod router;
 pub mod server;
 pub mod shutdown;
 pub mod simulate;

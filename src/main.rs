@@ -1,5 +1,7 @@
 //! The `tollgate` command line: a thin shell over the library (see `lib.rs` for the map).
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -50,6 +52,7 @@ enum Command {
     /// Compare the decision sites (central, static L/N, leases) on one virtual-clock trace.
     Simulate(SimulateArgs),
     /// Write a self-signed development certificate for localhost.
+    #[cfg(feature = "dev-certs")]
     Certs {
         /// Folder to write localhost.pem and localhost-key.pem into.
         #[arg(long, default_value = "certs")]
@@ -173,12 +176,22 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         print!("{report}");
     }
     if let Some(path) = a.plot {
-        tollgate::simulate::svg(&report, &path)?;
+        plot(&report, &path)?;
         if !a.json {
             println!("plot written to {}", path.display());
         }
     }
     Ok(())
+}
+
+#[cfg(feature = "plot")]
+fn plot(report: &tollgate::simulate::Report, path: &std::path::Path) -> anyhow::Result<()> {
+    Ok(tollgate::simulate::svg(report, path)?)
+}
+
+#[cfg(not(feature = "plot"))]
+fn plot(_: &tollgate::simulate::Report, _: &std::path::Path) -> anyhow::Result<()> {
+    anyhow::bail!("--plot needs tollgate built with the `plot` feature (on by default)")
 }
 
 /// Exit code for a config that does not load (documented in the README).
@@ -198,7 +211,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Serve { config } => {
-            telemetry::init(cli.log_format);
+            telemetry::init(cli.log_format, "info");
             let workers = match workers_from_env() {
                 Ok(w) => w,
                 Err(e) => {
@@ -217,11 +230,7 @@ fn main() -> ExitCode {
         }
         Command::Demo => {
             // The demo prints its own table; only warnings go to the log.
-            if std::env::var_os("RUST_LOG").is_none() {
-                // SAFETY: single-threaded here, before any runtime or thread exists.
-                unsafe { std::env::set_var("RUST_LOG", "warn") };
-            }
-            telemetry::init(cli.log_format);
+            telemetry::init(cli.log_format, "warn");
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build();
@@ -231,6 +240,7 @@ fn main() -> ExitCode {
             )
         }
         Command::Simulate(args) => report(simulate(args)),
+        #[cfg(feature = "dev-certs")]
         Command::Certs { out } => report(
             tollgate::certs::write(&out)
                 .map(|(c, k)| println!("wrote {} and {}", c.display(), k.display()))

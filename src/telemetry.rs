@@ -10,9 +10,11 @@ pub enum LogFormat {
     Json,
 }
 
-/// Install the global subscriber; call once, first thing in `main`.
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Install the global subscriber; call once, first thing in `main`. `default`: the level
+/// when `RUST_LOG` is unset (`info` for the gateway, `warn` for commands that print their
+/// own output).
+pub fn init(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

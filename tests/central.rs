@@ -9,43 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::config::central_config;
 use common::redis::RedisServer;
 use common::*;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use tollgate::limit::clock::ManualClock;
-
-/// A gateway whose policies decide in the Redis at `store_url`.
-fn central_config(up: SocketAddr, store_url: &str, policies: &str, route: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-
-[account]
-header = "x-api-key"
-
-[store]
-kind = "redis"
-urls = ["{store_url}"]
-timeout = "500ms"
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-{policies}
-
-[[routes]]
-name = "api"
-upstream = "app"
-{route}
-"#
-    )
-}
 
 async fn call(
     addr: SocketAddr,

@@ -6,6 +6,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use common::config::{limited, policy};
 use common::process::{spawn_serve, temp_file};
 use common::redis::{RedisCluster, RedisServer};
 use common::*;
@@ -18,30 +19,11 @@ fn fleet_config(
     policies: &str,
     route_policies: &str,
 ) -> String {
-    let urls: Vec<String> = urls.iter().map(|u| format!("\"{u}\"")).collect();
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-[account]
-header = "x-api-key"
-[store]
-kind = "{kind}"
-urls = [{}]
-timeout = "1s"
-[upstreams.app]
-urls = ["http://{up}"]
-{policies}
-[[routes]]
-name = "api"
-upstream = "app"
-policies = [{route_policies}]
-"#,
-        urls.join(", ")
-    )
+    limited(up, "")
+        .store(kind, urls, "1s", "")
+        .text(policies)
+        .app_route("api", &format!("policies = [{route_policies}]"))
+        .build()
 }
 
 async fn call(
@@ -62,9 +44,8 @@ async fn three_gateway_processes_enforce_one_limit() {
     const PERIOD_SECS: f64 = 3600.0;
     let redis = RedisServer::start();
     let up = echo_upstream().await;
-    let policy = format!(
-        "[policies.shared]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = {BURST}\nperiod = \"1h\"\nburst = {BURST}\nsite = \"central\"\n"
-    );
+    let central = format!("burst = {BURST}\nsite = \"central\"");
+    let policy = policy("shared", &["route"], "gcra", BURST, "1h", &central);
     let cfg = temp_file(
         "fleet.toml",
         &fleet_config(up, "redis", &[redis.url()], &policy, "\"shared\""),
@@ -109,28 +90,17 @@ async fn three_gateway_processes_enforce_one_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_keys_in_different_slots_are_all_or_nothing() {
     let cluster = RedisCluster::start(3);
-    let policies = r#"
-[policies.per_ip]
-key = ["ip"]
-algorithm = "token_bucket"
-limit = 100
-period = "1h"
-burst = 100
-site = "central"
-
-[policies.per_account]
-key = ["account"]
-algorithm = "gcra"
-limit = 2
-period = "1h"
-burst = 2
-site = "central"
-"#;
+    let (per_ip, per_account) = (
+        "burst = 100\nsite = \"central\"",
+        "burst = 2\nsite = \"central\"",
+    );
+    let policies = policy("per_ip", &["ip"], "token_bucket", 100, "1h", per_ip)
+        + &policy("per_account", &["account"], "gcra", 2, "1h", per_account);
     let cfg = fleet_config(
         echo_upstream().await,
         "redis-cluster",
         &cluster.urls(),
-        policies,
+        &policies,
         "\"per_ip\", \"per_account\"",
     );
     let gw = Gateway::start(&cfg).await;

@@ -9,56 +9,15 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::config::{central_config, policy};
 use common::redis::RedisServer;
 use common::*;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 
-/// A gateway whose `policies` decide in the Redis at `store_url`; `extra` is appended.
-fn central_config(
-    up: SocketAddr,
-    store_url: &str,
-    policies: &str,
-    route: &str,
-    extra: &str,
-) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-
-[account]
-header = "x-api-key"
-
-[store]
-kind = "redis"
-urls = ["{store_url}"]
-timeout = "500ms"
-
-{extra}
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-{policies}
-
-[[routes]]
-name = "api"
-upstream = "app"
-{route}
-"#
-    )
-}
-
 /// A gcra policy of `limit` per hour (burst `limit`) on the central site.
 fn gcra(name: &str, key: &str, limit: u32) -> String {
-    format!(
-        "[policies.{name}]\nkey = [{key}]\nalgorithm = \"gcra\"\nlimit = {limit}\nperiod = \"1h\"\nsite = \"central\"\n"
-    )
+    policy(name, &[key], "gcra", limit, "1h", "site = \"central\"")
 }
 
 async fn statuses(gw: &Gateway, n: usize, ip: &str, account: Option<&str>) -> Vec<u16> {
@@ -81,9 +40,9 @@ async fn statuses(gw: &Gateway, n: usize, ip: &str, account: Option<&str>) -> Ve
 async fn cgnat_headroom_applies_only_to_ip_keyed_central_policies() {
     let redis = RedisServer::start();
     let up = echo_upstream().await;
-    let policies = gcra("per_account", "\"account\"", 2) + &gcra("per_ip", "\"ip\"", 2);
+    let policies = gcra("per_account", "account", 2) + &gcra("per_ip", "ip", 2);
     let route = "match = { path_prefix = \"/x\" }\npolicies = [\"per_account\"]\n\n[[routes]]\nname = \"by_ip\"\nupstream = \"app\"\nmatch = { path_prefix = \"/ip\" }\npolicies = [\"per_ip\"]";
-    let gw = Gateway::start(&central_config(up, &redis.url(), &policies, route, "")).await;
+    let gw = Gateway::start(&central_config(up, &redis.url(), &policies, route)).await;
     let account = statuses(&gw, 4, "100.64.1.1", Some("acct")).await;
     assert_eq!(account, [200, 200, 429, 429], "the account's limit, not 4x");
     let denied = get_as(gw.addrs.listen, "/x", "100.64.1.1", Some("acct")).await;
@@ -112,7 +71,7 @@ async fn a_central_leaky_bucket_paces_and_refuses_past_max_delay() {
     let redis = RedisServer::start();
     let up = echo_upstream().await;
     let policy = "[policies.paced]\nkey = [\"ip\"]\nalgorithm = \"leaky_bucket\"\nlimit = 10\nperiod = \"1s\"\nmax_delay = \"300ms\"\nsite = \"central\"\n";
-    let cfg = central_config(up, &redis.url(), policy, "policies = [\"paced\"]", "");
+    let cfg = central_config(up, &redis.url(), policy, "policies = [\"paced\"]");
     let gw = Gateway::start(&cfg).await;
     let started = Instant::now();
     let calls = (0..7)
@@ -185,7 +144,7 @@ async fn a_central_concurrency_slot_is_its_own_entry() {
     let redis = RedisServer::start();
     let (up, mut bodies) = holding_upstream().await;
     let policy = "[policies.inflight]\nkey = [\"ip\"]\nalgorithm = \"concurrency\"\nlimit = 2\nsite = \"central\"\n";
-    let cfg = central_config(up, &redis.url(), policy, "policies = [\"inflight\"]", "");
+    let cfg = central_config(up, &redis.url(), policy, "policies = [\"inflight\"]");
     let gw = Gateway::start(&cfg).await;
     let key = "tg:inflight:ip:198.51.100.9:slots";
     let first = get_as(gw.addrs.listen, "/x", "198.51.100.9", None).await;
@@ -256,7 +215,7 @@ async fn a_wait_that_never_ends_is_not_sent_as_a_number() {
     }
     let policy = "[policies.heavy]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 100\nperiod = \"1s\"\nburst = 4\ncost = 2\nsite = \"central\"\n";
     let route = "policies = [\"heavy\"]\non_store_error = \"local\"";
-    let gw = Gateway::start(&central_config(up, &redis.url(), policy, route, "")).await;
+    let gw = Gateway::start(&central_config(up, &redis.url(), policy, route)).await;
     let limiter = gw.limiter.clone();
     wait_until(|| limiter.nodes().get() == 4, "membership counts 4 nodes").await;
     // The store admits it: the burst pays for the cost.
@@ -293,7 +252,7 @@ async fn a_slot_taken_by_a_timed_out_check_is_released() {
     let up = echo_upstream().await;
     let policy = "[policies.inflight]\nkey = [\"ip\"]\nalgorithm = \"concurrency\"\nlimit = 2\nsite = \"central\"\n";
     let route = "policies = [\"inflight\"]\non_store_error = \"open\"";
-    let gw = Gateway::start(&central_config(up, &redis.url(), policy, route, "")).await;
+    let gw = Gateway::start(&central_config(up, &redis.url(), policy, route)).await;
     // Warm the connection and the script, then stall Redis past the 500 ms timeout.
     let key = "tg:inflight:ip:198.51.100.12:slots";
     assert_eq!(

@@ -404,3 +404,25 @@ async fn a_denied_request_takes_no_slot_and_a_refund_removes_its_own() {
         "the refunded slot is gone"
     );
 }
+
+/// A concurrency cost of thousands of cells (one sorted-set member each) is held and
+/// released whole: Lua cannot `unpack` that many arguments at once, so the script adds and
+/// removes the members in batches.
+#[tokio::test]
+async fn a_concurrency_cost_of_thousands_of_cells_is_held_and_released() {
+    let redis = RedisServer::start();
+    let mut conn = connect(&redis).await;
+    let p = Params {
+        alg: CONCURRENCY,
+        limit: 10_000,
+        period_us: 0,
+        burst: 10_000,
+        max_delay_us: 0,
+    };
+    let r = check(&mut conn, "big:slots", p, 5_000, "s1").await;
+    assert!(r.admitted, "{r:?}");
+    assert_eq!(redis.cli(&["ZCARD", "big:slots"]), "5000");
+    assert!(!check(&mut conn, "big:slots", p, 5_001, "s2").await.admitted);
+    release(&mut conn, "big:slots", p, 5_000, "s1").await;
+    assert_eq!(redis.cli(&["ZCARD", "big:slots"]), "0");
+}

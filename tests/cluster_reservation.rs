@@ -3,55 +3,24 @@
 //! receipt, so no budget is lost. Real 3-master cluster, an in-process gateway.
 
 mod common;
-mod fleet_support;
 
 use std::time::Duration;
 
+use common::config::{ConfigBuilder, PATIENT_BREAKER};
 use common::redis::RedisCluster;
 use common::*;
-use fleet_support::eventually;
 use http::StatusCode;
 
 fn config(up: std::net::SocketAddr, urls: &[String]) -> String {
-    let urls: Vec<String> = urls.iter().map(|u| format!("\"{u}\"")).collect();
-    let policy = |name: &str| {
-        format!(
-            "[policies.{name}]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10\nsite = \"central\"\n"
-        )
-    };
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-[store]
-kind = "redis-cluster"
-urls = [{}]
-timeout = "100ms"
-breaker = {{ failures = 1000, cooldown = "1s" }}
-[upstreams.app]
-urls = ["http://{up}"]
-{}{}
-[[routes]]
-name = "r"
-match = {{ path_prefix = "/r" }}
-upstream = "app"
-policies = ["pa", "pb"]
-on_store_error = "open"
-"#,
-        urls.join(", "),
-        policy("pa"),
-        policy("pb"),
-    )
-}
-
-/// The index of the cluster node that owns `key` (the others answer `MOVED`).
-fn owner(cluster: &RedisCluster, key: &str) -> usize {
-    (0..cluster.nodes.len())
-        .find(|&i| !cluster.cli(i, &["EXISTS", key]).contains("MOVED"))
-        .expect("some node owns the key")
+    const CENTRAL: &str = "burst = 10\nsite = \"central\"";
+    ConfigBuilder::new("")
+        .trust_loopback("")
+        .store("redis-cluster", urls, "100ms", PATIENT_BREAKER)
+        .upstream(up)
+        .policy("pa", &["ip"], "gcra", 10, "1h", CENTRAL)
+        .policy("pb", &["ip"], "gcra", 10, "1h", CENTRAL)
+        .route("r", &["pa", "pb"], "open")
+        .build()
 }
 
 /// How far ahead of the node's clock `key`'s GCRA arrival time is, in µs (`None`: no key).
@@ -69,10 +38,10 @@ async fn a_timed_out_reservation_is_refunded_by_its_receipt() {
     let key = |p: &str, ip: &str| format!("tg:{p}:ip:{ip}");
     let ip = (1..250)
         .map(|n| format!("198.51.100.{n}"))
-        .find(|ip| owner(&cluster, &key("pa", ip)) != owner(&cluster, &key("pb", ip)))
+        .find(|ip| cluster.owner(&key("pa", ip)) != cluster.owner(&key("pb", ip)))
         .expect("an address whose two keys live on different masters");
     let (a, b) = (key("pa", &ip), key("pb", &ip));
-    let (owner_a, owner_b) = (owner(&cluster, &a), owner(&cluster, &b));
+    let (owner_a, owner_b) = (cluster.owner(&a), cluster.owner(&b));
     let gw = Gateway::start(&config(echo_upstream().await, &cluster.urls())).await;
     let addr = gw.addrs.listen;
 

@@ -10,6 +10,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use common::config::ConfigBuilder;
 use common::redis::RedisServer;
 use common::*;
 use http::StatusCode;
@@ -18,34 +19,15 @@ use tokio::time::{Instant, sleep_until};
 const STORE_CALLS: &str = "tollgate_store_calls_total{op=\"check\"}";
 
 fn central_config(up: SocketAddr, store_url: &str, policy: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-
-[store]
-kind = "redis"
-urls = ["{store_url}"]
-timeout = "500ms"
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-[policies.g]
-key = ["ip"]
-site = "central"
-{policy}
-
-[[routes]]
-name = "api"
-upstream = "app"
-policies = ["g"]
-"#
-    )
+    ConfigBuilder::new("")
+        .trust_loopback("")
+        .redis(store_url, "500ms")
+        .upstream(up)
+        .text(&format!(
+            "[policies.g]\nkey = [\"ip\"]\nsite = \"central\"\n{policy}"
+        ))
+        .app_route("api", "policies = [\"g\"]")
+        .build()
 }
 
 async fn store_calls(admin: SocketAddr) -> f64 {

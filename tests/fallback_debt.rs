@@ -4,15 +4,14 @@
 //! the fleet admits nothing more until the key has drained.
 
 mod common;
-mod fleet_support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use common::config::fleet;
 use common::process::{GatewayProcess, spawn_serve, temp_file};
 use common::redis::RedisServer;
 use common::*;
-use fleet_support::*;
 use http::StatusCode;
 
 const CLIENT: &str = "198.51.100.7";
@@ -65,21 +64,17 @@ async fn the_fleet_admits_nothing_more_after_the_outage(algorithm: &str, site: &
     } else {
         ""
     };
-    let policy = format!(
-        "[policies.shared]\nkey = [\"ip\"]\nalgorithm = \"{algorithm}\"\nlimit = 30\nperiod = \"1h\"\n{burst}{lease}site = \"{site}\"\n"
-    );
+    let extra = format!("{burst}{lease}site = \"{site}\"");
     let nodes: Vec<GatewayProcess> = ["a", "b", "c"]
         .iter()
         .map(|id| {
             spawn_serve(&temp_file(
                 &format!("debt-{site}-{algorithm}-{id}.toml"),
-                &fleet_config(
-                    up,
-                    &redis_store(&redis.url(), "100ms"),
-                    &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""),
-                    &policy,
-                    &route("api", "shared", "local"),
-                ),
+                &fleet(up, &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""))
+                    .patient_redis(&redis.url(), "100ms")
+                    .policy("shared", &["ip"], algorithm, 30, "1h", &extra)
+                    .route("api", &["shared"], "local")
+                    .build(),
             ))
         })
         .collect();

@@ -7,6 +7,7 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
+use common::config::ConfigBuilder;
 use common::*;
 use http::{HeaderMap, Method};
 use tollgate::limit::clock::ManualClock;
@@ -14,24 +15,17 @@ use tollgate::limit::clock::ManualClock;
 /// A leased policy keyed by client IP on the memory store (this process is the
 /// coordinator), holding at most `max_keys` books.
 fn config(max_keys: usize) -> String {
-    let policy = format!(
-        r#"
-[policies.leased]
-key = ["ip"]
-algorithm = "gcra"
-limit = 10
-period = "1s"
-burst = 5
-site = "lease"
-max_keys = {max_keys}
-"#
-    );
+    let extra = format!("burst = 5\nsite = \"lease\"\nmax_keys = {max_keys}");
     // The route must come after the policy table it names.
-    format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
-         [store]\nkind = \"memory\"\n[upstreams.app]\nurls = [\"http://127.0.0.1:9\"]\n{policy}\n\
-         [[routes]]\nname = \"api\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"app\"\npolicies = [\"leased\"]\n"
-    )
+    ConfigBuilder::new("")
+        .text("[store]\nkind = \"memory\"\n")
+        .upstream(([127, 0, 0, 1], 9).into())
+        .policy("leased", &["ip"], "gcra", 10, "1s", &extra)
+        .app_route(
+            "api",
+            "match = { path_prefix = \"/\" }\npolicies = [\"leased\"]",
+        )
+        .build()
 }
 
 /// 20 000 clients, one request each, on a frozen clock: every book keeps the cells of its

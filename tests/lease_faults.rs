@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::config::fleet;
 use common::faulty::{Fault, FaultyProxy};
 use common::redis::RedisServer;
 use common::*;
@@ -18,35 +19,15 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 /// One route `api` on a leased gcra policy keyed by client IP, Redis through `store`.
 fn config(up: SocketAddr, store: &str, timeout: &str, policy: &str, on_error: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-[store]
-kind = "redis"
-urls = ["{store}"]
-timeout = "{timeout}"
-breaker = {{ failures = 1000, cooldown = "1s" }}
-[cluster]
-heartbeat = "1h"
-[upstreams.app]
-urls = ["http://{up}"]
-[policies.leased]
-key = ["ip"]
-algorithm = "gcra"
-site = "lease"
-{policy}
-[[routes]]
-name = "api"
-match = {{ path_prefix = "/" }}
-upstream = "app"
-policies = ["leased"]
-on_store_error = "{on_error}"
-"#
-    )
+    fleet(up, "heartbeat = \"1h\"")
+        .patient_redis(store, timeout)
+        .text(&format!(
+            "[policies.leased]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nsite = \"lease\"\n{policy}\n"
+        ))
+        .app_route("api", &format!(
+            "match = {{ path_prefix = \"/\" }}\npolicies = [\"leased\"]\non_store_error = \"{on_error}\""
+        ))
+        .build()
 }
 
 /// The gateway's own decision for client `ip`, as the limit step makes it.

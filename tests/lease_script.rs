@@ -13,8 +13,8 @@ use common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
 use tollgate::limit::central::CHECK_LUA;
 use tollgate::limit::clock::Nanos;
-use tollgate::limit::lease::grant::{Grant, grant};
-use tollgate::limit::lease::site::LEASE_LUA;
+use tollgate::limit::lease::LEASE_LUA;
+use tollgate::limit::lease::{Grant, grant};
 use tollgate::limit::lease::{LeaseParams, RefillAsk};
 use tollgate::limit::membership::MEMBERSHIP_LUA;
 
@@ -353,8 +353,14 @@ async fn lease_and_central_gcra_read_each_others_keys() {
     );
 }
 
-/// `membership.lua` as membership.rs calls it: the op label, then join/leave, id, ttl_ms.
-async fn membership(conn: &mut MultiplexedConnection, op: &str, id: &str, ttl_ms: u64) -> i64 {
+/// `membership.lua` as membership.rs calls it: the op label, then join/leave, member,
+/// ttl_ms; returns (members, other live members with the same node id).
+async fn membership_twins(
+    conn: &mut MultiplexedConnection,
+    op: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> (i64, i64) {
     let reply: Vec<i64> = redis::Script::new(MEMBERSHIP_LUA)
         .key("members")
         .arg("membership")
@@ -365,9 +371,47 @@ async fn membership(conn: &mut MultiplexedConnection, op: &str, id: &str, ttl_ms
         .await
         .expect("membership.lua runs");
     match reply[..] {
-        [n] => n,
-        _ => panic!("membership.lua replied {reply:?}, not {{members}}"),
+        [n, twins] => (n, twins),
+        _ => panic!("membership.lua replied {reply:?}, not {{members, twins}}"),
     }
+}
+
+async fn membership(conn: &mut MultiplexedConnection, op: &str, id: &str, ttl_ms: u64) -> i64 {
+    membership_twins(conn, op, id, ttl_ms).await.0
+}
+
+/// Two processes started from one config share a node id: they are two members (N stays
+/// right, where one member would give each of them the whole limit), and each learns that
+/// the other exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_with_one_node_id_are_two_members() {
+    let redis = RedisServer::start();
+    let mut conn = connect(&redis).await;
+    assert_eq!(
+        membership_twins(&mut conn, "join", "gw#1", 30_000).await,
+        (1, 0)
+    );
+    assert_eq!(
+        membership_twins(&mut conn, "join", "gw#2", 30_000).await,
+        (2, 1)
+    );
+    assert_eq!(
+        membership_twins(&mut conn, "join", "gw#1", 30_000).await,
+        (2, 1)
+    );
+    // A node id that merely starts with the same letters is someone else.
+    assert_eq!(
+        membership_twins(&mut conn, "join", "gw2#1", 30_000).await,
+        (3, 0)
+    );
+    assert_eq!(
+        membership_twins(&mut conn, "leave", "gw#2", 30_000).await.0,
+        2
+    );
+    assert_eq!(
+        membership_twins(&mut conn, "join", "gw#1", 30_000).await,
+        (2, 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,14 +3,13 @@
 //! membership rescales the split (store outages: `lease_split_outage.rs`).
 
 mod common;
-mod fleet_support;
 
 use std::time::{Duration, Instant};
 
+use common::config::fleet;
 use common::process::{spawn_serve, temp_file};
 use common::redis::RedisServer;
 use common::*;
-use fleet_support::*;
 use http::StatusCode;
 
 /// Three gateway processes with 12, 4 and 1 clients (a skewed balancer) on one leased key:
@@ -22,18 +21,14 @@ async fn lease_total_stays_within_the_policy_under_skew() {
     const BURST: u32 = 20;
     const PERIOD_SECS: f64 = 3600.0;
     let redis = RedisServer::start();
-    let policy = format!(
-        "[policies.shared]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = {BURST}\nperiod = \"1h\"\nburst = {BURST}\nsite = \"lease\"\n"
-    );
+    let lease = format!("burst = {BURST}\nsite = \"lease\"");
     let cfg = temp_file(
         "lease.toml",
-        &fleet_config(
-            echo_upstream().await,
-            &redis_store(&redis.url(), "1s"),
-            "",
-            &policy,
-            &route("api", "shared", "closed"),
-        ),
+        &fleet(echo_upstream().await, "")
+            .patient_redis(&redis.url(), "1s")
+            .policy("shared", &["route"], "gcra", BURST, "1h", &lease)
+            .route("api", &["shared"], "closed")
+            .build(),
     );
     let nodes: Vec<_> = (0..3).map(|_| spawn_serve(&cfg)).collect();
     let started = Instant::now();
@@ -91,16 +86,14 @@ async fn lease_total_stays_within_the_policy_under_skew() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_nodes_lease_strands_nothing() {
     let redis = RedisServer::start();
-    let policy = "[policies.shared]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = 50\nperiod = \"1s\"\nburst = 10\nsite = \"lease\"\nlease_max = 10\n";
+    let lease = "burst = 10\nsite = \"lease\"\nlease_max = 10";
     let cfg = temp_file(
         "killed.toml",
-        &fleet_config(
-            echo_upstream().await,
-            &redis_store(&redis.url(), "1s"),
-            "",
-            policy,
-            &route("api", "shared", "closed"),
-        ),
+        &fleet(echo_upstream().await, "")
+            .patient_redis(&redis.url(), "1s")
+            .policy("shared", &["route"], "gcra", 50, "1s", lease)
+            .route("api", &["shared"], "closed")
+            .build(),
     );
     let mut a = spawn_serve(&cfg);
     let b = spawn_serve(&cfg);
@@ -145,17 +138,15 @@ async fn a_killed_nodes_lease_strands_nothing() {
 async fn membership_rescales_the_split() {
     let redis = RedisServer::start();
     let up = echo_upstream().await;
-    let policy = "[policies.split]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 60\nperiod = \"1m\"\nburst = 60\nsite = \"split\"\n";
+    let split = "burst = 60\nsite = \"split\"";
     let cfg = |id: &str| {
         temp_file(
             &format!("split-{id}.toml"),
-            &fleet_config(
-                up,
-                &redis_store(&redis.url(), "1s"),
-                &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""),
-                policy,
-                &route("api", "split", "open"),
-            ),
+            &fleet(up, &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""))
+                .patient_redis(&redis.url(), "1s")
+                .policy("split", &["ip"], "gcra", 60, "1m", split)
+                .route("api", &["split"], "open")
+                .build(),
         )
     };
     let a = spawn_serve(&cfg("a"));
@@ -210,20 +201,13 @@ async fn membership_rescales_the_split() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_and_membership_work_on_a_cluster() {
     let cluster = common::redis::RedisCluster::start(3);
-    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
-    let store = format!(
-        "kind = \"redis-cluster\"\nurls = [{}]\ntimeout = \"1s\"",
-        urls.join(", ")
-    );
-    let policy = "[policies.shared]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 5\nperiod = \"1h\"\nburst = 5\nsite = \"lease\"\n";
-    let gw = Gateway::start(&fleet_config(
-        echo_upstream().await,
-        &store,
-        "node_id = \"c1\"",
-        policy,
-        &route("api", "shared", "closed"),
-    ))
-    .await;
+    let lease = "burst = 5\nsite = \"lease\"";
+    let cfg = fleet(echo_upstream().await, "node_id = \"c1\"")
+        .store("redis-cluster", &cluster.urls(), "1s", "")
+        .policy("shared", &["ip"], "gcra", 5, "1h", lease)
+        .route("api", &["shared"], "closed")
+        .build();
+    let gw = Gateway::start(&cfg).await;
     let mut ok = 0;
     for _ in 0..8 {
         match get_as(gw.addrs.listen, "/api", "192.0.2.77", None)
@@ -253,18 +237,35 @@ async fn lease_and_membership_work_on_a_cluster() {
 /// policy still finds exactly its burst (a double give-back would mint cells).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_request_gives_leased_cells_back_once() {
-    let policies = "[policies.per_ip]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 5\nperiod = \"1h\"\nburst = 5\nsite = \"lease\"\n\
-                    [policies.tiny]\nkey = [\"route\"]\nalgorithm = \"gcra\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nsite = \"lease\"\n";
-    let routes = "[[routes]]\nname = \"both\"\nmatch = { path_prefix = \"/both\" }\nupstream = \"app\"\npolicies = [\"per_ip\", \"tiny\"]\n\
-                  [[routes]]\nname = \"ip\"\nmatch = { path_prefix = \"/ip\" }\nupstream = \"app\"\npolicies = [\"per_ip\"]\n";
-    let gw = Gateway::start(&fleet_config(
-        echo_upstream().await,
-        "kind = \"memory\"\n# A loaded test machine must not turn a lease wait into on_store_error.\ntimeout = \"5s\"",
-        "",
-        policies,
-        routes,
-    ))
-    .await;
+    // A loaded test machine must not turn a lease wait into on_store_error.
+    let cfg = fleet(echo_upstream().await, "")
+        .text("[store]\nkind = \"memory\"\ntimeout = \"5s\"\n")
+        .policy(
+            "per_ip",
+            &["ip"],
+            "gcra",
+            5,
+            "1h",
+            "burst = 5\nsite = \"lease\"",
+        )
+        .policy(
+            "tiny",
+            &["route"],
+            "gcra",
+            1,
+            "1h",
+            "burst = 1\nsite = \"lease\"",
+        )
+        .app_route(
+            "both",
+            "match = { path_prefix = \"/both\" }\npolicies = [\"per_ip\", \"tiny\"]",
+        )
+        .app_route(
+            "ip",
+            "match = { path_prefix = \"/ip\" }\npolicies = [\"per_ip\"]",
+        )
+        .build();
+    let gw = Gateway::start(&cfg).await;
     let addr = gw.addrs.listen;
     let ip = "192.0.2.9";
     assert_eq!(

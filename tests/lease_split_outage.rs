@@ -3,15 +3,14 @@
 //! membership's N.
 
 mod common;
-mod fleet_support;
 
 use std::time::{Duration, Instant};
 
+use common::config::{fleet, policy, route};
 use common::faulty::{Fault, FaultyProxy};
 use common::process::{spawn_serve, temp_file};
 use common::redis::RedisServer;
 use common::*;
-use fleet_support::*;
 use http::StatusCode;
 
 /// With the store refusing or blackholed: a leased key that holds no cells follows the
@@ -22,22 +21,27 @@ async fn store_outage_follows_on_store_error_for_lease_and_split() {
     let proxy = FaultyProxy::start(redis.addr()).await;
     let mut policies = String::new();
     let mut routes = String::new();
+    let lease = "burst = 2\nsite = \"lease\"";
     for mode in ["open", "closed", "local"] {
-        policies.push_str(&format!(
-            "[policies.lease_{mode}]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\nsite = \"lease\"\n"
+        policies.push_str(&policy(
+            &format!("lease_{mode}"),
+            &["ip"],
+            "gcra",
+            2,
+            "1h",
+            lease,
         ));
-        routes.push_str(&route(mode, &format!("lease_{mode}"), mode));
+        routes.push_str(&route(mode, &[&format!("lease_{mode}")], mode));
     }
-    policies.push_str("[policies.split]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\nsite = \"split\"\n");
-    routes.push_str(&route("split", "split", "closed"));
-    let gw = Gateway::start(&fleet_config(
-        echo_upstream().await,
-        &redis_store(&proxy.url(), "100ms"),
-        "",
-        &policies,
-        &routes,
-    ))
-    .await;
+    let split = "burst = 2\nsite = \"split\"";
+    policies.push_str(&policy("split", &["ip"], "gcra", 2, "1h", split));
+    routes.push_str(&route("split", &["split"], "closed"));
+    let cfg = fleet(echo_upstream().await, "")
+        .patient_redis(&proxy.url(), "100ms")
+        .text(&policies)
+        .text(&routes)
+        .build();
+    let gw = Gateway::start(&cfg).await;
     let addr = gw.addrs.listen;
     let call = |path: &'static str, ip: String| async move {
         let started = Instant::now();
@@ -84,17 +88,15 @@ async fn the_store_outage_fallback_uses_membership_n() {
     let redis = RedisServer::start();
     let proxy = FaultyProxy::start(redis.addr()).await;
     let up = echo_upstream().await;
-    let policy = "[policies.shared]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 4\nperiod = \"1h\"\nburst = 4\nsite = \"central\"\n";
+    let central = "burst = 4\nsite = \"central\"";
     let cfg = |id: &str, url: &str| {
         temp_file(
             &format!("fallback-{id}.toml"),
-            &fleet_config(
-                up,
-                &redis_store(url, "100ms"),
-                &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""),
-                policy,
-                &route("api", "shared", "local"),
-            ),
+            &fleet(up, &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""))
+                .patient_redis(url, "100ms")
+                .policy("shared", &["ip"], "gcra", 4, "1h", central)
+                .route("api", &["shared"], "local")
+                .build(),
         )
     };
     let a = spawn_serve(&cfg("a", &proxy.url()));

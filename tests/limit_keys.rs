@@ -2,13 +2,12 @@
 //! headroom, `header:NAME` and `method` budgets.
 
 mod common;
-mod limit_support;
 
 use bytes::Bytes;
+use common::limits::*;
 use common::*;
 use http::{Request, StatusCode};
 use http_body_util::Empty;
-use limit_support::*;
 use tollgate::limit::clock::ManualClock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

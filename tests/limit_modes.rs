@@ -3,11 +3,10 @@
 //! on one route each do their own job.
 
 mod common;
-mod limit_support;
 
+use common::limits::*;
 use common::*;
 use http::StatusCode;
-use limit_support::*;
 use tollgate::limit::clock::ManualClock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

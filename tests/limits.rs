@@ -3,16 +3,15 @@
 //! `limit_modes.rs`, key parts and headroom in `limit_keys.rs`).
 
 mod common;
-mod limit_support;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::limits::*;
 use common::*;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::channel::Channel;
-use limit_support::*;
 use tollgate::limit::clock::ManualClock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use common::config::ConfigBuilder;
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -43,33 +44,15 @@ fn get(path: &str, host: &str) -> String {
 
 /// A strict login route (1 request per hour) beside an unlimited catch-all.
 fn login_config(up: SocketAddr, extra_server: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-{extra_server}
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-[policies.login]
-key = ["route"]
-algorithm = "gcra"
-limit = 1
-period = "1h"
-
-[[routes]]
-name = "login"
-match = {{ path_prefix = "/api/login" }}
-upstream = "app"
-policies = ["login"]
-
-[[routes]]
-name = "rest"
-upstream = "app"
-"#
-    )
+    ConfigBuilder::new(extra_server)
+        .upstream(up)
+        .policy("login", &["route"], "gcra", 1, "1h", "")
+        .app_route(
+            "login",
+            "match = { path_prefix = \"/api/login\" }\npolicies = [\"login\"]",
+        )
+        .app_route("rest", "")
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,26 +152,14 @@ async fn case_insensitive_routes_match_any_case() {
 
 /// Two routes told apart by host only.
 fn host_config(up: SocketAddr) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-[[routes]]
-name = "admin"
-match = {{ host = "admin.example" }}
-upstream = "app"
-mode = "enforce"
-upgrades = []
-
-[[routes]]
-name = "public"
-upstream = "app"
-"#
-    )
+    ConfigBuilder::without_admin("")
+        .upstream(up)
+        .app_route(
+            "admin",
+            "match = { host = \"admin.example\" }\nmode = \"enforce\"\nupgrades = []",
+        )
+        .app_route("public", "")
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,29 +257,12 @@ upstream = "self"
 
 /// An account-keyed route (1 per hour) beside the catch-all.
 fn account_config(up: SocketAddr) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-
-[account]
-header = "x-api-key"
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-[policies.per_account]
-key = ["account"]
-algorithm = "gcra"
-limit = 1
-period = "1h"
-
-[[routes]]
-name = "acct"
-upstream = "app"
-policies = ["per_account"]
-"#
-    )
+    ConfigBuilder::without_admin("")
+        .account()
+        .upstream(up)
+        .policy("per_account", &["account"], "gcra", 1, "1h", "")
+        .app_route("acct", "policies = [\"per_account\"]")
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::config::ConfigBuilder;
 use common::faulty::{Fault, FaultyProxy};
 use common::redis::RedisServer;
 use common::*;
@@ -17,29 +18,17 @@ use tollgate::limit::clock::ManualClock;
 
 /// Routes `/open`, `/closed`, `/local`, each with its own central policy (burst 2).
 fn config(up: SocketAddr, store_url: &str, breaker: &str) -> String {
-    let mut text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-[store]
-kind = "redis"
-urls = ["{store_url}"]
-timeout = "100ms"
-breaker = {breaker}
-[upstreams.app]
-urls = ["http://{up}"]
-"#
-    );
+    const CENTRAL: &str = "burst = 2\nsite = \"central\"";
+    let mut cfg = ConfigBuilder::new("")
+        .trust_loopback("")
+        .store("redis", &[store_url.to_string()], "100ms", breaker)
+        .upstream(up);
     for mode in ["open", "closed", "local"] {
-        text.push_str(&format!(
-            "[policies.{mode}]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\nsite = \"central\"\n\
-             [[routes]]\nname = \"{mode}\"\nmatch = {{ path_prefix = \"/{mode}\" }}\nupstream = \"app\"\npolicies = [\"{mode}\"]\non_store_error = \"{mode}\"\n"
-        ));
+        cfg = cfg
+            .policy(mode, &["ip"], "gcra", 2, "1h", CENTRAL)
+            .route(mode, &[mode], mode);
     }
-    text
+    cfg.build()
 }
 
 /// One request, which must be answered well within a second (store timeout is 100 ms).

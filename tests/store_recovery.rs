@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::redis::Script;
+use common::config::ConfigBuilder;
 use common::faulty::{Fault, FaultyProxy};
 use common::redis::{RedisCluster, RedisServer};
 use common::*;
@@ -19,35 +20,20 @@ use tollgate::limit::store::StoreError;
 
 /// One route `/c` with a generous central policy; store timeout and breaker as given.
 fn config(up: SocketAddr, store_url: &str, timeout: &str, breaker: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-[store]
-kind = "redis"
-urls = ["{store_url}"]
-timeout = "{timeout}"
-breaker = {breaker}
-[upstreams.app]
-urls = ["http://{up}"]
-[policies.c]
-key = ["ip"]
-algorithm = "gcra"
-limit = 1000
-period = "1s"
-burst = 1000
-site = "central"
-[[routes]]
-name = "c"
-match = {{ path_prefix = "/c" }}
-upstream = "app"
-policies = ["c"]
-on_store_error = "closed"
-"#
-    )
+    ConfigBuilder::new("")
+        .trust_loopback("")
+        .store("redis", &[store_url.to_string()], timeout, breaker)
+        .upstream(up)
+        .policy(
+            "c",
+            &["ip"],
+            "gcra",
+            1000,
+            "1s",
+            "burst = 1000\nsite = \"central\"",
+        )
+        .route("c", &["c"], "closed")
+        .build()
 }
 
 /// A request on `/c` that the store decided (it carries `RateLimit`), answered in time.
@@ -221,13 +207,6 @@ async fn a_script_error_on_one_key_trips_nothing() {
     assert!(decided_centrally(addr, "198.51.100.3").await);
 }
 
-/// The index of the cluster node that owns `key` (the others answer `MOVED`).
-fn owner(cluster: &RedisCluster, key: &str) -> usize {
-    (0..cluster.nodes.len())
-        .find(|&i| !cluster.cli(i, &["EXISTS", key]).contains("MOVED"))
-        .expect("some node owns the key")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_dead_cluster_master_does_not_stop_the_others() {
     let cluster = RedisCluster::start(3);
@@ -239,7 +218,7 @@ async fn one_dead_cluster_master_does_not_stop_the_others() {
         .map(|n| {
             (0..)
                 .map(|i| format!("tollgate-test:{{k{i}}}"))
-                .find(|k| owner(&cluster, k) == n)
+                .find(|k| cluster.owner(k) == n)
                 .unwrap()
         })
         .collect();

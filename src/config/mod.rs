@@ -7,7 +7,7 @@
 mod bounds;
 mod error;
 mod load;
-pub mod raw;
+mod raw;
 mod raw_limits;
 mod raw_safety;
 mod raw_store;

@@ -54,8 +54,8 @@ impl Validator {
                 }
             },
         };
-        let timeout = self.duration("store.timeout", &raw.timeout);
-        let cooldown = self.duration("store.breaker.cooldown", &raw.breaker.cooldown);
+        let timeout = self.timeout("store.timeout", &raw.timeout);
+        let cooldown = self.timeout("store.breaker.cooldown", &raw.breaker.cooldown);
         let failures = NonZeroU32::new(raw.breaker.failures);
         if failures.is_none() {
             self.fail("store.breaker.failures", "must be at least 1");

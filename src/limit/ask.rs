@@ -37,8 +37,8 @@ pub(super) struct Ask {
     /// or if it is a shadow policy and another policy would deny.
     pub spent: Spent,
     /// Central, admitted, and left too empty for the next request: remembered as denied
-    /// from `.0` until `.1` once the request keeps its spend.
-    pub empty: Option<(Nanos, Nanos)>,
+    /// until `.0` (full at `.1`; the call was sent at `.2`) once the request keeps its spend.
+    pub empty: Option<(Nanos, Nanos, Nanos)>,
     /// The store could not decide it and the route falls back to the L/N split: step 4
     /// decides it, and what it spends there is owed to the store.
     pub fallback: bool,

@@ -169,13 +169,8 @@ impl Check<'_> {
                         central_held.push(item);
                     }
                 }
-                Spent::Central(item) => {
-                    if !enforce_ok {
-                        // The refund moves the key back: what this node remembered is stale.
-                        self.limiter.denied_until.forget(&ask.key);
-                    }
-                    refund.push(item);
-                }
+                // The refund moves the key back: what this node remembered is stale.
+                Spent::Central(item) => refund.push((ask.key.clone(), item)),
                 Spent::Lease(item) if !keep => give_back.push(item),
                 Spent::Lease(_) | Spent::Nothing => {}
             }
@@ -216,9 +211,23 @@ impl Check<'_> {
         }
     }
 
-    fn refund(&self, items: Vec<CentralItem>) {
-        if let (Some(site), false) = (self.limiter.central.clone(), items.is_empty()) {
-            tokio::spawn(async move { site.refund(&items).await });
-        }
+    /// Give back central spends in the background; the deny cache forgets those keys when
+    /// the refund starts and when it has landed (see `deny_cache`).
+    fn refund(&self, refunds: Vec<(String, CentralItem)>) {
+        let Some(site) = self.limiter.central.clone().filter(|_| !refunds.is_empty()) else {
+            return;
+        };
+        let (cache, local) = (
+            self.limiter.denied_until.clone(),
+            self.limiter.local.clone(),
+        );
+        let (keys, items): (Vec<String>, Vec<CentralItem>) = refunds.into_iter().unzip();
+        let now = local.now();
+        keys.iter().for_each(|k| cache.refunding(k, now));
+        tokio::spawn(async move {
+            site.refund(&items).await;
+            let now = local.now();
+            keys.iter().for_each(|k| cache.refunding(k, now));
+        });
     }
 }

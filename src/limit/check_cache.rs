@@ -15,12 +15,12 @@ impl Check<'_> {
         let cache = &self.limiter.denied_until;
         let mut now = None;
         for ask in &self.asks {
-            let Some((until, full_at)) = ask.empty else {
+            let Some((until, full_at, sent)) = ask.empty else {
                 continue;
             };
             let now = *now.get_or_insert_with(|| self.limiter.local.now());
             if until > now {
-                cache.deny(&ask.key, until, full_at, now);
+                cache.deny(&ask.key, until, full_at, now, sent);
             } else {
                 cache.forget(&ask.key);
             }

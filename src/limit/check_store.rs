@@ -85,11 +85,11 @@ impl Check<'_> {
             let full_at = sent.saturating_add(r.reset_after);
             if !r.admitted && ask.enforcing() && !concurrency && r.wait > 0 {
                 l.denied_until
-                    .deny(&ask.key, sent.saturating_add(r.wait), full_at, now);
+                    .deny(&ask.key, sent.saturating_add(r.wait), full_at, now, sent);
             } else if r.admitted && ask.enforcing() {
                 match empty_wait(&item, r) {
                     // Remembered once the request is sure to keep its spend.
-                    Some(wait) => ask.empty = Some((sent.saturating_add(wait), full_at)),
+                    Some(wait) => ask.empty = Some((sent.saturating_add(wait), full_at, sent)),
                     None => l.denied_until.forget(&ask.key),
                 }
             }

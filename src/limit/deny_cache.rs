@@ -17,7 +17,11 @@
 //! calls were such admissions, each followed by a call the store denied with a tiny wait.
 //! Safe for the same reason, and the moment errs early (the reply's rounding, and the clock
 //! is read before the call): other nodes' spends only push it later. A refund (a request
-//! denied after its central spend) moves a key back; this node forgets the keys it refunds.
+//! denied after its central spend) moves a key back: this node forgets the keys it refunds,
+//! when the refund starts and again when it has landed, and caches no answer to a call
+//! sent before then (it may have been decided before the refund). A refund by another node
+//! (a cluster reservation undone) can still leave a denial here up to its wait: that errs
+//! toward denying, by at most one request's spend.
 //!
 //! Bounded: at most `capacity` keys; a full shard first drops expired entries, then its
 //! oldest-by-hash half (a forgotten entry only costs one more store call).
@@ -31,7 +35,7 @@ use super::clock::Nanos;
 
 const SHARDS: usize = 16;
 
-/// One remembered denial.
+/// One remembered denial (or only a refund mark: `until` 0).
 #[derive(Debug, Clone, Copy)]
 struct Denial {
     /// Denied until then.
@@ -40,6 +44,9 @@ struct Denial {
     probing_until: Nanos,
     /// When the key is full again as the store last reported it (for `RateLimit` headers).
     full_at: Nanos,
+    /// When this node last started or finished refunding the key: a store answer to a call
+    /// sent before then may predate the refund, so it is not cached.
+    refunded_at: Nanos,
 }
 
 /// Slack for the store's reply: its times are rounded up to the microsecond and computed
@@ -103,6 +110,13 @@ impl DenyCache {
     pub fn denied_for(&self, key: &str, now: Nanos) -> Option<(Nanos, Nanos)> {
         let mut shard = self.shard(key);
         let d = shard.get_mut(key)?;
+        if d.until == 0 {
+            // Only a refund mark.
+            if now.saturating_sub(d.refunded_at) >= self.probe {
+                shard.remove(key);
+            }
+            return None;
+        }
         let full = d.full_at.saturating_sub(now);
         if d.until > now {
             return Some((d.until - now, full.max(d.until - now)));
@@ -118,16 +132,56 @@ impl DenyCache {
         None
     }
 
-    /// The store admitted `key`: nothing to remember.
+    /// The store admitted `key`: nothing to remember (but a recent refund mark stays).
     pub fn forget(&self, key: &str) {
-        self.shard(key).remove(key);
+        let mut shard = self.shard(key);
+        if let Some(d) = shard.get_mut(key) {
+            if d.refunded_at == 0 {
+                shard.remove(key);
+            } else {
+                d.until = 0;
+                d.probing_until = 0;
+            }
+        }
     }
 
-    /// Remember that `key` is denied until `until` (and full again at `full_at`).
-    pub fn deny(&self, key: &str, until: Nanos, full_at: Nanos, now: Nanos) {
+    /// This node is refunding `key` (call it when the refund starts and when it ends): any
+    /// denial remembered is forgotten, and store answers to calls sent before `now` are not
+    /// cached (they may have been decided before the refund landed).
+    pub fn refunding(&self, key: &str, now: Nanos) {
+        self.insert(
+            key,
+            Denial {
+                until: 0,
+                probing_until: 0,
+                full_at: 0,
+                refunded_at: now,
+            },
+            now,
+        );
+    }
+
+    /// Remember that `key` is denied until `until` (and full again at `full_at`), from a
+    /// store call sent at `sent` — unless this node refunded the key since then.
+    pub fn deny(&self, key: &str, until: Nanos, full_at: Nanos, now: Nanos, sent: Nanos) {
+        let refunded_at = match self.shard(key).get(key) {
+            Some(d) if d.refunded_at >= sent => return,
+            Some(d) => d.refunded_at,
+            None => 0,
+        };
+        let denial = Denial {
+            until,
+            probing_until: 0,
+            full_at,
+            refunded_at,
+        };
+        self.insert(key, denial, now);
+    }
+
+    fn insert(&self, key: &str, denial: Denial, now: Nanos) {
         let mut shard = self.shard(key);
         if shard.len() >= self.per_shard && !shard.contains_key(key) {
-            shard.retain(|_, d| d.until > now);
+            shard.retain(|_, d| d.until > now || now.saturating_sub(d.refunded_at) < self.probe);
             if shard.len() >= self.per_shard {
                 let drop: Vec<String> = shard.keys().take(shard.len() / 2 + 1).cloned().collect();
                 for k in drop {
@@ -135,14 +189,7 @@ impl DenyCache {
                 }
             }
         }
-        shard.insert(
-            key.to_owned(),
-            Denial {
-                until,
-                probing_until: 0,
-                full_at,
-            },
-        );
+        shard.insert(key.to_owned(), denial);
     }
 
     pub fn len(&self) -> usize {
@@ -150,10 +197,6 @@ impl DenyCache {
             .iter()
             .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
             .sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -164,7 +207,7 @@ mod tests {
     #[test]
     fn denies_until_then_lets_one_probe_through() {
         let c = DenyCache::new(1000, 10);
-        c.deny("k", 100, 150, 0);
+        c.deny("k", 100, 150, 0, 0);
         assert_eq!(c.denied_for("k", 40), Some((60, 110)));
         assert_eq!(
             c.denied_for("k", 100),
@@ -178,23 +221,42 @@ mod tests {
         );
         c.forget("k");
         assert_eq!(c.denied_for("k", 102), None);
-        assert!(c.is_empty());
+        assert_eq!(c.len(), 0);
+    }
+
+    #[test]
+    fn a_refund_voids_answers_to_calls_sent_before_it() {
+        let c = DenyCache::new(64, 10);
+        c.deny("k", 100, 150, 0, 0);
+        // The refund starts at 5: the denial is gone.
+        c.refunding("k", 5);
+        assert_eq!(c.denied_for("k", 6), None);
+        // A denial from a call sent at 4 (before the refund) arrives at 7: not cached.
+        c.deny("k", 100, 150, 7, 4);
+        assert_eq!(c.denied_for("k", 8), None);
+        // The refund lands at 9; a call sent at 8 may have been decided before it.
+        c.refunding("k", 9);
+        c.deny("k", 100, 150, 12, 8);
+        assert_eq!(c.denied_for("k", 13), None);
+        // A call sent after the refund landed is cached as usual.
+        c.deny("k", 100, 150, 12, 10);
+        assert_eq!(c.denied_for("k", 13), Some((87, 137)));
     }
 
     #[test]
     fn a_long_expired_denial_is_forgotten() {
         let c = DenyCache::new(1000, 10);
-        c.deny("k", 100, 100, 0);
+        c.deny("k", 100, 100, 0, 0);
         assert_eq!(c.denied_for("k", 200), None);
         assert_eq!(c.denied_for("k", 201), None);
-        assert!(c.is_empty());
+        assert_eq!(c.len(), 0);
     }
 
     #[test]
     fn stays_bounded() {
         let c = DenyCache::new(160, 10);
         for i in 0..10_000 {
-            c.deny(&format!("key{i}"), u64::MAX, u64::MAX, 0);
+            c.deny(&format!("key{i}"), u64::MAX, u64::MAX, 0, 0);
         }
         assert!(c.len() <= 160, "{}", c.len());
     }

@@ -46,7 +46,7 @@ pub struct Limiter {
     /// `tollgate_cluster_nodes`: N of the L/N split.
     nodes_gauge: Gauge,
     /// Central denials remembered until their wait is over.
-    pub(super) denied_until: DenyCache,
+    pub(super) denied_until: Arc<DenyCache>,
     /// `Retry-After` of a fail-closed 503: the breaker's cooldown.
     pub(super) unavailable_retry: Nanos,
     /// Per policy: last time (clock nanos) a shadow denial was logged, to keep attacks
@@ -124,10 +124,10 @@ impl Limiter {
             store_error_suppressed: AtomicU64::new(0),
             local: Arc::new(LocalStore::new(policies.clone(), clock, gauges)),
             central,
-            denied_until: DenyCache::new(
+            denied_until: Arc::new(DenyCache::new(
                 DENY_CACHE_KEYS,
                 super::clock::duration_to_nanos(config.store.timeout),
-            ),
+            )),
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
             routes,

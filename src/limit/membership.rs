@@ -36,7 +36,12 @@ pub struct Membership {
     /// The sorted set of members (one key, so it works on a cluster too).
     key: String,
     node_id: String,
+    /// This process in the set: `node_id#instance`, unique even when two processes share
+    /// a node id.
+    member: String,
     heartbeat: Duration,
+    /// Other live processes with this node id at the last beat (warned about on change).
+    twins: std::sync::atomic::AtomicU64,
 }
 
 impl Membership {
@@ -46,7 +51,9 @@ impl Membership {
         Some(Membership {
             key: format!("{}members", config.store.key_prefix),
             node_id: config.cluster.node_id.clone(),
+            member: format!("{}#{}", config.cluster.node_id, instance()),
             heartbeat: config.cluster.heartbeat,
+            twins: std::sync::atomic::AtomicU64::new(0),
             script: Script::new(MEMBERSHIP_LUA),
             limiter,
             store,
@@ -61,9 +68,7 @@ impl Membership {
         }
         // The store answers: pay what the outage fallback spent, even with no traffic to
         // pay it (`store/debts.rs`).
-        if let Err(e) = self.store.settle().await {
-            warn!(error = %e, "could not debit the outage fallback's admissions yet");
-        }
+        self.store.start_paying();
         Ok(n)
     }
 
@@ -91,7 +96,7 @@ impl Membership {
 
     async fn call(&self, op: &'static str) -> Result<NonZeroU32, StoreError> {
         let ttl_ms = (self.heartbeat * MISSED_BEATS).as_millis().max(1) as u64;
-        let args = [op.to_string(), self.node_id.clone(), ttl_ms.to_string()];
+        let args = [op.to_string(), self.member.clone(), ttl_ms.to_string()];
         let reply = self
             .store
             .eval_script(
@@ -102,14 +107,40 @@ impl Membership {
             )
             .await?;
         match reply.as_slice() {
-            [n] => Ok(u32::try_from(*n)
-                .ok()
-                .and_then(NonZeroU32::new)
-                .unwrap_or(NonZeroU32::MIN)),
+            [n, twins] => {
+                self.warn_twins(u64::try_from(*twins).unwrap_or(0));
+                Ok(u32::try_from(*n)
+                    .ok()
+                    .and_then(NonZeroU32::new)
+                    .unwrap_or(NonZeroU32::MIN))
+            }
             other => Err(StoreError::Reply(format!(
                 "membership script: {} values",
                 other.len()
             ))),
         }
     }
+
+    /// Another live process shares this node id: counted apart (N stays right), but the
+    /// operator most likely copied one config to every node. Said once per change.
+    fn warn_twins(&self, twins: u64) {
+        use std::sync::atomic::Ordering;
+        if self.twins.swap(twins, Ordering::Relaxed) != twins && twins > 0 {
+            warn!(node_id = %self.node_id, others = twins, "another gateway uses this [cluster] node_id; both are counted, but give each node its own");
+        }
+    }
+}
+
+/// This process's instance id: random per start (the std hasher's random keys, the pid and
+/// the time), so a restarted or copied node never takes another's place in the set.
+fn instance() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{:016x}", h.finish())
 }

@@ -7,7 +7,7 @@
 //! choose its own locking and eviction while the admission math stays testable
 //! with explicit timestamps.
 
-pub mod admission;
+pub(crate) mod admission;
 pub mod algorithm;
 mod ask;
 mod check;
@@ -16,18 +16,18 @@ mod check_local;
 mod check_report;
 mod check_store;
 pub mod clock;
-pub mod keys;
+pub(crate) mod keys;
 pub mod limiter;
 pub mod local;
 pub mod metrics;
-pub mod permit;
+pub(crate) mod permit;
 pub mod policy;
 mod route_limits;
 
 pub use admission::{Admission, PolicyReport};
 pub use limiter::{Limiter, LimiterError};
 pub mod central;
-pub mod deny_cache;
+pub(crate) mod deny_cache;
 pub mod lease;
 pub mod membership;
 pub mod store;

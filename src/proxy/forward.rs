@@ -102,15 +102,7 @@ impl Forwarder {
             upstream: pool.name.to_string(),
             timeout: self.upstream_timeout,
         };
-        // At most `max_connections` requests in flight to one upstream: the rest wait here
-        // (the usual free slot is taken without building a timer).
-        let slot = match pool.slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|_| timed_out())?,
-        };
+        let slot = self.slot(pool, deadline).await.ok_or_else(timed_out)?;
         let watch = (!body.is_end_stream()).then(BodyWatch::new);
         let body = match &watch {
             None => Either::Right(Empty::new()),
@@ -140,12 +132,13 @@ impl Forwarder {
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
             check_switch(&resp, upgrade_proto.as_ref(), entry, pool)?;
             if let Some(client_side) = client_upgrade {
-                let upstream_side = hyper::upgrade::on(&mut resp);
                 // The upgraded connection stays open as long as the tunnel: so does its slot.
+                let upstream_side = hyper::upgrade::on(&mut resp);
+                let idle = self.idle_timeout;
                 tokio::spawn(upgrade::tunnel(
                     client_side,
                     upstream_side,
-                    self.idle_timeout,
+                    idle,
                     slot.take(),
                 ));
             }
@@ -157,6 +150,20 @@ impl Forwarder {
         let response =
             resp.map(|b| Watchdog::new(b, self.body_timeout, None, None).on_stall(upstream));
         Ok(Forwarded { response, slot })
+    }
+}
+
+impl Forwarder {
+    /// One of `pool`'s `max_connections` slots, waiting until `deadline` (`None`: it came
+    /// too late). The usual free slot is taken without building a timer.
+    async fn slot(&self, pool: &Pool, deadline: Instant) -> Option<OwnedSemaphorePermit> {
+        if let Ok(slot) = pool.slots.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 }
 

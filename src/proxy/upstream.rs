@@ -87,10 +87,6 @@ impl Pool {
         self.targets.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.targets.is_empty()
-    }
-
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }

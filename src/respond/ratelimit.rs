@@ -80,63 +80,61 @@ pub fn add_headers(
         HeadersWhere::Denied => denied,
         HeadersWhere::None => false,
     };
-    if show {
-        let (mut policy, mut state) = (String::new(), String::new());
-        for (i, r) in report.iter().enumerate() {
-            if i > 0 {
-                policy.push_str(", ");
-                state.push_str(", ");
-            }
-            let (q, w) = quota_q_w(&r.quota);
-            sf_string(&mut policy, &r.name);
-            let _ = write!(policy, ";q={q}");
-            if let Some(w) = w {
-                let _ = write!(policy, ";w={w}");
-            }
-            sf_string(&mut state, &r.name);
-            let remaining = if r.retry_after.is_some() {
-                0
-            } else {
-                r.remaining
-            };
-            let _ = write!(state, ";r={remaining};t={}", t_of(r));
-        }
-        insert(headers, RATELIMIT_POLICY.clone(), &policy);
-        insert(headers, RATELIMIT.clone(), &state);
+    if !show {
+        return;
     }
-    if show && cfg.legacy_headers {
-        // The legacy trio describes one policy: the one closest to denying.
-        let tightest = report
-            .iter()
-            .min_by_key(|r| {
-                if r.retry_after.is_some() {
-                    0
-                } else {
-                    r.remaining.saturating_add(1)
-                }
-            })
-            .expect("report is not empty");
-        let (q, _) = quota_q_w(&tightest.quota);
-        let remaining = if tightest.retry_after.is_some() {
-            0
-        } else {
-            tightest.remaining
-        };
-        insert(
-            headers,
-            HeaderName::from_static("x-ratelimit-limit"),
-            &q.to_string(),
-        );
-        insert(
-            headers,
-            HeaderName::from_static("x-ratelimit-remaining"),
-            &remaining.to_string(),
-        );
-        insert(
-            headers,
-            HeaderName::from_static("x-ratelimit-reset"),
-            &t_of(tightest).to_string(),
-        );
+    add_draft_headers(headers, report);
+    if cfg.legacy_headers {
+        add_legacy_headers(headers, report);
+    }
+}
+
+/// `RateLimit-Policy` and `RateLimit`: one item per enforcing policy.
+fn add_draft_headers(headers: &mut HeaderMap, report: &[PolicyReport]) {
+    let (mut policy, mut state) = (String::new(), String::new());
+    for (i, r) in report.iter().enumerate() {
+        if i > 0 {
+            policy.push_str(", ");
+            state.push_str(", ");
+        }
+        let (q, w) = quota_q_w(&r.quota);
+        sf_string(&mut policy, &r.name);
+        let _ = write!(policy, ";q={q}");
+        if let Some(w) = w {
+            let _ = write!(policy, ";w={w}");
+        }
+        sf_string(&mut state, &r.name);
+        let _ = write!(state, ";r={};t={}", remaining(r), t_of(r));
+    }
+    insert(headers, RATELIMIT_POLICY.clone(), &policy);
+    insert(headers, RATELIMIT.clone(), &state);
+}
+
+/// The legacy `X-RateLimit-*` trio describes one policy: the one closest to denying.
+fn add_legacy_headers(headers: &mut HeaderMap, report: &[PolicyReport]) {
+    let Some(tightest) = report.iter().min_by_key(|r| match r.retry_after {
+        Some(_) => 0,
+        None => r.remaining.saturating_add(1),
+    }) else {
+        return;
+    };
+    let (q, _) = quota_q_w(&tightest.quota);
+    let trio = [
+        ("x-ratelimit-limit", q.to_string()),
+        ("x-ratelimit-remaining", remaining(tightest).to_string()),
+        ("x-ratelimit-reset", t_of(tightest).to_string()),
+    ];
+    for (name, value) in trio {
+        insert(headers, HeaderName::from_static(name), &value);
+    }
+}
+
+/// `r`: 0 for the policy that denied.
+fn remaining(r: &PolicyReport) -> u64 {
+    if r.retry_after.is_some() {
+        0
+    } else {
+        r.remaining
     }
 }
 

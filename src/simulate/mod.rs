@@ -7,6 +7,7 @@
 //! published figures for central, static L/N and lease ×20.
 
 mod designs;
+#[cfg(feature = "plot")]
 mod plot;
 mod report;
 pub mod trace;
@@ -126,4 +127,5 @@ pub fn run(o: &Options) -> Report {
     }
 }
 
+#[cfg(feature = "plot")]
 pub use plot::svg;

@@ -1,7 +1,9 @@
 //! Test harness: real upstream servers, a real gateway on port 0, and real clients.
 #![allow(dead_code)]
 
+pub mod config;
 pub mod faulty;
+pub mod limits;
 pub mod process;
 pub mod redis;
 
@@ -11,6 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -160,23 +163,26 @@ impl Drop for Gateway {
 
 /// A minimal config: one upstream `app`, one catch-all route `api`, plus `extra` TOML.
 pub fn config(upstream: SocketAddr, extra_server: &str, extra: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-{extra_server}
+    config::ConfigBuilder::new(extra_server)
+        .upstream(upstream)
+        .text(&format!(
+            "[[routes]]\nname = \"api\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"app\"\n{extra}\n"
+        ))
+        .build()
+}
 
-[upstreams.app]
-urls = ["http://{upstream}"]
-
-[[routes]]
-name = "api"
-match = {{ path_prefix = "/" }}
-upstream = "app"
-{extra}
-"#
-    )
+/// Poll `cond` until it holds; fail after `within`. For state that another process changes
+/// on its own schedule (heartbeats, key expiry): a bounded wait on a condition, not a sleep.
+pub async fn eventually<F, Fut>(what: &str, within: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !cond().await {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 /// One HTTP/1.1 request on a fresh connection.

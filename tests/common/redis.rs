@@ -217,6 +217,13 @@ impl RedisCluster {
         self.nodes[node].cli(args)
     }
 
+    /// The index of the node that owns `key` (the others answer `MOVED`).
+    pub fn owner(&self, key: &str) -> usize {
+        (0..self.nodes.len())
+            .find(|&i| !self.cli(i, &["EXISTS", key]).contains("MOVED"))
+            .expect("some node owns the key")
+    }
+
     fn wait_until_ok(&self) {
         let known = format!("cluster_known_nodes:{}\r", self.nodes.len());
         let deadline = Instant::now() + CLUSTER_TIMEOUT;

@@ -182,6 +182,16 @@ local function decide(i)
   return concurrency(key, limit, hold_of(i), cost)
 end
 
+-- Call f on `list` in slices of at most BATCH entries (whole groups of `group`): unpack
+-- of a long list overflows Lua's C stack (a cost of a few thousand concurrency cells).
+local BATCH = 1000
+local function in_batches(list, group, f)
+  local step = BATCH - BATCH % group
+  for first = 1, #list, step do
+    f({unpack(list, first, math.min(first + step - 1, #list))})
+  end
+end
+
 -- The members of one acquisition: one per cell, so a cost of c holds c of the limit.
 local function members(i)
   local out = {}
@@ -202,7 +212,7 @@ local function commit(i, value, ttl)
     args[#args + 1] = now + ttl
     args[#args + 1] = m
   end
-  redis.call('ZADD', key, unpack(args))
+  in_batches(args, 2, function(batch) redis.call('ZADD', key, unpack(batch)) end)
   -- Every member expires by now + ttl (the newest): the key outlives none of them.
   redis.call('PEXPIRE', key, math.floor(ttl / 1000) + 2)
 end
@@ -212,7 +222,9 @@ end
 local function refund(i)
   local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   if alg == 5 then
-    if redis.call('TYPE', key).ok == 'zset' then redis.call('ZREM', key, unpack(members(i))) end
+    if redis.call('TYPE', key).ok == 'zset' then
+      in_batches(members(i), 1, function(batch) redis.call('ZREM', key, unpack(batch)) end)
+    end
     return
   end
   local s = state(key, (alg == 2 and 2) or (alg == 3 and 3) or 1)

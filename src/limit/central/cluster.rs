@@ -57,22 +57,30 @@ impl CentralSite {
                 Err(e) => failure = Some(e),
             }
         }
-        let spent: Vec<CentralItem> = items
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| r.is_some_and(|r| r.committed))
-            .map(|(it, _)| it.clone())
-            .collect();
         if let Some(e) = failure {
             // Part of the request could not be decided: give back what the rest spent.
-            self.refund(&spent).await;
+            let spent: Vec<CentralItem> = items
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| r.is_some_and(|r| r.committed))
+                .map(|(it, _)| it.clone())
+                .collect();
+            self.spawn_refund(spent);
             return Err(e);
         }
-        let mut results: Vec<CentralResult> = results
+        let results = results
             .into_iter()
-            .map(|r| r.expect("every group answered"))
-            .collect();
-        // The all-or-nothing rule the script applies per group, now over the whole request.
+            .map(|r| r.expect("every group answered"));
+        Ok(self.all_or_nothing(items, results.collect()))
+    }
+
+    /// The all-or-nothing rule the script applies per group, now over the whole request:
+    /// spends the rule does not keep are refunded.
+    fn all_or_nothing(
+        self: &Arc<Self>,
+        items: &[CentralItem],
+        mut results: Vec<CentralResult>,
+    ) -> Vec<CentralResult> {
         let enforce_ok = items
             .iter()
             .zip(&results)
@@ -85,14 +93,21 @@ impl CentralSite {
             } else {
                 Mode::Shadow
             };
-            let keep = keeps(mode, enforce_ok, all_ok);
-            if r.committed && !keep {
+            if r.committed && !keeps(mode, enforce_ok, all_ok) {
                 r.committed = false;
                 undo.push(it.clone());
             }
         }
-        self.refund(&undo).await;
-        Ok(results)
+        self.spawn_refund(undo);
+        results
+    }
+
+    /// Give back `items` in the background: the request does not wait for its undo.
+    fn spawn_refund(self: &Arc<Self>, items: Vec<CentralItem>) {
+        if !items.is_empty() {
+            let site = self.clone();
+            tokio::spawn(async move { site.refund(&items).await });
+        }
     }
 
     /// One slot group's reservation: with a receipt when one can be named in its slot.

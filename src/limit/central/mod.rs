@@ -192,7 +192,9 @@ impl CentralSite {
         items: &[CentralItem],
     ) -> Result<Vec<CentralResult>, StoreError> {
         // What the fallback spent first: the store must count it before deciding again.
-        self.store.settle().await?;
+        if self.store.unsettled(items.iter().map(|it| it.key.as_str())) {
+            return Err(StoreError::Unsettled);
+        }
         if !self.cluster {
             let reply = self.call("check", items).await;
             if let Err(e) = &reply {

@@ -11,14 +11,14 @@
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
 
-pub mod book;
+mod book;
 mod books;
-pub mod grant;
-pub mod params;
+mod grant;
+mod params;
 mod refill;
-pub mod site;
+mod site;
 
 pub use book::{LeaseBook, RefillAsk, Take};
-pub use grant::{Grant, MemoryCoordinator};
+pub use grant::{Grant, MemoryCoordinator, grant};
 pub use params::LeaseParams;
-pub use site::{LeaseItem, LeaseSite};
+pub use site::{LEASE_LUA, LeaseItem, LeaseSite};

@@ -84,13 +84,15 @@ impl LeaseSite {
                     f64::from(ask.want),
                 ];
                 let keys = [store.key(&it.key)];
-                // What the fallback spent first (`store/debts.rs`).
-                match store.settle().await {
-                    Ok(()) => store
+                // Not before the store has counted what the fallback spent
+                // (`store/debts.rs`).
+                if store.unsettled(keys.iter().map(String::as_str)) {
+                    Err(StoreError::Unsettled)
+                } else {
+                    store
                         .eval_script(script, "lease", &keys, &args)
                         .await
-                        .and_then(|r| decode(&r)),
-                    Err(e) => Err(e),
+                        .and_then(|r| decode(&r))
                 }
             }
         };

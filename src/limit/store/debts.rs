@@ -1,14 +1,22 @@
 //! The store's debt book: what this node admitted on the `on_store_error = "local"`
 //! fallback while the store could not decide (central and leased keys alike), owed to the
-//! store until it can. Every site that runs a script settles first ([`RedisStore::settle`]),
-//! and so does membership's heartbeat, which pays even with no traffic.
+//! store until it can.
 //!
 //! Without this, the store never learns of the fallback's admissions: a node that comes
 //! back decides centrally on a key whose budget the fleet already spent during the outage,
 //! while its peers still spend their fallback shares (measured before: 1.66× the limit
-//! around an outage). With it, a node's first store call after the outage pays what it
-//! spent, per key, before it decides centrally again; the store then holds every admission
-//! and denies until the key has drained (see `central/check.lua`, op `debit`).
+//! around an outage). With it, each owed key is debited (`central/check.lua`, op `debit`)
+//! before this node decides that key in the store again: a site asks
+//! [`RedisStore::unsettled`] first and treats an owed key as a store failure (the route's
+//! `on_store_error` decides it meanwhile). Keys that owe nothing are never held up: on a
+//! Redis Cluster a debt on a dead master stops only that master's keys.
+//!
+//! Payments run in one background task at a time (started by a request that finds debts,
+//! or by membership's heartbeat, at most every [`PAY_EVERY`]), never on a request's clock:
+//! each snapshot is grouped by slot and paid in calls of [`CHUNK`] keys, a call that fails
+//! leaves its keys owed for the next attempt, and a call that timed out counts as paid (it
+//! was sent and almost surely ran: paying it again would multiply the debt, while the rare
+//! debit that never ran under-counts by at most that key's fallback share).
 //!
 //! The book is bounded: past [`MAX_DEBT_KEYS`] keys, new keys' spends are dropped and
 //! counted (`tollgate_store_debt_dropped_total`): a flood of distinct keys during an
@@ -16,7 +24,7 @@
 //! share.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redis::Script;
@@ -52,9 +60,10 @@ pub(super) struct Debts {
     book: Mutex<HashMap<String, Debt>>,
     /// Whether the book may hold anything: the request path reads only this flag.
     owing: AtomicBool,
-    /// Held while a payment is in flight, so that a request never decides in the store
-    /// between another request taking the debts and the store receiving them.
-    paying: tokio::sync::Mutex<()>,
+    /// A payment task runs.
+    paying: AtomicBool,
+    /// When the last payment started (clock nanos), to space attempts out.
+    last_try: AtomicU64,
     /// The script whose `debit` op pays (see [`RedisStore::new`]).
     debit: Script,
 }
@@ -64,7 +73,8 @@ impl Debts {
         Debts {
             book: Mutex::default(),
             owing: AtomicBool::new(false),
-            paying: tokio::sync::Mutex::new(()),
+            paying: AtomicBool::new(false),
+            last_try: AtomicU64::new(0),
             debit,
         }
     }
@@ -73,65 +83,67 @@ impl Debts {
         self.owing.load(Ordering::Acquire)
     }
 
+    fn book(&self) -> std::sync::MutexGuard<'_, HashMap<String, Debt>> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Add `debt`'s cost to what its key owes: the keys now owed, or `None` when the book
     /// is full (dropped).
     pub fn record(&self, debt: Debt) -> Option<usize> {
-        let mut book = self.book.lock().expect("debt book poisoned");
+        let mut book = self.book();
         let len = book.len();
-        let recorded = match book.get_mut(&debt.key) {
-            Some(owed) => {
-                owed.params[4] += debt.params[4];
-                true
-            }
+        match book.get_mut(&debt.key) {
+            Some(owed) => owed.params[4] += debt.params[4],
             None if len < MAX_DEBT_KEYS => {
                 book.insert(debt.key.clone(), debt);
-                true
             }
-            None => false,
-        };
-        if !recorded {
-            return None;
+            None => return None,
         }
         self.owing.store(true, Ordering::Release);
         Some(book.len())
     }
 
-    /// Everything owed, leaving the book empty.
-    pub fn take(&self) -> Vec<Debt> {
-        let mut book = self.book.lock().expect("debt book poisoned");
-        self.owing.store(false, Ordering::Release);
-        book.drain().map(|(_, d)| d).collect()
+    /// Whether any of `keys` owes.
+    pub fn owes<'k>(&self, mut keys: impl Iterator<Item = &'k str>) -> bool {
+        if !self.owing() {
+            return false;
+        }
+        let book = self.book();
+        keys.any(|k| book.contains_key(k))
     }
 
-    /// A payment failed: these are owed again (added to what was recorded meanwhile; the
-    /// bound does not apply, they were in the book already). Returns the keys owed.
-    pub fn put_back(&self, debts: Vec<Debt>) -> usize {
-        let mut book = self.book.lock().expect("debt book poisoned");
+    /// Everything owed now (the book keeps it until it is paid).
+    fn snapshot(&self) -> Vec<Debt> {
+        self.book().values().cloned().collect()
+    }
+
+    /// These debts reached the store: take their costs off (a key may have owed more
+    /// since the snapshot). Returns the keys still owed.
+    fn paid(&self, debts: &[Debt]) -> usize {
+        let mut book = self.book();
         for d in debts {
-            match book.get_mut(&d.key) {
-                Some(owed) => owed.params[4] += d.params[4],
-                None => {
-                    book.insert(d.key.clone(), d);
+            if let Some(owed) = book.get_mut(&d.key) {
+                owed.params[4] -= d.params[4];
+                if owed.params[4] <= 0.0 {
+                    book.remove(&d.key);
                 }
             }
         }
-        self.owing.store(true, Ordering::Release);
+        self.owing.store(!book.is_empty(), Ordering::Release);
         book.len()
-    }
-
-    pub fn len(&self) -> usize {
-        self.book.lock().expect("debt book poisoned").len()
     }
 
     #[cfg(test)]
     fn owed(&self, key: &str) -> Option<f64> {
-        let book = self.book.lock().expect("debt book poisoned");
-        book.get(key).map(|d| d.params[4])
+        self.book().get(key).map(|d| d.params[4])
     }
 }
 
 /// Keys per debit call: a long outage's book is paid in several calls, not one huge one.
 const CHUNK: usize = 256;
+/// Payment attempts are at least this far apart (nanoseconds): a store that stays down
+/// costs one failed attempt per interval, not one per request.
+pub const PAY_EVERY: u64 = 100_000_000;
 
 impl RedisStore {
     /// Remember that `debt` (its key, at its policy's numbers, spending its cost) was
@@ -143,32 +155,48 @@ impl RedisStore {
         }
     }
 
-    /// Pay what the fallback owes before deciding in the store again (every site calls
-    /// this before its script). Costs one atomic load when nothing is owed. The payment
-    /// runs in its own task: a request dropped while it is in flight (a client reset)
-    /// cannot lose the debts it took.
-    pub async fn settle(self: &Arc<Self>) -> Result<(), StoreError> {
+    /// Whether any of `keys` (full store keys) still owes the fallback's admissions: the
+    /// caller must not decide them in the store yet. Starts a payment when something is
+    /// owed. One atomic load when nothing is.
+    pub fn unsettled<'k>(self: &Arc<Self>, keys: impl Iterator<Item = &'k str>) -> bool {
         if !self.debts.owing() {
-            return Ok(());
+            return false;
         }
-        let store = self.clone();
-        match tokio::spawn(async move { store.pay().await }).await {
-            Ok(paid) => paid,
-            Err(e) => Err(StoreError::Redis(format!("debit task failed: {e}"))),
-        }
+        self.start_paying();
+        self.debts.owes(keys)
     }
 
-    /// One payer at a time; the others wait for it and find nothing owed. A failed call
-    /// puts back everything not yet paid. A timed-out debit may still have run: it is owed
-    /// again all the same, since paying twice only under-admits and paying never would
-    /// over-admit.
-    async fn pay(&self) -> Result<(), StoreError> {
-        let _paying = self.debts.paying.lock().await;
-        let owed = self.debts.take();
+    /// Start a payment task unless one runs or the last started within [`PAY_EVERY`].
+    pub fn start_paying(self: &Arc<Self>) {
+        let d = &self.debts;
+        let now = self.clock.now();
+        let last = d.last_try.load(Ordering::Relaxed);
+        if !d.owing()
+            || now.saturating_sub(last) < PAY_EVERY
+            || d.last_try
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            || d.paying.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            d.paying.store(false, Ordering::Release);
+            return;
+        };
+        let store = self.clone();
+        runtime.spawn(async move {
+            store.pay().await;
+            store.debts.paying.store(false, Ordering::Release);
+        });
+    }
+
+    /// One payment attempt over everything owed now, slot group by slot group.
+    async fn pay(&self) {
+        let owed = self.debts.snapshot();
         let mut groups: Vec<Vec<Debt>> = Vec::new();
         if self.is_cluster() {
-            let by = by_slot(owed.iter().map(|d| d.key.as_str()));
-            for idx in by.values() {
+            for idx in by_slot(owed.iter().map(|d| d.key.as_str())).values() {
                 groups.extend(
                     idx.chunks(CHUNK)
                         .map(|c| c.iter().map(|&i| owed[i].clone()).collect()),
@@ -177,22 +205,21 @@ impl RedisStore {
         } else {
             groups.extend(owed.chunks(CHUNK).map(<[Debt]>::to_vec));
         }
-        for (n, group) in groups.iter().enumerate() {
+        for group in groups {
             let keys: Vec<String> = group.iter().map(|d| d.key.clone()).collect();
             let args: Vec<String> = group.iter().flat_map(Debt::args).collect();
-            let paid = self
+            match self
                 .eval_script(&self.debts.debit, "debit", &keys, &args)
-                .await;
-            if let Err(e) = paid {
-                let keys = self
-                    .debts
-                    .put_back(groups.into_iter().skip(n).flatten().collect());
-                self.metrics.debt_keys(keys);
-                return Err(e);
+                .await
+            {
+                Ok(_) | Err(StoreError::Timeout(_)) => {
+                    let left = self.debts.paid(&group);
+                    self.metrics.debt_keys(left);
+                }
+                // Still owed; other slot groups may still be paid.
+                Err(_) => {}
             }
         }
-        self.metrics.debt_keys(self.debts.len());
-        Ok(())
     }
 }
 
@@ -209,20 +236,23 @@ mod tests {
     }
 
     #[test]
-    fn spends_of_one_key_add_up_and_survive_a_failed_payment() {
+    fn spends_of_one_key_add_up_until_paid() {
         let d = Debts::new(Script::new("return 0"));
         assert!(!d.owing());
         assert_eq!(d.record(item("k", 1.0)), Some(1));
         assert_eq!(d.record(item("k", 2.0)), Some(1));
         assert!(d.owing());
-        let taken = d.take();
-        assert!(!d.owing());
-        assert_eq!(taken.len(), 1);
-        assert_eq!(taken[0].params[4], 3.0);
+        assert!(d.owes(["x", "k"].into_iter()));
+        assert!(!d.owes(["x"].into_iter()));
+        let snapshot = d.snapshot();
+        assert_eq!(snapshot[0].params[4], 3.0);
+        // Spent again while the payment was in flight: that much is still owed.
         d.record(item("k", 1.0));
-        d.put_back(taken);
-        assert_eq!(d.owed("k"), Some(4.0));
-        assert!(d.owing());
+        assert_eq!(d.paid(&snapshot), 1);
+        assert_eq!(d.owed("k"), Some(1.0));
+        assert_eq!(d.paid(&[item("k", 1.0)]), 0);
+        assert!(!d.owing());
+        assert!(!d.owes(["k"].into_iter()));
     }
 
     #[test]

@@ -28,7 +28,7 @@
 mod breaker;
 mod connection;
 mod debts;
-pub mod metrics;
+pub(crate) mod metrics;
 mod slot;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +53,8 @@ use crate::limit::clock::{Clock, duration_to_nanos};
 /// How often a worker pings the store while the breaker is open: well inside the 1 s the
 /// README promises for resuming decisions.
 const PING_EVERY: Duration = Duration::from_millis(100);
+/// The deadline of calls no request waits on (undos, debits), when `[store] timeout` is shorter.
+const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a store call produced no answer. Every one of these means "decide without the store"
 /// (the route's `on_store_error`), never a hung or failed request.
@@ -68,6 +70,10 @@ pub enum StoreError {
     /// of the wrong shape): this request falls back, the breaker is not touched.
     #[error("unexpected reply from the check script: {0}")]
     Reply(String),
+    /// A key still owes what the `on_store_error = "local"` fallback admitted (a payment
+    /// is under way): it is not decided in the store until the store has counted that.
+    #[error("fallback admissions not yet debited to the store")]
+    Unsettled,
 }
 
 impl StoreError {
@@ -77,6 +83,7 @@ impl StoreError {
             StoreError::BreakerOpen => "breaker_open",
             StoreError::Redis(_) => "redis",
             StoreError::Reply(_) => "reply",
+            StoreError::Unsettled => "unsettled",
         }
     }
 }
@@ -191,7 +198,14 @@ impl RedisStore {
         // A refund or release run twice would give back twice (over-admit); anything
         // else run twice only spends twice, which can under-admit, never over-admit.
         let may_repeat = !matches!(op, "refund" | "release");
-        let outcome = self.invoke(&invocation, conn, may_repeat).await;
+        // Undos and debits run in their own tasks, no request waits on them: give them
+        // time, so that one sent while Redis is briefly stalled is not dropped before it
+        // is written (which would leave a reservation or a slot stranded).
+        let timeout = match op {
+            "refund" | "release" | "refund_if" | "debit" => s.timeout.max(BACKGROUND_TIMEOUT),
+            _ => s.timeout,
+        };
+        let outcome = self.invoke(&invocation, conn, may_repeat, timeout).await;
         if let Err(e) = &outcome {
             self.metrics.error(e.kind());
         }
@@ -219,11 +233,12 @@ impl RedisStore {
         invocation: &redis::ScriptInvocation<'_>,
         conn: usize,
         may_repeat: bool,
+        timeout: Duration,
     ) -> Result<Vec<i64>, StoreError> {
         let s = &*self.shared;
         let mut conn = s.conns[conn].clone();
         let started = Instant::now();
-        let deadline = tokio::time::Instant::from_std(started + s.timeout);
+        let deadline = tokio::time::Instant::from_std(started + timeout);
         let mut result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
         if let Ok(Err(e)) = &result
             && may_repeat
@@ -240,7 +255,7 @@ impl RedisStore {
             }
             Ok(Err(e)) if answered(&e) => Err(StoreError::Reply(e.to_string())),
             Ok(Err(e)) => Err(StoreError::Redis(e.to_string())),
-            Err(_) => Err(StoreError::Timeout(s.timeout)),
+            Err(_) => Err(StoreError::Timeout(timeout)),
         }
     }
 

@@ -1,6 +1,5 @@
 //! Shared by the rate-limit test files: a gateway trusting loopback (so tests pick client
 //! IPs with `X-Forwarded-For`) on a manual clock, and small request/metrics helpers.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +7,8 @@ use std::sync::Arc;
 use http::Response;
 use tollgate::limit::clock::ManualClock;
 
-use crate::common::*;
+use super::config::limited;
+use super::*;
 
 /// Gateway trusting loopback as a proxy (so tests pick client IPs with XFF), with `policies`
 /// TOML and the route's extra keys.
@@ -24,30 +24,10 @@ pub async fn gateway_with(
     route: &str,
     clock: &ManualClock,
 ) -> Gateway {
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-
-[client_ip]
-trusted_proxies = ["127.0.0.1/32"]
-{client_ip}
-
-[account]
-header = "x-api-key"
-
-[upstreams.app]
-urls = ["http://{up}"]
-
-{policies}
-
-[[routes]]
-name = "api"
-upstream = "app"
-{route}
-"#
-    );
+    let text = limited(up, client_ip)
+        .text(policies)
+        .app_route("api", route)
+        .build();
     Gateway::start_with_clock(&text, Arc::new(clock.clone())).await
 }
 
