@@ -24,25 +24,21 @@
 //! when the store admitted, so it counts a subset of what the store counted (this node's
 //! admitted requests), and every algorithm here is monotone — fewer spends never deny more.
 
-use std::net::IpAddr;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-
-use http::{HeaderMap, Method};
 
 use super::admission::Admission;
 use super::ask::{Ask, Spent, keeps};
 use super::central::CentralItem;
 use super::lease::LeaseItem;
-use super::limiter::Limiter;
 use super::local::CheckItem;
 use super::permit::Permits;
 use super::route_limits::RouteLimits;
-use crate::config::Mode;
+use super::sites::Sites;
 
 /// One request's walk through the limit step.
 pub(super) struct Check<'a> {
-    pub limiter: &'a Limiter,
+    pub sites: &'a Sites,
     pub route: &'a RouteLimits,
     pub route_name: &'a Arc<str>,
     pub asks: Vec<Ask>,
@@ -58,77 +54,9 @@ pub(super) enum Stop {
     Refused(Admission),
 }
 
-impl Limiter {
-    /// Decide a request of route `route` (its index in the config).
-    pub async fn check(
-        &self,
-        route: usize,
-        route_name: &Arc<str>,
-        client: IpAddr,
-        method: &Method,
-        headers: &HeaderMap,
-    ) -> Admission {
-        let limits = &self.routes[route];
-        let asks = match self.asks(limits, route_name, client, method, headers) {
-            Ok(asks) if !asks.is_empty() => asks,
-            Ok(_) => return Admission::default(),
-            // A key part stated ambiguously: 400, nothing asked.
-            Err(ambiguous) => {
-                return Admission {
-                    ambiguous: Some(ambiguous),
-                    ..Admission::default()
-                };
-            }
-        };
-        let mut check = Check {
-            limiter: self,
-            route: limits,
-            route_name,
-            asks,
-            held: Vec::new(),
-        };
-        match check.walk().await {
-            ControlFlow::Break(Stop::Refused(refused)) => {
-                check.give_back_all();
-                refused
-            }
-            _ => check.end(),
-        }
-    }
-}
-
-impl Limiter {
-    /// Step 1: one ask per applicable policy, or why a key part is ambiguous (a 400).
-    fn asks(
-        &self,
-        limits: &RouteLimits,
-        route_name: &Arc<str>,
-        client: IpAddr,
-        method: &Method,
-        headers: &HeaderMap,
-    ) -> Result<Vec<Ask>, String> {
-        if limits.entries.is_empty() {
-            return Ok(Vec::new());
-        }
-        let facts = self.keys.facts(client, route_name, method, headers);
-        let mut asks = Vec::with_capacity(limits.entries.len());
-        for (slot, e) in limits.entries.iter().enumerate() {
-            match self.keys.key(&self.policies[e.policy], &facts) {
-                Ok(Some(key)) => asks.push(Ask::new(*e, slot, key, facts.headroom)),
-                Ok(None) => {}
-                // An enforcing policy needs a header stated ambiguously: refuse (400) before
-                // any policy is asked, so nothing is spent.
-                Err(ambiguous) if e.mode == Mode::Enforce => return Err(ambiguous.reason()),
-                // A shadow policy must not change what the client sees: it does not apply.
-                Err(_) => {}
-            }
-        }
-        Ok(asks)
-    }
-}
-
 impl Check<'_> {
-    async fn walk(&mut self) -> ControlFlow<Stop> {
+    /// Steps 2–4, stopping early when an enforcing policy denies or the store refuses.
+    pub(super) async fn walk(&mut self) -> ControlFlow<Stop> {
         self.lease().await?;
         self.central().await?;
         self.local();
@@ -151,7 +79,7 @@ impl Check<'_> {
     /// Step 5: what the store and the lease books spent is kept or given back by
     /// [`keeps`]; an admitted request remembers the keys it left empty, owes what the
     /// fallback spent, and holds its concurrency cells until the response ends.
-    fn end(mut self) -> Admission {
+    pub(super) fn end(mut self) -> Admission {
         let enforce_ok = !self.blocked();
         let all_ok = self
             .asks
@@ -162,7 +90,7 @@ impl Check<'_> {
             let keep = keeps(ask.entry.mode, enforce_ok, all_ok);
             match std::mem::take(&mut ask.spent) {
                 Spent::Central(item) if keep => {
-                    if self.limiter.policies[ask.entry.policy]
+                    if self.sites.policies[ask.entry.policy]
                         .base()
                         .is_concurrency()
                     {
@@ -176,7 +104,7 @@ impl Check<'_> {
             }
         }
         self.refund(refund);
-        self.limiter.lease.give_back(&give_back);
+        self.sites.lease.give_back(&give_back);
         let held = std::mem::take(&mut self.held);
         let permits = if enforce_ok {
             self.remember_empty();
@@ -191,7 +119,7 @@ impl Check<'_> {
     }
 
     /// The store refused the request (fails closed): give back every leased cell.
-    fn give_back_all(&mut self) {
+    pub(super) fn give_back_all(&mut self) {
         let leased: Vec<LeaseItem> = self
             .asks
             .iter_mut()
@@ -200,12 +128,12 @@ impl Check<'_> {
                 _ => None,
             })
             .collect();
-        self.limiter.lease.give_back(&leased);
+        self.sites.lease.give_back(&leased);
     }
 
     fn permits(&self, local: Vec<CheckItem>, central: Vec<CentralItem>) -> Permits {
-        let permits = Permits::new(self.limiter.local.clone(), local);
-        match &self.limiter.central {
+        let permits = Permits::new(self.sites.local.clone(), local);
+        match &self.sites.central {
             Some(site) => permits.with_central(site.clone(), central),
             None => permits,
         }
@@ -214,12 +142,12 @@ impl Check<'_> {
     /// Give back central spends in the background; the deny cache forgets those keys when
     /// the refund starts and when it has landed (see `deny_cache`).
     fn refund(&self, refunds: Vec<(String, CentralItem)>) {
-        let Some(site) = self.limiter.central.clone().filter(|_| !refunds.is_empty()) else {
+        let Some(site) = self.sites.central.clone().filter(|_| !refunds.is_empty()) else {
             return;
         };
         let (cache, local) = (
-            self.limiter.denied_until.clone(),
-            self.limiter.local.clone(),
+            self.sites.denied_until.clone(),
+            self.sites.local.clone(),
         );
         let (keys, items): (Vec<String>, Vec<CentralItem>) = refunds.into_iter().unzip();
         let now = local.now();

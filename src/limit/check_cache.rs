@@ -12,13 +12,13 @@ impl Check<'_> {
     /// "Empty until t": the admitted request keeps its central spends, so the keys it left
     /// too empty for the next request are denied locally until that one could conform.
     pub(super) fn remember_empty(&self) {
-        let cache = &self.limiter.denied_until;
+        let cache = &self.sites.denied_until;
         let mut now = None;
         for ask in &self.asks {
             let Some((until, full_at, sent)) = ask.empty else {
                 continue;
             };
-            let now = *now.get_or_insert_with(|| self.limiter.local.now());
+            let now = *now.get_or_insert_with(|| self.sites.local.now());
             if until > now {
                 cache.deny(&ask.key, until, full_at, now, sent);
             } else {

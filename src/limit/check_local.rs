@@ -18,7 +18,7 @@ impl Check<'_> {
     /// Before the central call: the denied-until cache and the local states that decide
     /// without the store. Nothing is spent here.
     pub(super) fn without_store(&mut self) {
-        let l = self.limiter;
+        let l = self.sites;
         let now = l.local.now();
         for ask in self.asks.iter_mut() {
             if matches!(ask.entry.site, Site::Central { .. })
@@ -85,11 +85,11 @@ impl Check<'_> {
             .all(|a| a.decided.is_none_or(|d| d.admitted()));
         let modes: Vec<Mode> = who.iter().map(|w| self.asks[w.ask].entry.mode).collect();
         let mirror: Vec<bool> = who.iter().map(|w| w.mirror).collect();
-        let results = self.limiter.local.check(&items, |ds| {
+        let results = self.sites.local.check(&items, |ds| {
             local_spends(ds, &modes, &mirror, outside_enforce_ok, outside_all_ok)
         });
         for ((w, item), r) in who.iter().zip(items).zip(&results) {
-            let policy = &self.limiter.policies[item.policy];
+            let policy = &self.sites.policies[item.policy];
             if r.committed && policy.algorithm(item.headroom).is_concurrency() {
                 self.held.push(item);
             }
@@ -105,7 +105,7 @@ impl Check<'_> {
             policy: ask.entry.policy,
             headroom: ask.headroom,
             key: ask.key.clone(),
-            cost: self.limiter.policies[ask.entry.policy].cost.get(),
+            cost: self.sites.policies[ask.entry.policy].cost.get(),
             fallback: split,
         }
     }

@@ -18,7 +18,7 @@ impl Check<'_> {
         };
         for ask in &self.asks {
             let Some(d) = ask.decided else { continue };
-            let policy = &self.limiter.policies[ask.entry.policy];
+            let policy = &self.sites.policies[ask.entry.policy];
             let counters = &self.route.counters[ask.slot];
             if d.error_open {
                 counters.count_store_error(true);
@@ -31,7 +31,7 @@ impl Check<'_> {
             };
             counters.count(outcome);
             if outcome == Outcome::ShadowDeny {
-                self.limiter
+                self.sites
                     .log_shadow_denial(policy, self.route_name, &ask.key);
             }
             if !ask.enforcing() {

@@ -28,7 +28,7 @@ impl Check<'_> {
             .iter()
             .map(|&i| self.lease_item(&self.asks[i]))
             .collect();
-        let takes = match self.limiter.lease.take(&mut items).await {
+        let takes = match self.sites.lease.take(&mut items).await {
             Ok(takes) => takes,
             Err(err) => return self.store_failed(&err, &idx),
         };
@@ -56,7 +56,7 @@ impl Check<'_> {
 
     /// Without the store, then one script call for every central key.
     pub(super) async fn central(&mut self) -> ControlFlow<Stop> {
-        let Some(site) = self.limiter.central.clone() else {
+        let Some(site) = self.sites.central.clone() else {
             return ControlFlow::Continue(());
         };
         let idx = self.indexes(|s| matches!(s, Site::Central { .. }));
@@ -71,13 +71,13 @@ impl Check<'_> {
             .collect();
         // Read before the call: the store decided later, so times measured from here err
         // early ("denied until t" must never outlast what the store would deny).
-        let sent = self.limiter.local.now();
+        let sent = self.sites.local.now();
         let results = match site.check(&items).await {
             Ok(results) => results,
             Err(err) => return self.store_failed(&err, &idx),
         };
-        let now = self.limiter.local.now();
-        let l = self.limiter;
+        let now = self.sites.local.now();
+        let l = self.sites;
         for ((&i, item), r) in idx.iter().zip(items).zip(&results) {
             let ask = &mut self.asks[i];
             ask.decided = Some(Decided::from_central(r));
@@ -103,7 +103,7 @@ impl Check<'_> {
     /// The store could not decide the asks `idx`: apply the route's `on_store_error`.
     fn store_failed(&mut self, err: &StoreError, idx: &[usize]) -> ControlFlow<Stop> {
         let fallback = self.route.on_store_error;
-        self.limiter.log_store_error(self.route_name, err, fallback);
+        self.sites.log_store_error(self.route_name, err, fallback);
         for &i in idx {
             let ask = &mut self.asks[i];
             match fallback {
@@ -114,7 +114,7 @@ impl Check<'_> {
         }
         if fallback == OnStoreError::Closed {
             return ControlFlow::Break(Stop::Refused(Admission {
-                unavailable: Some(self.limiter.unavailable_retry),
+                unavailable: Some(self.sites.unavailable_retry),
                 ..Admission::default()
             }));
         }
@@ -125,11 +125,11 @@ impl Check<'_> {
     /// store, so that it counts them once this node reaches it again. Concurrency owes
     /// nothing (its fallback slot is released when the request ends).
     pub(super) fn owe_fallback(&self) {
-        let Some(site) = &self.limiter.central else {
+        let Some(site) = &self.sites.central else {
             return;
         };
         for ask in self.asks.iter().filter(|a| a.fallback) {
-            let policy = &self.limiter.policies[ask.entry.policy];
+            let policy = &self.sites.policies[ask.entry.policy];
             if !ask.decided.is_some_and(|d| d.committed) || policy.base().is_concurrency() {
                 continue;
             }
@@ -158,7 +158,7 @@ impl Check<'_> {
     }
 
     fn lease_item(&self, ask: &Ask) -> LeaseItem {
-        let policy = &self.limiter.policies[ask.entry.policy];
+        let policy = &self.sites.policies[ask.entry.policy];
         LeaseItem {
             key: ask.key.clone(),
             policy: ask.entry.policy,
@@ -174,7 +174,7 @@ impl Check<'_> {
 
 /// `ask` as the central script sees it.
 fn central_item(check: &Check<'_>, site: &CentralSite, ask: &Ask) -> CentralItem {
-    let policy = &check.limiter.policies[ask.entry.policy];
+    let policy = &check.sites.policies[ask.entry.policy];
     CentralItem::new(
         site.key(&ask.key),
         &policy.spec,

@@ -1,17 +1,22 @@
 //! The limiter: every route's policies, the sites that decide them, and the caches in front.
 //! [`Limiter::check`] (in `check.rs`) is the limit step of the request path.
 
+use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use http::{HeaderMap, Method};
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tracing::{error, warn};
 
+use super::admission::Admission;
 use super::algorithm::QuotaError;
+use super::ask::Ask;
 use super::central::{CHECK_LUA, CentralSite};
-use super::clock::{Clock, Nanos};
+use super::check::{Check, Stop};
+use super::clock::Clock;
 use super::deny_cache::DenyCache;
 use super::keys::KeyBuilder;
 use super::lease::LeaseSite;
@@ -19,9 +24,10 @@ use super::local::LocalStore;
 use super::metrics::{LimitMetrics, PolicyGauges};
 use super::policy::PolicyRuntime;
 use super::route_limits::RouteLimits;
+use super::sites::{Logs, Sites};
 use super::store::RedisStore;
 use super::store::metrics::StoreMetrics;
-use crate::config::{Config, OnStoreError, StoreKind};
+use crate::config::{Config, Mode, StoreKind};
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -34,31 +40,15 @@ pub enum LimiterError {
 
 /// Rate-limits every route's requests.
 pub struct Limiter {
-    pub(super) keys: KeyBuilder,
-    pub(super) policies: Arc<[PolicyRuntime]>,
+    keys: KeyBuilder,
     /// For each route (config order).
-    pub(super) routes: Vec<RouteLimits>,
-    pub(super) local: Arc<LocalStore>,
-    /// Present when the store is Redis (with `memory`, central policies decide locally).
-    pub(super) central: Option<Arc<CentralSite>>,
-    /// Leased keys' books and their coordinator (Redis with a Redis store, else in-process).
-    pub(super) lease: Arc<LeaseSite>,
+    routes: Vec<RouteLimits>,
+    /// What each check decides with.
+    sites: Sites,
     /// `tollgate_cluster_nodes`: N of the L/N split.
     nodes_gauge: Gauge,
-    /// Central denials remembered until their wait is over.
-    pub(super) denied_until: Arc<DenyCache>,
-    /// `Retry-After` of a fail-closed 503: the breaker's cooldown.
-    pub(super) unavailable_retry: Nanos,
-    /// Per policy: last time (clock nanos) a shadow denial was logged, to keep attacks
-    /// from flooding the log (at most one line per policy per second).
-    shadow_logged: Vec<AtomicU64>,
-    /// Last time a store error was logged (same reason).
-    store_error_logged: AtomicU64,
-    /// Store errors not logged since that line.
-    store_error_suppressed: AtomicU64,
 }
 
-const LOG_EVERY: Nanos = 1_000_000_000;
 /// Keys remembered as denied, across policies.
 const DENY_CACHE_KEYS: usize = 100_000;
 
@@ -115,14 +105,10 @@ impl Limiter {
             }
             .with_gauges(gauges.clone()),
         );
-        Ok(Limiter {
-            keys,
-            lease,
-            nodes_gauge,
-            shadow_logged: policies.iter().map(|_| AtomicU64::new(0)).collect(),
-            store_error_logged: AtomicU64::new(0),
-            store_error_suppressed: AtomicU64::new(0),
+        let sites = Sites {
+            logs: Logs::new(policies.len()),
             local: Arc::new(LocalStore::new(policies.clone(), clock, gauges)),
+            lease,
             central,
             denied_until: Arc::new(DenyCache::new(
                 DENY_CACHE_KEYS,
@@ -130,37 +116,42 @@ impl Limiter {
             )),
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
+        };
+        Ok(Limiter {
+            keys,
             routes,
+            sites,
+            nodes_gauge,
         })
     }
 
     /// The local site, for tests and diagnostics.
     pub fn local(&self) -> &Arc<LocalStore> {
-        &self.local
+        &self.sites.local
     }
 
     /// The central site, when the store is Redis.
     pub fn central(&self) -> Option<&Arc<CentralSite>> {
-        self.central.as_ref()
+        self.sites.central.as_ref()
     }
 
     /// The store every site shares, when it is Redis (membership meets in it).
     pub fn store(&self) -> Option<&Arc<RedisStore>> {
-        self.central.as_deref().map(CentralSite::store)
+        self.sites.central.as_deref().map(CentralSite::store)
     }
 
     /// The lease site.
     pub fn lease(&self) -> &Arc<LeaseSite> {
-        &self.lease
+        &self.sites.lease
     }
 
     /// Membership says `nodes` gateways share the limits: rescale every L/N split (the
     /// `split` policies and the store-outage fallback). Returns whether anything changed.
     pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
         let mut changed = false;
-        for p in self.policies.iter() {
+        for p in self.sites.policies.iter() {
             if p.set_nodes(nodes) {
-                self.local.clear_split(p.index);
+                self.sites.local.clear_split(p.index);
                 changed = true;
             }
         }
@@ -170,46 +161,85 @@ impl Limiter {
 
     /// N of the L/N split now.
     pub fn nodes(&self) -> NonZeroU32 {
-        self.policies.first().map_or(NonZeroU32::MIN, |p| p.nodes())
+        self.sites.policies.first().map_or(NonZeroU32::MIN, |p| p.nodes())
     }
 
     /// Index of a policy by name.
     pub fn policy_index(&self, name: &str) -> Option<usize> {
-        self.policies.iter().position(|p| &*p.name == name)
+        self.sites.policies.iter().position(|p| &*p.name == name)
     }
 
     /// Keys currently remembered as denied.
     pub fn denied_keys(&self) -> usize {
-        self.denied_until.len()
+        self.sites.denied_until.len()
     }
+}
 
-    pub(super) fn log_shadow_denial(&self, policy: &PolicyRuntime, route: &str, key: &str) {
-        if once_a_second(&self.shadow_logged[policy.index], self.local.now()) {
-            warn!(policy = %policy.name, route, key, "shadow mode: would deny (logged at most once a second per policy; see tollgate_decisions_total)");
-        }
-    }
-
-    pub(super) fn log_store_error(
+impl Limiter {
+    /// Decide a request of route `route` (its index in the config).
+    pub async fn check(
         &self,
-        route: &str,
-        err: &dyn std::fmt::Display,
-        fallback: OnStoreError,
-    ) {
-        if once_a_second(&self.store_error_logged, self.local.now()) {
-            let suppressed = self.store_error_suppressed.swap(0, Ordering::Relaxed);
-            error!(route, error = %err, ?fallback, suppressed, "store unavailable; deciding without it (logged at most once a second; suppressed: errors since the last line)");
-        } else {
-            self.store_error_suppressed.fetch_add(1, Ordering::Relaxed);
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Admission {
+        let limits = &self.routes[route];
+        let asks = match self.asks(limits, route_name, client, method, headers) {
+            Ok(asks) if !asks.is_empty() => asks,
+            Ok(_) => return Admission::default(),
+            // A key part stated ambiguously: 400, nothing asked.
+            Err(ambiguous) => {
+                return Admission {
+                    ambiguous: Some(ambiguous),
+                    ..Admission::default()
+                };
+            }
+        };
+        let mut check = Check {
+            sites: &self.sites,
+            route: limits,
+            route_name,
+            asks,
+            held: Vec::new(),
+        };
+        match check.walk().await {
+            ControlFlow::Break(Stop::Refused(refused)) => {
+                check.give_back_all();
+                refused
+            }
+            _ => check.end(),
         }
     }
 }
 
-/// True at most once per second per `last` (a CAS keeps racing threads to one winner).
-fn once_a_second(last: &AtomicU64, now: Nanos) -> bool {
-    let now = now.max(1);
-    let prev = last.load(Ordering::Relaxed);
-    (prev == 0 || now.saturating_sub(prev) >= LOG_EVERY)
-        && last
-            .compare_exchange(prev, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+impl Limiter {
+    /// Step 1: one ask per applicable policy, or why a key part is ambiguous (a 400).
+    fn asks(
+        &self,
+        limits: &RouteLimits,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Result<Vec<Ask>, String> {
+        if limits.entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let facts = self.keys.facts(client, route_name, method, headers);
+        let mut asks = Vec::with_capacity(limits.entries.len());
+        for (slot, e) in limits.entries.iter().enumerate() {
+            match self.keys.key(&self.sites.policies[e.policy], &facts) {
+                Ok(Some(key)) => asks.push(Ask::new(*e, slot, key, facts.headroom)),
+                Ok(None) => {}
+                // An enforcing policy needs a header stated ambiguously: refuse (400) before
+                // any policy is asked, so nothing is spent.
+                Err(ambiguous) if e.mode == Mode::Enforce => return Err(ambiguous.reason()),
+                // A shadow policy must not change what the client sees: it does not apply.
+                Err(_) => {}
+            }
+        }
+        Ok(asks)
+    }
 }

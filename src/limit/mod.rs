@@ -23,6 +23,7 @@ pub mod metrics;
 pub(crate) mod permit;
 pub mod policy;
 mod route_limits;
+mod sites;
 
 pub use admission::{Admission, PolicyReport};
 pub use limiter::{Limiter, LimiterError};
