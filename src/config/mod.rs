@@ -14,6 +14,7 @@ mod raw_store;
 mod types;
 mod validate;
 mod validate_limits;
+mod validate_peers;
 mod validate_safety;
 mod validate_shares;
 mod validate_store;

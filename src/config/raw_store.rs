@@ -83,6 +83,17 @@ pub struct RawCluster {
     /// missed beats.
     #[serde(default = "defaults::heartbeat")]
     pub heartbeat: String,
+    /// This node's peer endpoint (socket address), where the other gateways reach it.
+    pub peer_listen: Option<String>,
+    /// The fleet's peer endpoints, this node's `peer_listen` included; empty: the fleet
+    /// comes from the store's membership.
+    #[serde(default)]
+    pub peers: Vec<String>,
+    /// Environment variable holding the shared secret every peer message is signed with.
+    pub peer_secret_env: Option<String>,
+    /// How often a node sends its counters' deltas to its peers.
+    #[serde(default = "default_gossip_interval")]
+    pub gossip_interval: String,
 }
 
 impl Default for RawCluster {
@@ -91,8 +102,17 @@ impl Default for RawCluster {
             expected_nodes: defaults::expected_nodes(),
             node_id: None,
             heartbeat: defaults::heartbeat(),
+            peer_listen: None,
+            peers: Vec::new(),
+            peer_secret_env: None,
+            gossip_interval: default_gossip_interval(),
         }
     }
+}
+
+/// `[cluster] gossip_interval` when not given.
+fn default_gossip_interval() -> String {
+    "20ms".into()
 }
 
 /// `policies.NAME.site`

@@ -196,7 +196,7 @@ impl Default for LeaseKnobs {
 }
 
 /// `[cluster]`, typed: who this node is and how it announces itself.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Cluster {
     /// N of the L/N split while membership is unknown (memory store, store down at start).
     pub expected_nodes: NonZeroU32,
@@ -204,6 +204,29 @@ pub struct Cluster {
     pub node_id: String,
     /// Membership renewal interval; a member missing three beats is dropped.
     pub heartbeat: Duration,
+    /// This node's peer endpoint; when `peers` is not empty it is one of them.
+    pub peer_listen: Option<SocketAddr>,
+    /// The static fleet, this node included, without duplicates; empty: from membership.
+    pub peers: Vec<SocketAddr>,
+    /// The shared secret read from `peer_secret_env` (at least 32 bytes), never printed;
+    /// present whenever `peer_listen` or `peers` is set.
+    pub peer_secret: Option<Vec<u8>>,
+    /// How often gossip sends deltas to the peers (1 ms to 10 s).
+    pub gossip_interval: Duration,
+}
+
+impl std::fmt::Debug for Cluster {
+    /// Never prints the peer secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("expected_nodes", &self.expected_nodes)
+            .field("node_id", &self.node_id)
+            .field("heartbeat", &self.heartbeat)
+            .field("peer_listen", &self.peer_listen)
+            .field("peers", &self.peers)
+            .field("gossip_interval", &self.gossip_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One `[upstreams.NAME]`.

@@ -106,10 +106,15 @@ impl Validator {
             Some(id) => id.clone(),
             None => default_node_id(),
         };
+        let peers = self.peers(raw);
         Cluster {
             expected_nodes,
             node_id,
             heartbeat,
+            peer_listen: peers.peer_listen,
+            peers: peers.peers,
+            peer_secret: peers.peer_secret,
+            gossip_interval: peers.gossip_interval,
         }
     }
 }

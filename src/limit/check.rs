@@ -145,10 +145,7 @@ impl Check<'_> {
         let Some(site) = self.sites.central.clone().filter(|_| !refunds.is_empty()) else {
             return;
         };
-        let (cache, local) = (
-            self.sites.denied_until.clone(),
-            self.sites.local.clone(),
-        );
+        let (cache, local) = (self.sites.denied_until.clone(), self.sites.local.clone());
         let (keys, items): (Vec<String>, Vec<CentralItem>) = refunds.into_iter().unzip();
         let now = local.now();
         keys.iter().for_each(|k| cache.refunding(k, now));

@@ -161,7 +161,10 @@ impl Limiter {
 
     /// N of the L/N split now.
     pub fn nodes(&self) -> NonZeroU32 {
-        self.sites.policies.first().map_or(NonZeroU32::MIN, |p| p.nodes())
+        self.sites
+            .policies
+            .first()
+            .map_or(NonZeroU32::MIN, |p| p.nodes())
     }
 
     /// Index of a policy by name.

@@ -31,4 +31,5 @@ pub mod central;
 pub(crate) mod deny_cache;
 pub mod lease;
 pub mod membership;
+pub mod peer;
 pub mod store;

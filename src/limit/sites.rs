@@ -58,7 +58,12 @@ impl Sites {
         }
     }
 
-    pub fn log_store_error(&self, route: &str, err: &dyn std::fmt::Display, fallback: OnStoreError) {
+    pub fn log_store_error(
+        &self,
+        route: &str,
+        err: &dyn std::fmt::Display,
+        fallback: OnStoreError,
+    ) {
         let logs = &self.logs;
         if once_a_second(&logs.store_error_logged, self.local.now()) {
             let suppressed = logs.store_error_suppressed.swap(0, Ordering::Relaxed);

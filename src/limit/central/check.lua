@@ -104,14 +104,18 @@ local function token_bucket(key, limit, period, burst, cost)
   return false, nil, 0, math.floor(tokens), (burst - tokens) / rate, (cost - tokens) / rate
 end
 
-local function sliding_window(key, limit, period, cost)
+-- A sliding window key now: the current window's index, and the previous and current
+-- windows' counts (a state older than the previous window counts as empty).
+local function window(key, period)
   local idx = math.floor(now / period)
-  local prev, curr = 0, 0
   local s = state(key, 3)
-  if s then
-    if s[1] == idx then prev, curr = s[2], s[3]
-    elseif s[1] == idx - 1 then prev = s[3] end
-  end
+  if s and s[1] == idx then return idx, s[2], s[3] end
+  if s and s[1] == idx - 1 then return idx, s[3], 0 end
+  return idx, 0, 0
+end
+
+local function sliding_window(key, limit, period, cost)
+  local idx, prev, curr = window(key, period)
   local elapsed = now - idx * period
   local function estimate(p, c) return p * (period - elapsed) / period + c end
   local function reset(p, c)
@@ -260,13 +264,7 @@ local function debit(i)
     local full = (burst - tokens) / rate
     redis.call('SET', key, string.format('%.6f:%d', tokens, now), 'PX', math.floor(full / 1000) + 2)
   elseif alg == 3 then
-    local idx = math.floor(now / period)
-    local prev, curr = 0, 0
-    local s = state(key, 3)
-    if s then
-      if s[1] == idx then prev, curr = s[2], s[3]
-      elseif s[1] == idx - 1 then prev = s[3] end
-    end
+    local idx, prev, curr = window(key, period)
     local ttl = 2 * period - (now - idx * period)
     redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', math.floor(ttl / 1000) + 2)
   end

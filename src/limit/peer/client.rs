@@ -1,0 +1,293 @@
+//! The calling side: one h2c connection per peer and one message in flight per peer, with
+//! the calls that arrive meanwhile queued for the next message.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http2::{self, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use super::metrics::PeerMetrics;
+use super::wire::{self, Item, MAX_MESSAGE_BYTES, Op, Secret, WireError};
+
+/// Items per message; calls beyond it wait for the next message (a single larger call
+/// still goes whole).
+pub const MAX_BATCH_ITEMS: usize = 4096;
+
+/// Why a call failed. Cloned to every call a failed message carried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerError {
+    /// No answer within the client's timeout.
+    #[error("peer call timed out")]
+    Timeout,
+    /// The peer could not be reached.
+    #[error("cannot connect to peer: {0}")]
+    Connect(String),
+    /// The connection failed while the message was on it.
+    #[error("peer connection failed: {0}")]
+    Send(String),
+    /// The peer refused the message (401: it does not share our secret, or our clock is off).
+    #[error("peer answered {0}")]
+    Status(u16),
+    /// The reply's MAC is wrong: not from a peer holding the secret, or not for this request.
+    #[error("peer reply failed authentication")]
+    Auth,
+    /// The reply is authentic but not shaped as this request's answer.
+    #[error("peer reply malformed")]
+    Decode,
+}
+
+impl PeerError {
+    /// The `kind` label of `tollgate_peer_errors_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PeerError::Timeout => "timeout",
+            PeerError::Connect(_) => "connect",
+            PeerError::Send(_) => "send",
+            PeerError::Status(_) => "status",
+            PeerError::Auth => "auth",
+            PeerError::Decode => "decode",
+        }
+    }
+}
+
+/// Calls other peers; cheap to clone, one per process.
+#[derive(Clone)]
+pub struct PeerClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// This node's peer address, as it signs its messages.
+    me: String,
+    secret: Secret,
+    timeout: Duration,
+    metrics: PeerMetrics,
+    nonce: AtomicU64,
+    links: Mutex<HashMap<SocketAddr, Arc<Link>>>,
+    /// Where messages are sent and connections driven, whichever runtime a caller is on
+    /// (the gateway's workers each run their own).
+    runtime: tokio::runtime::Handle,
+}
+
+/// Everything about one peer.
+struct Link {
+    addr: SocketAddr,
+    queue: Mutex<Queue>,
+    /// The live connection, if any; only the flushing task uses it.
+    conn: Mutex<Option<SendRequest<Full<Bytes>>>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiter>,
+    /// A flushing task runs for this peer (so a message is in flight or about to be).
+    in_flight: bool,
+}
+
+struct Waiter {
+    op: Op,
+    items: Vec<Bytes>,
+    tx: oneshot::Sender<Result<Vec<Bytes>, PeerError>>,
+}
+
+type Answer = Result<Vec<Bytes>, PeerError>;
+
+impl PeerClient {
+    /// `me` is this node's own peer address (its `peer_listen`); `timeout` bounds each call
+    /// (and each message, connecting included). Call it inside the runtime that is to carry
+    /// peer traffic (it panics outside one): callers on other runtimes only queue and wait.
+    pub fn new(me: SocketAddr, secret: Secret, timeout: Duration, metrics: PeerMetrics) -> Self {
+        PeerClient {
+            inner: Arc::new(Inner {
+                me: me.to_string(),
+                secret,
+                timeout,
+                metrics,
+                // A random start: a restarted node does not repeat its earlier nonces.
+                nonce: AtomicU64::new(RandomState::new().hash_one(Instant::now())),
+                links: Mutex::new(HashMap::new()),
+                runtime: tokio::runtime::Handle::current(),
+            }),
+        }
+    }
+
+    /// Send `items` to `peer` for `op` and wait for one reply per item, in order. Calls to
+    /// the same peer made while a message to it is in flight share the next message.
+    pub async fn call(&self, peer: SocketAddr, op: Op, items: Vec<Bytes>) -> Answer {
+        let inner = &self.inner;
+        inner.metrics.call(op.label());
+        let started = Instant::now();
+        let (tx, rx) = oneshot::channel();
+        let link = inner.link(peer);
+        let start_flush = {
+            let mut q = lock(&link.queue);
+            q.waiting.push_back(Waiter { op, items, tx });
+            !std::mem::replace(&mut q.in_flight, true)
+        };
+        if start_flush {
+            inner.runtime.spawn(flush(inner.clone(), link));
+        }
+        let answer = match tokio::time::timeout(inner.timeout, rx).await {
+            Ok(Ok(answer)) => answer,
+            // The flushing task ended without answering (the runtime is shutting down).
+            Ok(Err(_)) => Err(PeerError::Send("peer client stopped".into())),
+            Err(_) => Err(PeerError::Timeout),
+        };
+        match &answer {
+            Ok(_) => inner.metrics.latency(started.elapsed()),
+            Err(e) => inner.metrics.error(e.kind()),
+        }
+        answer
+    }
+}
+
+impl Inner {
+    fn link(&self, peer: SocketAddr) -> Arc<Link> {
+        lock(&self.links)
+            .entry(peer)
+            .or_insert_with(|| {
+                Arc::new(Link {
+                    addr: peer,
+                    queue: Mutex::new(Queue::default()),
+                    conn: Mutex::new(None),
+                })
+            })
+            .clone()
+    }
+}
+
+/// Send what is queued for `link`, one message at a time, until the queue is empty.
+async fn flush(inner: Arc<Inner>, link: Arc<Link>) {
+    loop {
+        let batch = {
+            let mut q = lock(&link.queue);
+            // Callers that gave up (timed out, cancelled) are not sent for.
+            q.waiting.retain(|w| !w.tx.is_closed());
+            if q.waiting.is_empty() {
+                q.in_flight = false;
+                return;
+            }
+            take_batch(&mut q.waiting)
+        };
+        let items: Vec<Item> = batch
+            .iter()
+            .flat_map(|w| {
+                w.items.iter().map(|data| Item {
+                    op: w.op,
+                    data: data.clone(),
+                })
+            })
+            .collect();
+        let answer = tokio::time::timeout(inner.timeout, exchange(&inner, &link, &items))
+            .await
+            .unwrap_or(Err(PeerError::Timeout));
+        if matches!(
+            answer,
+            Err(PeerError::Timeout | PeerError::Send(_) | PeerError::Connect(_))
+        ) {
+            // The next message starts on a new connection.
+            *lock(&link.conn) = None;
+        }
+        match answer {
+            Ok(replies) => {
+                let mut replies = replies.into_iter();
+                for w in batch {
+                    let mine = replies.by_ref().take(w.items.len()).collect();
+                    let _ = w.tx.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                for w in batch {
+                    let _ = w.tx.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Waiters from the front until [`MAX_BATCH_ITEMS`] (at least one).
+fn take_batch(waiting: &mut VecDeque<Waiter>) -> Vec<Waiter> {
+    let mut batch = Vec::new();
+    let mut items = 0;
+    while let Some(w) = waiting.front() {
+        if !batch.is_empty() && items + w.items.len() > MAX_BATCH_ITEMS {
+            break;
+        }
+        items += w.items.len();
+        batch.extend(waiting.pop_front());
+    }
+    batch
+}
+
+/// One message and its reply.
+async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
+    let mut sender = connection(link).await?;
+    let nonce = inner.nonce.fetch_add(1, Ordering::Relaxed);
+    let (mac, message) = wire::seal_request(&inner.secret, &inner.me, wire::now_ms(), nonce, items);
+    let uri = format!("http://{}{}", link.addr, wire::PATH);
+    let req = http::Request::post(uri)
+        .header(http::header::CONTENT_TYPE, "application/octet-stream")
+        .body(Full::new(message))
+        .map_err(|e| PeerError::Send(e.to_string()))?;
+    sender
+        .ready()
+        .await
+        .map_err(|e| PeerError::Send(e.to_string()))?;
+    let res = sender
+        .send_request(req)
+        .await
+        .map_err(|e| PeerError::Send(e.to_string()))?;
+    if res.status() != StatusCode::OK {
+        return Err(PeerError::Status(res.status().as_u16()));
+    }
+    let body = Limited::new(res.into_body(), MAX_MESSAGE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| PeerError::Send(e.to_string()))?
+        .to_bytes();
+    let replies = wire::open_reply(&inner.secret, &body, &mac).map_err(|e| match e {
+        WireError::Malformed => PeerError::Decode,
+        WireError::Stale | WireError::BadMac | WireError::Replayed => PeerError::Auth,
+    })?;
+    if replies.len() != items.len() {
+        return Err(PeerError::Decode);
+    }
+    Ok(replies)
+}
+
+/// The peer's live connection, opened if there is none.
+async fn connection(link: &Link) -> Result<SendRequest<Full<Bytes>>, PeerError> {
+    if let Some(sender) = lock(&link.conn).as_ref().filter(|s| !s.is_closed()) {
+        return Ok(sender.clone());
+    }
+    let stream = TcpStream::connect(link.addr)
+        .await
+        .map_err(|e| PeerError::Connect(e.to_string()))?;
+    let _ = stream.set_nodelay(true);
+    let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| PeerError::Connect(e.to_string()))?;
+    let addr = link.addr;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(peer = %addr, error = %e, "peer connection closed");
+        }
+    });
+    *lock(&link.conn) = Some(sender.clone());
+    Ok(sender)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,50 @@
+//! The peer transport: how the gateways of a fleet ask each other without a store (the
+//! foundation of the `owner` and `gossip` sites; nothing here decides a limit).
+//!
+//! HTTP/2 with prior knowledge (h2c) over the hyper already used for the proxy: one
+//! long-lived connection per peer, each message one stream. A message is a batch of items,
+//! length-delimited binary, sealed with HMAC-SHA256 over (sender, timestamp, nonce, items)
+//! with the fleet's shared secret ([`wire`] has the layout). The receiver drops messages
+//! that are forged, stale (timestamp more than 5 s away) or replayed, counts them in
+//! `tollgate_peer_errors_total{kind="auth"}`, and never hands them to its handler; a reply is
+//! bound to its request's MAC, so a reply cannot be forged or replayed either.
+//!
+//! [`PeerClient::call`] coalesces: while one message to a peer is in flight, new calls to it
+//! queue and leave together in the next message (Gubernator's batching), so a burst of
+//! concurrent calls costs a handful of round trips, not one each.
+//!
+//! Within `limit` this is a leaf: it imports nothing of tollgate.
+
+mod client;
+mod metrics;
+mod replay;
+mod server;
+pub mod wire;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+
+pub use client::{MAX_BATCH_ITEMS, PeerClient, PeerError};
+pub use metrics::PeerMetrics;
+pub use server::PeerServer;
+pub use wire::{Item, Op, Secret};
+
+/// One authenticated message as the handler sees it: every item of the calls it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub items: Vec<Item>,
+}
+
+/// The handler's answer: exactly one reply per request item, in the same order (anything
+/// else is answered 500 and the callers get an error).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Response {
+    pub items: Vec<Bytes>,
+}
+
+/// What a [`PeerServer`] serves. `from` is the sender's peer address as it signed it.
+pub trait PeerHandler: Send + Sync + 'static {
+    fn handle(&self, from: SocketAddr, request: Request) -> impl Future<Output = Response> + Send;
+}

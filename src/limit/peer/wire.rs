@@ -1,0 +1,444 @@
+//! The peer message format: length-delimited binary, sealed with HMAC-SHA256.
+//!
+//! One message is the body of one HTTP/2 `POST` to [`PATH`]:
+//!
+//! ```text
+//! mac        32 bytes  HMAC-SHA256(secret, everything below [+ the request's mac, in a reply])
+//! version     u8       1
+//! kind        u8       1 = request, 2 = reply
+//! timestamp   u64      sender's wall clock, Unix milliseconds
+//! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
+//! sender_len  u16      then `sender`: the sender's peer address, UTF-8 ("10.0.0.5:7946")
+//! count       u32      items, then each item:
+//!   request:  op u8, len u32, `len` bytes
+//!   reply:    len u32, `len` bytes (one per request item, same order)
+//! ```
+//!
+//! Integers are big-endian. The receiver remembers the MACs of the requests it accepted (the
+//! replay guard), so an identical request is refused; the nonce keeps two honest requests
+//! from being identical. A reply's MAC also covers the MAC of the request it answers, so a
+//! reply cannot be replayed as the answer to another request. Item bytes are opaque here: the
+//! decision sites above define them.
+//!
+//! Binary rather than JSON: keys are arbitrary bytes (hashed accounts, header values) that
+//! JSON would have to escape or base64; a batch of thousands of items encodes as copies, not
+//! a serializer pass; and the MAC covers exactly the bytes on the wire, with no canonical form
+//! to agree on.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// The HTTP path peer messages are posted to.
+pub const PATH: &str = "/tollgate/peer/v1";
+
+/// The only format version so far.
+pub const VERSION: u8 = 1;
+
+/// How far a request's timestamp may be from the receiver's clock (either way).
+pub const MAX_SKEW: Duration = Duration::from_secs(5);
+
+/// The largest message either side reads.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+const MAC_LEN: usize = 32;
+const KIND_REQUEST: u8 = 1;
+const KIND_REPLY: u8 = 2;
+/// mac, version, kind, timestamp, nonce, sender_len.
+const HEADER_LEN: usize = MAC_LEN + 1 + 1 + 8 + 8 + 2;
+
+/// The shortest secret accepted (as `check` demands of `peer_secret_env`).
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// What a batched item asks of its peer; the transport only counts and carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Route by key: the owner decides.
+    Ask,
+    /// Route by key: give back what an ask reserved (all-or-nothing across owners).
+    Refund,
+    /// Gossip counters: this node's deltas.
+    Gossip,
+    /// Liveness.
+    Ping,
+}
+
+impl Op {
+    /// The `op` label of `tollgate_peer_calls_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Ask => "ask",
+            Op::Refund => "refund",
+            Op::Gossip => "gossip",
+            Op::Ping => "ping",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Op::Ask => 1,
+            Op::Refund => 2,
+            Op::Gossip => 3,
+            Op::Ping => 4,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Op> {
+        Some(match code {
+            1 => Op::Ask,
+            2 => Op::Refund,
+            3 => Op::Gossip,
+            4 => Op::Ping,
+            _ => return None,
+        })
+    }
+}
+
+/// One item of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub op: Op,
+    pub data: Bytes,
+}
+
+/// The shared secret, keyed once; never printed.
+#[derive(Clone)]
+pub struct Secret {
+    keyed: Hmac<Sha256>,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// `None` when shorter than [`MIN_SECRET_BYTES`].
+    pub fn new(bytes: &[u8]) -> Option<Secret> {
+        if bytes.len() < MIN_SECRET_BYTES {
+            return None;
+        }
+        let keyed = <Hmac<Sha256> as KeyInit>::new_from_slice(bytes).ok()?;
+        Some(Secret { keyed })
+    }
+
+    fn mac(&self, signed: &[u8], bound: Option<&[u8; MAC_LEN]>) -> [u8; MAC_LEN] {
+        let mut m = self.keyed.clone();
+        m.update(signed);
+        if let Some(b) = bound {
+            m.update(b);
+        }
+        let mut out = [0u8; MAC_LEN];
+        out.copy_from_slice(&m.finalize().into_bytes());
+        out
+    }
+
+    /// Constant-time comparison.
+    fn verify(&self, signed: &[u8], bound: Option<&[u8; MAC_LEN]>, mac: &[u8]) -> bool {
+        let mut m = self.keyed.clone();
+        m.update(signed);
+        if let Some(b) = bound {
+            m.update(b);
+        }
+        m.verify_slice(mac).is_ok()
+    }
+}
+
+/// Why a message was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// Not shaped like a message of this version.
+    #[error("malformed peer message")]
+    Malformed,
+    /// Timestamp further than [`MAX_SKEW`] from the receiver's clock.
+    #[error("peer message timestamp out of window")]
+    Stale,
+    /// The MAC does not match: wrong secret or altered bytes.
+    #[error("peer message MAC mismatch")]
+    BadMac,
+    /// Authentic, but accepted once already (see the server's replay guard).
+    #[error("peer message replayed")]
+    Replayed,
+}
+
+impl WireError {
+    /// The `kind` label of `tollgate_peer_errors_total`: stale and forged are both `auth`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            WireError::Malformed => "decode",
+            WireError::Stale | WireError::BadMac | WireError::Replayed => "auth",
+        }
+    }
+}
+
+/// Wall clock in Unix milliseconds (the timestamps of two nodes are compared).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A request, ready to send, and its MAC (which its reply is bound to).
+pub fn seal_request(
+    secret: &Secret,
+    sender: &str,
+    timestamp_ms: u64,
+    nonce: u64,
+    items: &[Item],
+) -> ([u8; MAC_LEN], Bytes) {
+    let len = items.iter().map(|i| 5 + i.data.len()).sum::<usize>();
+    let mut b = header(KIND_REQUEST, sender, timestamp_ms, nonce, len);
+    put_count(&mut b, items.len());
+    for item in items {
+        b.put_u8(item.op.code());
+        put_bytes(&mut b, &item.data);
+    }
+    seal(secret, b, None)
+}
+
+/// A reply to the request whose MAC is `request_mac`.
+pub fn seal_reply(
+    secret: &Secret,
+    sender: &str,
+    timestamp_ms: u64,
+    request_mac: &[u8; MAC_LEN],
+    items: &[Bytes],
+) -> Bytes {
+    let len = items.iter().map(|i| 4 + i.len()).sum::<usize>();
+    let mut b = header(KIND_REPLY, sender, timestamp_ms, 0, len);
+    put_count(&mut b, items.len());
+    for item in items {
+        put_bytes(&mut b, item);
+    }
+    seal(secret, b, Some(request_mac)).1
+}
+
+/// An authenticated request.
+#[derive(Debug)]
+pub struct OpenedRequest {
+    pub mac: [u8; MAC_LEN],
+    pub sender: String,
+    pub timestamp_ms: u64,
+    pub items: Vec<Item>,
+}
+
+/// Check a request's shape, timestamp and MAC (in that order), then decode its items.
+pub fn open_request(
+    secret: &Secret,
+    message: &Bytes,
+    now_ms: u64,
+) -> Result<OpenedRequest, WireError> {
+    let head = parse_header(message, KIND_REQUEST)?;
+    if head.timestamp_ms.abs_diff(now_ms) > MAX_SKEW.as_millis() as u64 {
+        return Err(WireError::Stale);
+    }
+    if !secret.verify(&message[MAC_LEN..], None, &message[..MAC_LEN]) {
+        return Err(WireError::BadMac);
+    }
+    let mut body = message.slice(head.body_at..);
+    let count = take_count(&mut body)?;
+    let mut items = Vec::with_capacity(count.min(body.len() / 5));
+    for _ in 0..count {
+        if body.remaining() < 1 {
+            return Err(WireError::Malformed);
+        }
+        let op = Op::from_code(body.get_u8()).ok_or(WireError::Malformed)?;
+        let data = take_bytes(&mut body)?;
+        items.push(Item { op, data });
+    }
+    if body.has_remaining() {
+        return Err(WireError::Malformed);
+    }
+    Ok(OpenedRequest {
+        mac: head.mac,
+        sender: head.sender,
+        timestamp_ms: head.timestamp_ms,
+        items,
+    })
+}
+
+/// Check a reply against the request it answers, then decode its items.
+pub fn open_reply(
+    secret: &Secret,
+    message: &Bytes,
+    request_mac: &[u8; MAC_LEN],
+) -> Result<Vec<Bytes>, WireError> {
+    let head = parse_header(message, KIND_REPLY)?;
+    if !secret.verify(&message[MAC_LEN..], Some(request_mac), &message[..MAC_LEN]) {
+        return Err(WireError::BadMac);
+    }
+    let mut body = message.slice(head.body_at..);
+    let count = take_count(&mut body)?;
+    let mut items = Vec::with_capacity(count.min(body.len() / 4));
+    for _ in 0..count {
+        items.push(take_bytes(&mut body)?);
+    }
+    if body.has_remaining() {
+        return Err(WireError::Malformed);
+    }
+    Ok(items)
+}
+
+fn header(kind: u8, sender: &str, timestamp_ms: u64, nonce: u64, body_len: usize) -> BytesMut {
+    // A socket address is far shorter than u16::MAX; anything longer is cut, and then
+    // fails to parse at the receiver rather than corrupting the frame.
+    let sender = &sender.as_bytes()[..sender.len().min(usize::from(u16::MAX))];
+    let mut b = BytesMut::with_capacity(HEADER_LEN + sender.len() + 4 + body_len);
+    b.put_bytes(0, MAC_LEN);
+    b.put_u8(VERSION);
+    b.put_u8(kind);
+    b.put_u64(timestamp_ms);
+    b.put_u64(nonce);
+    b.put_u16(sender.len() as u16);
+    b.put_slice(sender);
+    b
+}
+
+fn put_count(b: &mut BytesMut, n: usize) {
+    b.put_u32(u32::try_from(n).unwrap_or(u32::MAX));
+}
+
+fn put_bytes(b: &mut BytesMut, data: &[u8]) {
+    b.put_u32(u32::try_from(data.len()).unwrap_or(u32::MAX));
+    b.put_slice(data);
+}
+
+fn seal(secret: &Secret, mut b: BytesMut, bound: Option<&[u8; MAC_LEN]>) -> ([u8; MAC_LEN], Bytes) {
+    let mac = secret.mac(&b[MAC_LEN..], bound);
+    b[..MAC_LEN].copy_from_slice(&mac);
+    (mac, b.freeze())
+}
+
+struct Header {
+    mac: [u8; MAC_LEN],
+    timestamp_ms: u64,
+    sender: String,
+    body_at: usize,
+}
+
+fn parse_header(message: &Bytes, kind: u8) -> Result<Header, WireError> {
+    if message.len() < HEADER_LEN {
+        return Err(WireError::Malformed);
+    }
+    let mut mac = [0u8; MAC_LEN];
+    mac.copy_from_slice(&message[..MAC_LEN]);
+    let mut r = &message[MAC_LEN..];
+    if r.get_u8() != VERSION || r.get_u8() != kind {
+        return Err(WireError::Malformed);
+    }
+    let timestamp_ms = r.get_u64();
+    let _nonce = r.get_u64();
+    let sender_len = usize::from(r.get_u16());
+    if r.len() < sender_len {
+        return Err(WireError::Malformed);
+    }
+    let sender = std::str::from_utf8(&r[..sender_len])
+        .map_err(|_| WireError::Malformed)?
+        .to_string();
+    Ok(Header {
+        mac,
+        timestamp_ms,
+        sender,
+        body_at: HEADER_LEN + sender_len,
+    })
+}
+
+fn take_count(body: &mut Bytes) -> Result<usize, WireError> {
+    if body.remaining() < 4 {
+        return Err(WireError::Malformed);
+    }
+    Ok(body.get_u32() as usize)
+}
+
+fn take_bytes(body: &mut Bytes) -> Result<Bytes, WireError> {
+    if body.remaining() < 4 {
+        return Err(WireError::Malformed);
+    }
+    let len = body.get_u32() as usize;
+    if body.remaining() < len {
+        return Err(WireError::Malformed);
+    }
+    Ok(body.split_to(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(fill: u8) -> Secret {
+        Secret::new(&[fill; 32]).expect("32 bytes")
+    }
+
+    fn items() -> Vec<Item> {
+        vec![
+            Item {
+                op: Op::Ask,
+                data: Bytes::from_static(b"key-1"),
+            },
+            Item {
+                op: Op::Gossip,
+                data: Bytes::new(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_request_and_its_reply_round_trip() {
+        let s = secret(7);
+        let (mac, msg) = seal_request(&s, "127.0.0.1:7946", 1_000_000, 9, &items());
+        let opened = open_request(&s, &msg, 1_000_000 + 4_999).expect("opens");
+        assert_eq!(opened.items, items());
+        assert_eq!(opened.sender, "127.0.0.1:7946");
+        assert_eq!(opened.mac, mac);
+        let replies = vec![Bytes::from_static(b"ok"), Bytes::new()];
+        let reply = seal_reply(&s, "127.0.0.1:7947", 1_000_001, &mac, &replies);
+        assert_eq!(open_reply(&s, &reply, &mac), Ok(replies));
+    }
+
+    #[test]
+    fn wrong_secret_stale_time_and_altered_bytes_are_refused() {
+        let s = secret(7);
+        let (mac, msg) = seal_request(&s, "a", 1_000_000, 1, &items());
+        assert_eq!(
+            open_request(&secret(8), &msg, 1_000_000).err(),
+            Some(WireError::BadMac)
+        );
+        assert_eq!(
+            open_request(&s, &msg, 1_000_000 + 5_001).err(),
+            Some(WireError::Stale)
+        );
+        assert_eq!(
+            open_request(&s, &msg, 1_000_000 - 5_001).err(),
+            Some(WireError::Stale)
+        );
+        let mut altered = msg.to_vec();
+        *altered.last_mut().expect("not empty") ^= 1;
+        assert_eq!(
+            open_request(&s, &Bytes::from(altered), 1_000_000).err(),
+            Some(WireError::BadMac)
+        );
+        let reply = seal_reply(&s, "b", 1_000_000, &mac, &[]);
+        let (other, _) = seal_request(&s, "a", 1_000_000, 2, &items());
+        assert_eq!(
+            open_reply(&s, &reply, &other).err(),
+            Some(WireError::BadMac),
+            "a reply answers one request only"
+        );
+    }
+
+    #[test]
+    fn truncated_messages_are_malformed_not_panics() {
+        let s = secret(7);
+        let (_, msg) = seal_request(&s, "a", 1_000_000, 1, &items());
+        for len in 0..msg.len() {
+            assert!(
+                open_request(&s, &msg.slice(..len), 1_000_000).is_err(),
+                "{len}"
+            );
+        }
+        assert!(Secret::new(&[1; 31]).is_none());
+    }
+}
