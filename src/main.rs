@@ -49,7 +49,7 @@ enum Command {
     },
     /// Run the shipped config against a built-in sample upstream and show what happens.
     Demo,
-    /// Compare the decision sites (central, static L/N, leases) on one virtual-clock trace.
+    /// Compare the decision sites (central, static L/N, leases, owner, gossip) on one virtual-clock trace.
     Simulate(SimulateArgs),
     /// Write a self-signed development certificate for localhost.
     #[cfg(feature = "dev-certs")]
@@ -99,6 +99,12 @@ struct SimulateArgs {
     /// Runs per design for the decisions/s column.
     #[arg(long, default_value_t = 20)]
     reps: usize,
+    /// Gossip: push intervals, one row each.
+    #[arg(long, value_delimiter = ',', default_value = "5ms,20ms,100ms", value_parser = humantime::parse_duration)]
+    gossip_interval: Vec<std::time::Duration>,
+    /// Gossip: network delay of a push to a peer.
+    #[arg(long, default_value = "1ms", value_parser = humantime::parse_duration)]
+    peer_delay: std::time::Duration,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -155,6 +161,18 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         humantime::format_duration(a.lease_ttl),
         humantime::format_duration(a.lease_target)
     );
+    for &d in &a.gossip_interval {
+        anyhow::ensure!(
+            span.contains(&d),
+            "--gossip-interval must be at least 1ms and at most 1h (got {})",
+            humantime::format_duration(d)
+        );
+    }
+    anyhow::ensure!(
+        a.peer_delay <= std::time::Duration::from_secs(3600),
+        "--peer-delay must be at most 1h (got {})",
+        humantime::format_duration(a.peer_delay)
+    );
     let options = tollgate::simulate::Options {
         weights,
         requests: a.requests,
@@ -168,6 +186,8 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
             target: a.lease_target,
         },
         reps: a.reps,
+        gossip_intervals: a.gossip_interval,
+        peer_delay: a.peer_delay,
     };
     let report = tollgate::simulate::run(&options);
     if a.json {

@@ -31,6 +31,10 @@ fn plot_writes_an_svg() {
         "static L/N",
         "lease x20 (seed)",
         "tollgate lease",
+        "owner",
+        "gossip 5ms",
+        "gossip 20ms",
+        "gossip 100ms",
     ] {
         assert!(svg.contains(design), "the plot has no `{design}`");
     }
@@ -103,6 +107,16 @@ fn bad_options_fail_with_a_message() {
             "--lease-ttl (50ms) must be no shorter than --lease-target (100ms)",
         ),
         (&["--lease-ttl", "soon"], "--lease-ttl"),
+        (
+            &["--gossip-interval", "0s"],
+            "--gossip-interval must be at least 1ms and at most 1h",
+        ),
+        (
+            &["--gossip-interval", "5ms,2h"],
+            "--gossip-interval must be at least 1ms and at most 1h",
+        ),
+        (&["--gossip-interval", "often"], "--gossip-interval"),
+        (&["--peer-delay", "2h"], "--peer-delay must be at most 1h"),
         (&["--seed", "0xZZ"], "--seed"),
     ];
     for (args, message) in cases {

@@ -1,11 +1,13 @@
-//! The four designs the simulator compares, each driving production code on the virtual
-//! clock: the policy's own GCRA (`PolicyRuntime`) for central and for the L/N split, the
-//! lease site's node book (`limit::lease::book`) and grant rule (`MemoryCoordinator`) for
-//! tollgate's lease. Only the design document's lease ×20 is a model written here: it is
-//! the baseline being beaten, not something tollgate ships.
+//! The designs the simulator compares, each driving production code on the virtual
+//! clock where tollgate has it: the policy's own GCRA (`PolicyRuntime`) for central, for the
+//! L/N split and for the owner of route-by-key, the lease site's node book
+//! (`limit::lease::book`) and grant rule (`MemoryCoordinator`) for tollgate's lease. The
+//! design document's lease ×20 is a model written here (the baseline being beaten), and so
+//! is gossip's exchange of counts (`designs_peer.rs`).
 
 use std::num::NonZeroU32;
 
+use super::designs_peer;
 use super::trace::Arrival;
 use crate::config::{LeaseKnobs, Policy};
 use crate::limit::algorithm::Verdict;
@@ -20,6 +22,9 @@ pub struct Run {
     pub admitted: Vec<bool>,
     /// Coordinator (store) calls.
     pub calls: u64,
+    /// Peer messages: an owner ask (one call, its answer included) or one gossip push to
+    /// one peer.
+    pub peer: u64,
 }
 
 /// The designs, in the order of the table.
@@ -29,22 +34,44 @@ pub enum Design {
     Split,
     SeedLease,
     Lease,
+    /// Route by key: the key's owner decides, non-owners ask it.
+    Owner,
+    /// Gossip counters: pushes every `interval` ns, each arriving `delay` ns after it is sent.
+    Gossip {
+        interval: Nanos,
+        delay: Nanos,
+    },
 }
 
 impl Design {
-    pub const ALL: [Design; 4] = [
+    /// The designs without a parameter, in the order of the table.
+    pub const FIXED: [Design; 5] = [
         Design::Central,
         Design::Split,
         Design::SeedLease,
         Design::Lease,
+        Design::Owner,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// Every row of the table: the fixed designs, then gossip at each interval.
+    pub fn all(gossip_intervals: &[Nanos], delay: Nanos) -> Vec<Design> {
+        let gossip = gossip_intervals
+            .iter()
+            .map(|&interval| Design::Gossip { interval, delay });
+        Design::FIXED.into_iter().chain(gossip).collect()
+    }
+
+    pub fn name(self) -> String {
         match self {
-            Design::Central => "central",
-            Design::Split => "static L/N",
-            Design::SeedLease => "lease x20 (seed)",
-            Design::Lease => "tollgate lease",
+            Design::Central => "central".into(),
+            Design::Split => "static L/N".into(),
+            Design::SeedLease => "lease x20 (seed)".into(),
+            Design::Lease => "tollgate lease".into(),
+            Design::Owner => "owner".into(),
+            Design::Gossip { interval, .. } => format!(
+                "gossip {}",
+                humantime::format_duration(std::time::Duration::from_nanos(interval))
+            ),
         }
     }
 
@@ -55,16 +82,30 @@ impl Design {
             Design::Split => split(policy, nodes, trace),
             Design::SeedLease => seed_lease(policy, nodes, trace),
             Design::Lease => lease(policy, nodes, trace),
+            Design::Owner => designs_peer::owner(policy, nodes, trace),
+            Design::Gossip { interval, delay } => {
+                designs_peer::gossip(policy, nodes, trace, interval, delay)
+            }
         }
     }
 }
 
 /// Every request asks the one shared state: one call each.
 fn central(policy: &Policy, trace: &[Arrival]) -> Run {
+    Run {
+        admitted: exact(policy, trace),
+        calls: trace.len() as u64,
+        peer: 0,
+    }
+}
+
+/// The policy's own GCRA deciding every arrival of `trace` against one state: what the
+/// store does for central, and what the key's owner does for route by key.
+pub(super) fn exact(policy: &Policy, trace: &[Arrival]) -> Vec<bool> {
     let rt = runtime(policy, 1);
     let alg = rt.base();
     let mut state: Option<AnyState> = None;
-    let admitted = trace
+    trace
         .iter()
         .map(|a| {
             let d = alg.decide(state, 1, a.at);
@@ -74,11 +115,7 @@ fn central(policy: &Policy, trace: &[Arrival]) -> Run {
             }
             ok
         })
-        .collect();
-    Run {
-        admitted,
-        calls: trace.len() as u64,
-    }
+        .collect()
 }
 
 /// Each node alone at limit/N, burst/N: the gateway's `site = "split"` algorithm.
@@ -97,7 +134,11 @@ fn split(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
             ok
         })
         .collect();
-    Run { admitted, calls: 0 }
+    Run {
+        admitted,
+        calls: 0,
+        peer: 0,
+    }
 }
 
 /// The design document's lease: 20 cells that conform *now*, valid 50 ms; an empty
@@ -139,6 +180,7 @@ fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     Run {
         admitted,
         calls: c.calls(),
+        peer: 0,
     }
 }
 
@@ -168,6 +210,7 @@ fn lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     Run {
         admitted,
         calls: c.calls(),
+        peer: 0,
     }
 }
 

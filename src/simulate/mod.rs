@@ -4,9 +4,11 @@
 //!
 //! The default run is the design document's experiment (8 nodes, 20 000 requests at
 //! 2 000/s against 1 000/s with burst 96, weights 40/20/10/10/5/5/5/5) and reproduces its
-//! published figures for central, static L/N and lease ×20.
+//! published figures for central, static L/N and lease ×20. Beside them: route by key
+//! (`owner`) and gossip counters at several push intervals (`designs_peer.rs`).
 
 mod designs;
+mod designs_peer;
 #[cfg(feature = "plot")]
 mod plot;
 mod report;
@@ -19,7 +21,7 @@ pub use designs::{Design, Run};
 pub use report::{Report, Row};
 
 use crate::config::{AlgorithmName, LeaseKnobs, Policy, Site};
-use crate::limit::clock::Nanos;
+use crate::limit::clock::{Nanos, duration_to_nanos};
 
 /// Width of the bins of the "worst 100 ms" column and of the plot.
 pub const BIN: Nanos = 100_000_000;
@@ -43,6 +45,10 @@ pub struct Options {
     pub lease: LeaseKnobs,
     /// Runs per design for the decisions-per-second column.
     pub reps: usize,
+    /// Gossip: one row per push interval.
+    pub gossip_intervals: Vec<Duration>,
+    /// Gossip: how long a push takes to reach a peer.
+    pub peer_delay: Duration,
 }
 
 impl Default for Options {
@@ -56,6 +62,8 @@ impl Default for Options {
             seed: trace::SEED,
             lease: LeaseKnobs::default(),
             reps: 20,
+            gossip_intervals: [5, 20, 100].map(Duration::from_millis).to_vec(),
+            peer_delay: Duration::from_millis(1),
         }
     }
 }
@@ -92,13 +100,21 @@ pub fn run(o: &Options) -> Report {
     let tr = trace::trace(o.requests, o.interval(), &o.weights, o.seed);
     let end = tr.last().map_or(0, |a| a.at);
     let policy = o.policy();
+    // What the policy admits from 0 to `t`: the bound at `t`.
+    let cap = |t: Nanos| {
+        u64::from(o.burst.get())
+            + (u128::from(t) * u128::from(o.limit.get()) / 1_000_000_000) as u64
+    };
     // The most any GCRA of this quota can admit by `end` (or everything, under it).
-    let bound = (u64::from(o.burst.get())
-        + (u128::from(end) * u128::from(o.limit.get()) / 1_000_000_000) as u64)
-        .min(tr.len() as u64);
-    let rows = Design::ALL
+    let bound = cap(end).min(tr.len() as u64);
+    let intervals: Vec<Nanos> = o
+        .gossip_intervals
         .iter()
-        .map(|&d| {
+        .map(|&d| duration_to_nanos(d))
+        .collect();
+    let rows = Design::all(&intervals, duration_to_nanos(o.peer_delay))
+        .into_iter()
+        .map(|d| {
             let started = Instant::now();
             let mut run = d.run(&policy, o.weights.len(), &tr);
             for _ in 1..o.reps.max(1) {
@@ -110,6 +126,7 @@ pub fn run(o: &Options) -> Report {
                 &run,
                 &tr,
                 bound,
+                cap,
                 o.reps.max(1) as f64 * tr.len() as f64 / secs,
             )
         })
@@ -123,6 +140,7 @@ pub fn run(o: &Options) -> Report {
         burst: o.burst.get(),
         seed: o.seed,
         bound,
+        peer_delay_ns: duration_to_nanos(o.peer_delay),
         rows,
     }
 }
