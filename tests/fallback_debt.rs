@@ -137,3 +137,64 @@ async fn the_fleet_admits_nothing_more_after_the_outage(algorithm: &str, site: &
         "{algorithm}: the store holds 6 + {during} spent of 30, yet the fleet admitted {after} more"
     );
 }
+
+/// A fail-closed route that shares a key with a `local` one answers as soon as the store
+/// does: its request pays what the key owes (one debit call) and is then decided in the
+/// store, rather than being refused until a background payment lands. Membership beats
+/// only hourly here, so nothing else pays it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fail_closed_route_pays_a_shared_key_and_answers() {
+    let mut redis = RedisServer::start_persistent();
+    let cfg = fleet(echo_upstream().await, "heartbeat = \"1h\"")
+        .patient_redis(&redis.url(), "200ms")
+        .policy(
+            "shared",
+            &["ip"],
+            "gcra",
+            30,
+            "1h",
+            "burst = 30\nsite = \"central\"",
+        )
+        .route("local", &["shared"], "local")
+        .route("closed", &["shared"], "closed")
+        .build();
+    let gw = Gateway::start(&cfg).await;
+    let (addr, admin) = (gw.addrs.listen, gw.addrs.admin_listen.unwrap());
+    let decided = |ip: &'static str| async move {
+        let r = get_as(addr, "/closed", ip, None).await;
+        (r.status(), r.headers().contains_key("ratelimit"))
+    };
+    assert_eq!(decided(CLIENT).await, (StatusCode::OK, true));
+    redis.stop();
+    assert_eq!(admitted(addr, 3, "/local").await, 3, "the fallback admits");
+    redis.start_again();
+    // Another client's key owes nothing: once it is decided, the store answers.
+    eventually("the store answers", Duration::from_secs(5), || async {
+        decided("198.51.100.8").await == (StatusCode::OK, true)
+    })
+    .await;
+    assert_eq!(
+        decided(CLIENT).await,
+        (StatusCode::OK, true),
+        "the owed key was refused although the store answers"
+    );
+    let m = metrics_text(admin).await;
+    assert!(
+        m.contains("tollgate_store_debt_keys 0"),
+        "the debt was paid"
+    );
+    assert!(
+        metric_sum(&m, "tollgate_store_calls_total{op=\"debit\"}") >= 1.0,
+        "one debit call"
+    );
+    // The store counted 1 + 3 (fallback) + 1: the key has 25 left of 30.
+    let tat: f64 = redis
+        .cli(&["GET", &format!("tg:shared:ip:{CLIENT}")])
+        .parse()
+        .unwrap();
+    let time = redis.cli(&["TIME"]);
+    let mut t = time.lines().map(|l| l.trim().parse::<f64>().unwrap());
+    let now = t.next().unwrap() * 1e6 + t.next().unwrap();
+    let cells = ((tat - now) / 120e6).round();
+    assert_eq!(cells, 5.0, "spent cells as the store counts them");
+}

@@ -192,9 +192,9 @@ impl CentralSite {
         items: &[CentralItem],
     ) -> Result<Vec<CentralResult>, StoreError> {
         // What the fallback spent first: the store must count it before deciding again.
-        if self.store.unsettled(items.iter().map(|it| it.key.as_str())) {
-            return Err(StoreError::Unsettled);
-        }
+        self.store
+            .settle(items.iter().map(|it| it.key.as_str()))
+            .await?;
         if !self.cluster {
             let reply = self.call("check", items).await;
             if let Err(e) = &reply {

@@ -86,13 +86,12 @@ impl LeaseSite {
                 let keys = [store.key(&it.key)];
                 // Not before the store has counted what the fallback spent
                 // (`store/debts.rs`).
-                if store.unsettled(keys.iter().map(String::as_str)) {
-                    Err(StoreError::Unsettled)
-                } else {
-                    store
+                match store.settle(keys.iter().map(String::as_str)).await {
+                    Ok(()) => store
                         .eval_script(script, "lease", &keys, &args)
                         .await
-                        .and_then(|r| decode(&r))
+                        .and_then(|r| decode(&r)),
+                    Err(e) => Err(e),
                 }
             }
         };

@@ -6,24 +6,25 @@
 //! back decides centrally on a key whose budget the fleet already spent during the outage,
 //! while its peers still spend their fallback shares (measured before: 1.66× the limit
 //! around an outage). With it, each owed key is debited (`central/check.lua`, op `debit`)
-//! before this node decides that key in the store again: a site asks
-//! [`RedisStore::unsettled`] first and treats an owed key as a store failure (the route's
-//! `on_store_error` decides it meanwhile). Keys that owe nothing are never held up: on a
-//! Redis Cluster a debt on a dead master stops only that master's keys.
+//! before this node decides that key in the store again: a site calls
+//! [`RedisStore::settle`] with its keys first, which pays what those keys owe in one call
+//! (a key another payment carries is a store failure for the moment: the route's
+//! `on_store_error` decides it). Keys that owe nothing are never held up: on a Redis
+//! Cluster a debt on a dead master stops only that master's keys, and a fail-closed route
+//! sharing a key with a `local` one answers as soon as the store does.
 //!
-//! Payments run in one background task at a time (started by a request that finds debts,
-//! or by membership's heartbeat, at most every [`PAY_EVERY`]), never on a request's clock:
-//! each snapshot is grouped by slot and paid in calls of [`CHUNK`] keys, a call that fails
-//! leaves its keys owed for the next attempt, and a call that timed out counts as paid (it
-//! was sent and almost surely ran: paying it again would multiply the debt, while the rare
-//! debit that never ran under-counts by at most that key's fallback share).
+//! Membership's heartbeat also pays everything owed in the background (at most every
+//! [`PAY_EVERY`]), so debts are paid with no traffic too. Payments go by slot group in calls
+//! of [`CHUNK`] keys; a call that fails leaves its keys owed, and a call that timed out
+//! counts as paid (it was sent and almost surely ran: paying it again would multiply the
+//! debt, while the rare debit that never ran under-counts by at most that key's share).
 //!
 //! The book is bounded: past [`MAX_DEBT_KEYS`] keys, new keys' spends are dropped and
 //! counted (`tollgate_store_debt_dropped_total`): a flood of distinct keys during an
 //! outage cannot grow memory, and each such key can over-admit by at most its fallback
 //! share.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -55,14 +56,30 @@ impl Debt {
     }
 }
 
-/// Per key: the debt to pay (its cost is the sum owed).
+/// Per key: the debt to pay (its cost is the sum owed), and which keys a payment is
+/// carrying now (no second payment may take them, and nobody decides them meanwhile).
+#[derive(Default)]
+struct Book {
+    owed: HashMap<String, Debt>,
+    paying: HashSet<String>,
+}
+
+/// What a request's keys owe, as [`Debts::claim`] finds it.
+pub(super) enum Claim {
+    Nothing,
+    /// Another payment carries one of them: wait for it (decide without the store).
+    Busy,
+    /// These are now this caller's to pay.
+    Take(Vec<Debt>),
+}
+
 pub(super) struct Debts {
-    book: Mutex<HashMap<String, Debt>>,
+    book: Mutex<Book>,
     /// Whether the book may hold anything: the request path reads only this flag.
     owing: AtomicBool,
-    /// A payment task runs.
+    /// A background payment task runs.
     paying: AtomicBool,
-    /// When the last payment started (clock nanos), to space attempts out.
+    /// When the last background payment started (clock nanos), to space attempts out.
     last_try: AtomicU64,
     /// The script whose `debit` op pays (see [`RedisStore::new`]).
     debit: Script,
@@ -83,7 +100,7 @@ impl Debts {
         self.owing.load(Ordering::Acquire)
     }
 
-    fn book(&self) -> std::sync::MutexGuard<'_, HashMap<String, Debt>> {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -91,51 +108,78 @@ impl Debts {
     /// is full (dropped).
     pub fn record(&self, debt: Debt) -> Option<usize> {
         let mut book = self.book();
-        let len = book.len();
-        match book.get_mut(&debt.key) {
+        let len = book.owed.len();
+        match book.owed.get_mut(&debt.key) {
             Some(owed) => owed.params[4] += debt.params[4],
             None if len < MAX_DEBT_KEYS => {
-                book.insert(debt.key.clone(), debt);
+                book.owed.insert(debt.key.clone(), debt);
             }
             None => return None,
         }
         self.owing.store(true, Ordering::Release);
-        Some(book.len())
+        Some(book.owed.len())
     }
 
-    /// Whether any of `keys` owes.
-    pub fn owes<'k>(&self, mut keys: impl Iterator<Item = &'k str>) -> bool {
-        if !self.owing() {
-            return false;
+    /// What `keys` owe, claimed for the caller to pay.
+    pub fn claim<'k>(&self, keys: impl Iterator<Item = &'k str>) -> Claim {
+        let mut book = self.book();
+        let mut take = Vec::new();
+        for k in keys {
+            if book.paying.contains(k) {
+                return Claim::Busy;
+            }
+            if let Some(d) = book.owed.get(k) {
+                take.push(d.clone());
+            }
         }
-        let book = self.book();
-        keys.any(|k| book.contains_key(k))
+        if take.is_empty() {
+            return Claim::Nothing;
+        }
+        book.paying.extend(take.iter().map(|d| d.key.clone()));
+        Claim::Take(take)
     }
 
-    /// Everything owed now (the book keeps it until it is paid).
-    fn snapshot(&self) -> Vec<Debt> {
-        self.book().values().cloned().collect()
+    /// Everything owed that no payment carries yet, claimed.
+    fn claim_all(&self) -> Vec<Debt> {
+        let mut book = self.book();
+        let take: Vec<Debt> = book
+            .owed
+            .values()
+            .filter(|d| !book.paying.contains(&d.key))
+            .cloned()
+            .collect();
+        book.paying.extend(take.iter().map(|d| d.key.clone()));
+        take
     }
 
     /// These debts reached the store: take their costs off (a key may have owed more
-    /// since the snapshot). Returns the keys still owed.
+    /// since the claim). Returns the keys still owed.
     fn paid(&self, debts: &[Debt]) -> usize {
         let mut book = self.book();
         for d in debts {
-            if let Some(owed) = book.get_mut(&d.key) {
+            book.paying.remove(&d.key);
+            if let Some(owed) = book.owed.get_mut(&d.key) {
                 owed.params[4] -= d.params[4];
                 if owed.params[4] <= 0.0 {
-                    book.remove(&d.key);
+                    book.owed.remove(&d.key);
                 }
             }
         }
-        self.owing.store(!book.is_empty(), Ordering::Release);
-        book.len()
+        self.owing.store(!book.owed.is_empty(), Ordering::Release);
+        book.owed.len()
+    }
+
+    /// A payment of these failed: still owed, free to be claimed again.
+    fn unclaim(&self, debts: &[Debt]) {
+        let mut book = self.book();
+        for d in debts {
+            book.paying.remove(&d.key);
+        }
     }
 
     #[cfg(test)]
     fn owed(&self, key: &str) -> Option<f64> {
-        self.book().get(key).map(|d| d.params[4])
+        self.book().owed.get(key).map(|d| d.params[4])
     }
 }
 
@@ -155,18 +199,33 @@ impl RedisStore {
         }
     }
 
-    /// Whether any of `keys` (full store keys) still owes the fallback's admissions: the
-    /// caller must not decide them in the store yet. Starts a payment when something is
-    /// owed. One atomic load when nothing is.
-    pub fn unsettled<'k>(self: &Arc<Self>, keys: impl Iterator<Item = &'k str>) -> bool {
+    /// Pay what `keys` (full store keys) owe for the fallback's admissions before the
+    /// caller decides them in the store: one debit call for this request's own keys
+    /// (nothing, one atomic load, when nothing is owed). `Unsettled` while another payment
+    /// carries one of them; the store's error when the debit fails. The call runs in its
+    /// own task: a request dropped meanwhile cannot leave its keys claimed forever.
+    pub async fn settle<'k>(
+        self: &Arc<Self>,
+        keys: impl Iterator<Item = &'k str>,
+    ) -> Result<(), StoreError> {
         if !self.debts.owing() {
-            return false;
+            return Ok(());
         }
-        self.start_paying();
-        self.debts.owes(keys)
+        let debts = match self.debts.claim(keys) {
+            Claim::Nothing => return Ok(()),
+            Claim::Busy => return Err(StoreError::Unsettled),
+            Claim::Take(debts) => debts,
+        };
+        let store = self.clone();
+        match tokio::spawn(async move { store.pay(debts).await }).await {
+            Ok(paid) => paid,
+            Err(e) => Err(StoreError::Redis(format!("debit task failed: {e}"))),
+        }
     }
 
-    /// Start a payment task unless one runs or the last started within [`PAY_EVERY`].
+    /// Start paying everything owed in the background (membership's heartbeat: debts are
+    /// paid even with no traffic), unless a payment runs or one started within
+    /// [`PAY_EVERY`].
     pub fn start_paying(self: &Arc<Self>) {
         let d = &self.debts;
         let now = self.clock.now();
@@ -186,14 +245,14 @@ impl RedisStore {
         };
         let store = self.clone();
         runtime.spawn(async move {
-            store.pay().await;
+            let _ = store.pay(store.debts.claim_all()).await;
             store.debts.paying.store(false, Ordering::Release);
         });
     }
 
-    /// One payment attempt over everything owed now, slot group by slot group.
-    async fn pay(&self) {
-        let owed = self.debts.snapshot();
+    /// Debit `owed` (claimed), slot group by slot group. A group whose call failed stays
+    /// owed (unclaimed, the first error returned); one that timed out counts as paid.
+    async fn pay(&self, owed: Vec<Debt>) -> Result<(), StoreError> {
         let mut groups: Vec<Vec<Debt>> = Vec::new();
         if self.is_cluster() {
             for idx in by_slot(owed.iter().map(|d| d.key.as_str())).values() {
@@ -205,6 +264,7 @@ impl RedisStore {
         } else {
             groups.extend(owed.chunks(CHUNK).map(<[Debt]>::to_vec));
         }
+        let mut failure = Ok(());
         for group in groups {
             let keys: Vec<String> = group.iter().map(|d| d.key.clone()).collect();
             let args: Vec<String> = group.iter().flat_map(Debt::args).collect();
@@ -217,9 +277,13 @@ impl RedisStore {
                     self.metrics.debt_keys(left);
                 }
                 // Still owed; other slot groups may still be paid.
-                Err(_) => {}
+                Err(e) => {
+                    self.debts.unclaim(&group);
+                    failure = failure.and(Err(e));
+                }
             }
         }
+        failure
     }
 }
 
@@ -242,17 +306,26 @@ mod tests {
         assert_eq!(d.record(item("k", 1.0)), Some(1));
         assert_eq!(d.record(item("k", 2.0)), Some(1));
         assert!(d.owing());
-        assert!(d.owes(["x", "k"].into_iter()));
-        assert!(!d.owes(["x"].into_iter()));
-        let snapshot = d.snapshot();
-        assert_eq!(snapshot[0].params[4], 3.0);
+        assert!(matches!(d.claim(["x"].into_iter()), Claim::Nothing));
+        let Claim::Take(taken) = d.claim(["x", "k"].into_iter()) else {
+            panic!("k owes");
+        };
+        assert_eq!(taken[0].params[4], 3.0);
+        // Carried by that payment: nobody else may take it or decide it meanwhile.
+        assert!(matches!(d.claim(["k"].into_iter()), Claim::Busy));
+        assert!(d.claim_all().is_empty());
         // Spent again while the payment was in flight: that much is still owed.
         d.record(item("k", 1.0));
-        assert_eq!(d.paid(&snapshot), 1);
+        assert_eq!(d.paid(&taken), 1);
         assert_eq!(d.owed("k"), Some(1.0));
-        assert_eq!(d.paid(&[item("k", 1.0)]), 0);
+        // A failed payment leaves it owed and free to claim again.
+        let again = d.claim_all();
+        d.unclaim(&again);
+        assert_eq!(d.owed("k"), Some(1.0));
+        let again = d.claim_all();
+        assert_eq!(d.paid(&again), 0);
         assert!(!d.owing());
-        assert!(!d.owes(["k"].into_iter()));
+        assert!(matches!(d.claim(["k"].into_iter()), Claim::Nothing));
     }
 
     #[test]
