@@ -1,8 +1,8 @@
 //! The store's scripts against a real Redis: `lease.lua` grants what the Rust grant rule
 //! (`grant.rs`, the memory store's and the simulator's coordinator) grants for the same
 //! state and time, keeps its state in the format `check.lua`'s GCRA keeps (so either can
-//! read a key the other wrote) with a TTL until the key is full again, and
-//! `membership.lua` counts joins and leaves and drops members whose TTL has passed.
+//! read a key the other wrote) with a TTL until the key is full again. (`membership.lua`:
+//! `membership_script.rs`.)
 
 mod common;
 
@@ -16,7 +16,6 @@ use tollgate::limit::clock::Nanos;
 use tollgate::limit::lease::LEASE_LUA;
 use tollgate::limit::lease::{Grant, grant};
 use tollgate::limit::lease::{LeaseParams, RefillAsk};
-use tollgate::limit::membership::MEMBERSHIP_LUA;
 
 /// 1000/s: one cell every 1000 µs.
 const INTERVAL_US: i64 = 1_000;
@@ -351,106 +350,4 @@ async fn lease_and_central_gcra_read_each_others_keys() {
         "central on a leased-out key, {} µs after the lease",
         checked_at - emptied.now_us
     );
-}
-
-/// `membership.lua` as membership.rs calls it: the op label, then join/leave, member,
-/// ttl_ms; returns (members, other live members with the same node id).
-async fn membership_twins(
-    conn: &mut MultiplexedConnection,
-    op: &str,
-    id: &str,
-    ttl_ms: u64,
-) -> (i64, i64) {
-    let reply: Vec<i64> = redis::Script::new(MEMBERSHIP_LUA)
-        .key("members")
-        .arg("membership")
-        .arg(op)
-        .arg(id)
-        .arg(ttl_ms)
-        .invoke_async(conn)
-        .await
-        .expect("membership.lua runs");
-    match reply[..] {
-        [n, twins] => (n, twins),
-        _ => panic!("membership.lua replied {reply:?}, not {{members, twins}}"),
-    }
-}
-
-async fn membership(conn: &mut MultiplexedConnection, op: &str, id: &str, ttl_ms: u64) -> i64 {
-    membership_twins(conn, op, id, ttl_ms).await.0
-}
-
-/// Two processes started from one config share a node id: they are two members (N stays
-/// right, where one member would give each of them the whole limit), and each learns that
-/// the other exists.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_with_one_node_id_are_two_members() {
-    let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
-    assert_eq!(
-        membership_twins(&mut conn, "join", "gw#1", 30_000).await,
-        (1, 0)
-    );
-    assert_eq!(
-        membership_twins(&mut conn, "join", "gw#2", 30_000).await,
-        (2, 1)
-    );
-    assert_eq!(
-        membership_twins(&mut conn, "join", "gw#1", 30_000).await,
-        (2, 1)
-    );
-    // A node id that merely starts with the same letters is someone else.
-    assert_eq!(
-        membership_twins(&mut conn, "join", "gw2#1", 30_000).await,
-        (3, 0)
-    );
-    assert_eq!(
-        membership_twins(&mut conn, "leave", "gw#2", 30_000).await.0,
-        2
-    );
-    assert_eq!(
-        membership_twins(&mut conn, "join", "gw#1", 30_000).await,
-        (2, 0)
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn membership_counts_joins_leaves_and_expiry() {
-    const LONG_MS: u64 = 30_000;
-    let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
-
-    assert_eq!(membership(&mut conn, "join", "a", LONG_MS).await, 1);
-    assert_eq!(membership(&mut conn, "join", "b", LONG_MS).await, 2);
-    // Renewing is not joining twice.
-    assert_eq!(membership(&mut conn, "join", "a", LONG_MS).await, 2);
-    assert_eq!(membership(&mut conn, "leave", "a", LONG_MS).await, 1);
-    // Leaving twice, or a node never seen, changes nothing.
-    assert_eq!(membership(&mut conn, "leave", "a", LONG_MS).await, 1);
-    assert_eq!(redis.cli(&["ZRANGE", "members", "0", "-1"]), "b");
-
-    // `c` stops beating after one join with a 100 ms TTL: `b`'s next beat after that drops
-    // it. Poll with b's beats until then (bounded), rather than sleeping a guessed time.
-    let joined = Instant::now();
-    assert_eq!(membership(&mut conn, "join", "c", 100).await, 2);
-    let deadline = joined + Duration::from_secs(2);
-    let dropped_after = loop {
-        let n = membership(&mut conn, "join", "b", LONG_MS).await;
-        if n == 1 {
-            break joined.elapsed();
-        }
-        assert_eq!(n, 2, "members while c is alive");
-        assert!(
-            Instant::now() < deadline,
-            "c was not dropped within 2 s of its 100 ms TTL"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    // Not before its TTL (Redis TIME has ms resolution; allow for that).
-    assert!(
-        dropped_after >= Duration::from_millis(95),
-        "c dropped after {dropped_after:?}, before its 100 ms TTL"
-    );
-    assert_eq!(redis.cli(&["ZRANGE", "members", "0", "-1"]), "b");
-    assert_eq!(redis.cli(&["ZSCORE", "members", "c"]), "");
 }
