@@ -10,6 +10,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
+use super::BACKGROUND_TIMEOUT;
 use crate::config::{Store, StoreKind};
 
 /// Single server or cluster; both speak `ConnectionLike`.
@@ -43,7 +44,7 @@ impl Connection {
                 let client = redis::Client::open(info)?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(connect_timeout))
-                    .set_response_timeout(Some(store.timeout))
+                    .set_response_timeout(Some(store.timeout.max(BACKGROUND_TIMEOUT)))
                     // One connect attempt per reconnect, no backoff: a refused connect is
                     // reported at once, and the store's pings retry every 100 ms anyway.
                     .set_number_of_retries(0)
@@ -55,7 +56,7 @@ impl Connection {
             StoreKind::RedisCluster => {
                 let mut b = ClusterClient::builder(store.urls.iter().map(String::as_str))
                     .connection_timeout(connect_timeout)
-                    .response_timeout(store.timeout)
+                    .response_timeout(store.timeout.max(BACKGROUND_TIMEOUT))
                     .retries(1);
                 if let Some(p) = &store.password {
                     b = b.password(p.clone());

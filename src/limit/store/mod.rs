@@ -53,8 +53,10 @@ use crate::limit::clock::{Clock, duration_to_nanos};
 /// How often a worker pings the store while the breaker is open: well inside the 1 s the
 /// README promises for resuming decisions.
 const PING_EVERY: Duration = Duration::from_millis(100);
-/// The deadline of calls no request waits on (undos, debits), when `[store] timeout` is shorter.
-const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
+/// The deadline of calls no request waits on (undos), when `[store] timeout` is shorter; also the connections' own response timeout, so that a call queued behind a
+/// stalled one is still written (an undo must follow the call it undoes). Requests are held
+/// to `[store] timeout` by `invoke`, whatever the connection waits.
+pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a store call produced no answer. Every one of these means "decide without the store"
 /// (the route's `on_store_error`), never a hung or failed request.
@@ -198,11 +200,11 @@ impl RedisStore {
         // A refund or release run twice would give back twice (over-admit); anything
         // else run twice only spends twice, which can under-admit, never over-admit.
         let may_repeat = !matches!(op, "refund" | "release");
-        // Undos and debits run in their own tasks, no request waits on them: give them
-        // time, so that one sent while Redis is briefly stalled is not dropped before it
-        // is written (which would leave a reservation or a slot stranded).
+        // Undos run in their own tasks, no request waits on them: give them time. (A
+        // debit may be on a request's path: it keeps the store timeout, and one that timed
+        // out counts as paid, see `debts.rs`.)
         let timeout = match op {
-            "refund" | "release" | "refund_if" | "debit" => s.timeout.max(BACKGROUND_TIMEOUT),
+            "refund" | "release" | "refund_if" => s.timeout.max(BACKGROUND_TIMEOUT),
             _ => s.timeout,
         };
         let outcome = self.invoke(&invocation, conn, may_repeat, timeout).await;
