@@ -30,13 +30,12 @@ pub struct Router {
 
 impl Router {
     pub fn new(config: &Config) -> Self {
-        let mut indexed: Vec<(usize, &Route)> = config.routes.iter().enumerate().collect();
-        indexed
-            .sort_by_key(|(i, r)| (r.host.is_none(), std::cmp::Reverse(r.path_prefix.len()), *i));
         Router {
-            routes: indexed
+            routes: config
+                .match_order()
                 .into_iter()
-                .map(|(index, r)| {
+                .map(|index| {
+                    let r = &config.routes[index];
                     Arc::new(RouteEntry {
                         index,
                         name: Arc::from(r.name.as_str()),

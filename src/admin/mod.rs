@@ -1,15 +1,19 @@
-//! The admin endpoints: health, readiness and metrics, served on their own listener
+//! The admin endpoints: health, readiness, metrics, the routing table (`/routes`) and the
+//! running config with its secrets masked (`/config`), served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
+
+mod views;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use prometheus_client::registry::Registry;
 
 use crate::body::{ResponseBody, full};
+use crate::config::Config;
 
 /// What the admin endpoints read.
 #[derive(Clone)]
@@ -18,6 +22,30 @@ pub struct State {
     pub registry: Arc<Registry>,
     /// Listeners bound and config loaded; false again while shutting down so balancers drain.
     pub ready: Arc<AtomicBool>,
+    /// `/routes` and `/config`, rendered once: the config does not change while running.
+    pub views: Arc<Views>,
+}
+
+/// The JSON bodies of `/routes` and `/config`.
+#[derive(Debug)]
+pub struct Views {
+    routes: Bytes,
+    config: Bytes,
+}
+
+impl Views {
+    /// Render both from the running config (secrets masked: see [`views`]).
+    pub fn new(config: &Config) -> Views {
+        let render = |v: serde_json::Value| {
+            let mut out = serde_json::to_vec_pretty(&v).unwrap_or_default();
+            out.push(b'\n');
+            Bytes::from(out)
+        };
+        Views {
+            routes: render(views::routes(config)),
+            config: render(views::config(config)),
+        }
+    }
 }
 
 /// Answer one admin request.
@@ -37,6 +65,8 @@ pub fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
             encode(&state.registry),
             "text/plain; version=0.0.4; charset=utf-8",
         ),
+        "/routes" => get_json(req.method(), &state.views.routes),
+        "/config" => get_json(req.method(), &state.views.config),
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
 }
@@ -47,6 +77,26 @@ fn encode(registry: &Registry) -> String {
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, registry);
     out
+}
+
+/// A JSON body for `GET`; any other method gets 405 with `Allow: GET`.
+fn get_json(method: &Method, body: &Bytes) -> Response<ResponseBody> {
+    if method != Method::GET {
+        let mut resp = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed\n".into(),
+            "text/plain",
+        );
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return resp;
+    }
+    let mut resp = Response::new(full(body.clone()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<ResponseBody> {

@@ -41,6 +41,20 @@ pub struct Config {
     pub cluster: Cluster,
 }
 
+impl Config {
+    /// Route indexes in the order requests are matched: a route with a `host` first, then
+    /// the longest `path_prefix`, then the order written (the router and the admin
+    /// `/routes` view both use it).
+    pub fn match_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.routes.len()).collect();
+        order.sort_by_key(|&i| {
+            let r = &self.routes[i];
+            (r.host.is_none(), std::cmp::Reverse(r.path_prefix.len()), i)
+        });
+        order
+    }
+}
+
 /// `[store]`, typed.
 #[derive(Clone)]
 pub struct Store {

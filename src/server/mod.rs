@@ -207,6 +207,7 @@ impl Server {
             let state = crate::admin::State {
                 registry: self.registry.clone(),
                 ready: self.ready.clone(),
+                views: Arc::new(crate::admin::Views::new(&self.config)),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, stop));
