@@ -172,6 +172,7 @@ const STORE_PASSWORD: &str = "store-pw-7QzK3vW9mX";
 const ACCOUNT_SECRET: &str = "account-secret-Jd82hLq0pR";
 const PEER_SECRET: &str = "peer-secret-Xb41nTe6cY-at-least-32-bytes-long";
 const URL_PASSWORD: &str = "url-pw-Hm5sPq2Lz";
+const ADMIN_TOKEN: &str = "admin-token-Wq93kd0Zs1";
 
 /// `tollgate serve -c config` with the secrets in its environment (a child process, so no
 /// test changes this process's environment); its admin address from the JSON log.
@@ -185,6 +186,7 @@ fn serve_with_secrets(config: &std::path::Path) -> GatewayProcess {
         .env("TG_ADMIN_TEST_STORE_PW", STORE_PASSWORD)
         .env("TG_ADMIN_TEST_ACCOUNT", ACCOUNT_SECRET)
         .env("TG_ADMIN_TEST_PEER", PEER_SECRET)
+        .env("TG_ADMIN_TEST_TOKEN", ADMIN_TOKEN)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -252,4 +254,59 @@ async fn config_shows_no_secret() {
     assert_eq!(v["routes"][0]["name"], "api");
     assert_eq!(v["policies"][0]["name"], "per_account");
     assert_eq!(v["policies"][0]["effective_site"], "local");
+}
+
+/// With `admin_token_env`, everything but health needs `Authorization: Bearer <token>`:
+/// balancers keep probing `/healthz` and `/readyz`; a missing or wrong token gets 401 with
+/// `WWW-Authenticate: Bearer`; `/config` masks the token itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_guards_everything_but_health() {
+    let toml = ConfigBuilder::new("admin_token_env = \"TG_ADMIN_TEST_TOKEN\"")
+        .upstream(dead_port().await)
+        .text("[[routes]]\nname = \"api\"\nupstream = \"app\"\n")
+        .build();
+    let gw = serve_with_secrets(&temp_file("token.toml", &toml));
+    let admin = gw.admin.expect("an admin listener");
+    let ask = |path: &'static str, token: Option<&'static str>| async move {
+        let mut req = http::Request::get(format!("http://{admin}{path}"));
+        if let Some(t) = token {
+            req = req.header(header::AUTHORIZATION, t);
+        }
+        send_h1(
+            admin,
+            req.body(http_body_util::Empty::<bytes::Bytes>::new())
+                .unwrap(),
+        )
+        .await
+    };
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(ask(path, None).await.status(), StatusCode::OK, "{path}");
+    }
+    let bearer = Box::leak(format!("Bearer {ADMIN_TOKEN}").into_boxed_str());
+    let near_miss = Box::leak(format!("Bearer {ADMIN_TOKEN}x").into_boxed_str());
+    for path in ["/metrics", "/routes", "/config"] {
+        for wrong in [
+            None,
+            Some("Bearer nope"),
+            Some(&*near_miss),
+            Some(ADMIN_TOKEN),
+        ] {
+            let resp = ask(path, wrong).await;
+            assert_eq!(
+                resp.status(),
+                StatusCode::UNAUTHORIZED,
+                "{path} with {wrong:?}"
+            );
+            assert_eq!(resp.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        }
+        assert_eq!(
+            ask(path, Some(bearer)).await.status(),
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    let body = text(ask("/config", Some(bearer)).await).await;
+    assert!(!body.contains(ADMIN_TOKEN), "the token in {body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["server"]["admin_token"], "***", "{v:#}");
 }

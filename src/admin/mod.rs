@@ -1,5 +1,6 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`) and the
-//! running config with its secrets masked (`/config`), served on their own listener
+//! running config with its secrets masked (`/config`); all but health behind the optional
+//! bearer token of `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
 
@@ -13,7 +14,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use prometheus_client::registry::Registry;
 
 use crate::body::{ResponseBody, full};
-use crate::config::Config;
+use crate::config::{AdminToken, Config};
 
 /// What the admin endpoints read.
 #[derive(Clone)]
@@ -24,6 +25,8 @@ pub struct State {
     pub ready: Arc<AtomicBool>,
     /// `/routes` and `/config`, rendered once: the config does not change while running.
     pub views: Arc<Views>,
+    /// `[server] admin_token_env`: what `/metrics`, `/routes` and `/config` require.
+    pub token: Option<AdminToken>,
 }
 
 /// The JSON bodies of `/routes` and `/config`.
@@ -50,7 +53,22 @@ impl Views {
 
 /// Answer one admin request.
 pub fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
-    match req.uri().path() {
+    let path = req.uri().path();
+    let open = matches!(path, "/healthz" | "/readyz");
+    if let (false, Some(token)) = (open, &state.token) {
+        let given = req.headers().get(header::AUTHORIZATION);
+        if !given.is_some_and(|v| token.admits(v.as_bytes())) {
+            let mut resp = text(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized\n".into(),
+                "text/plain",
+            );
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return resp;
+        }
+    }
+    match path {
         "/healthz" => text(StatusCode::OK, "ok\n".into(), "text/plain"),
         "/readyz" if state.ready.load(Ordering::Acquire) => {
             text(StatusCode::OK, "ready\n".into(), "text/plain")

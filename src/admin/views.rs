@@ -41,6 +41,7 @@ pub fn config(config: &Config) -> Value {
                 "key": t.key.display().to_string(),
             })),
             "admin_listen": s.admin_listen.map(|a| a.to_string()),
+            "admin_token": s.admin_token.as_ref().map(|_| MASK),
             "header_timeout": duration(s.header_timeout),
             "upstream_timeout": duration(s.upstream_timeout),
             "max_header_bytes": s.max_header_bytes,

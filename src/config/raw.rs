@@ -60,6 +60,9 @@ pub struct RawServer {
     pub tls_key: Option<String>,
     /// Separate listener for health and metrics, so scrapers never compete with traffic.
     pub admin_listen: Option<String>,
+    /// Environment variable holding a bearer token that `/metrics`, `/routes` and `/config`
+    /// require (`/healthz` and `/readyz` stay open for balancers).
+    pub admin_token_env: Option<String>,
     /// A client that has not sent a full request head by then is cut off (slowloris).
     #[serde(default = "defaults::header_timeout")]
     pub header_timeout: String,

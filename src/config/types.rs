@@ -88,6 +88,8 @@ pub struct Server {
     /// Present only when `tls_listen`, `tls_cert` and `tls_key` all are.
     pub tls: Option<Tls>,
     pub admin_listen: Option<SocketAddr>,
+    /// From `admin_token_env`: the bearer token the admin endpoints but health require.
+    pub admin_token: Option<AdminToken>,
     pub header_timeout: Duration,
     pub upstream_timeout: Duration,
     pub max_header_bytes: usize,
@@ -275,4 +277,30 @@ pub struct Route {
     pub upgrades: Vec<String>,
     /// Largest request body (the route's, else the server's); `None` = unlimited.
     pub max_body_bytes: Option<u64>,
+}
+
+/// The admin bearer token: compared in constant time, never printed (`Debug` masks it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn new(token: String) -> Self {
+        AdminToken(token)
+    }
+
+    /// Whether an `Authorization` header value is `Bearer <this token>`, in time that does
+    /// not depend on where the first difference is.
+    pub fn admits(&self, authorization: &[u8]) -> bool {
+        let Some(given) = authorization.strip_prefix(b"Bearer ") else {
+            return false;
+        };
+        let want = self.0.as_bytes();
+        given.len() == want.len() && given.iter().zip(want).fold(0, |d, (a, b)| d | (a ^ b)) == 0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
 }

@@ -15,7 +15,8 @@ use super::load::relative_to;
 use super::raw::RawConfig;
 use super::validate_safety::default_via_pseudonym;
 use super::{
-    Config, ConfigError, PathRules, Policy, Problem, Response, Route, Server, Tls, Upstream,
+    AdminToken, Config, ConfigError, PathRules, Policy, Problem, Response, Route, Server, Tls,
+    Upstream,
 };
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.
@@ -165,6 +166,7 @@ impl Validator {
             .as_ref()
             .map(|a| self.addr("server.admin_listen", a));
         let tls = self.tls(raw, origin);
+        let admin_token = self.admin_token(s.admin_token_env.as_deref());
         let header_timeout = self.timeout("server.header_timeout", &s.header_timeout);
         let upstream_timeout = self.timeout("server.upstream_timeout", &s.upstream_timeout);
         let shutdown_grace = self.timeout("server.shutdown_grace", &s.shutdown_grace);
@@ -184,6 +186,7 @@ impl Validator {
             listen: listen?,
             tls: tls?,
             admin_listen: admin_listen.map_or(Some(None), |a| a.map(Some))?,
+            admin_token: admin_token?,
             header_timeout: header_timeout?,
             upstream_timeout: upstream_timeout?,
             max_header_bytes: s.max_header_bytes as usize,
@@ -195,6 +198,33 @@ impl Validator {
             // Empty until `validate` knows the node id it defaults to.
             via_pseudonym: safety.via_pseudonym.unwrap_or_default(),
         })
+    }
+
+    /// `admin_token_env`: the token in that variable (at least 16 bytes), `Some(None)` when
+    /// unset, `None` when broken.
+    fn admin_token(&mut self, var: Option<&str>) -> Option<Option<AdminToken>> {
+        let Some(var) = var else {
+            return Some(None);
+        };
+        match std::env::var(var) {
+            Ok(v) if v.len() >= 16 && v.bytes().all(|b| b.is_ascii_graphic()) => {
+                Some(Some(AdminToken::new(v)))
+            }
+            Ok(_) => {
+                self.fail(
+                    "server.admin_token_env",
+                    format!("environment variable `{var}` must hold at least 16 printable characters and no spaces"),
+                );
+                None
+            }
+            Err(_) => {
+                self.fail(
+                    "server.admin_token_env",
+                    format!("environment variable `{var}` is not set"),
+                );
+                None
+            }
+        }
     }
 
     /// `Some(None)` when TLS is off, `None` when its settings are broken.

@@ -208,6 +208,7 @@ impl Server {
                 registry: self.registry.clone(),
                 ready: self.ready.clone(),
                 views: Arc::new(crate::admin::Views::new(&self.config)),
+                token: self.config.server.admin_token.clone(),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, stop));
