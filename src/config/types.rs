@@ -291,9 +291,11 @@ impl AdminToken {
     /// Whether an `Authorization` header value is `Bearer <this token>`, in time that does
     /// not depend on where the first difference is.
     pub fn admits(&self, authorization: &[u8]) -> bool {
-        let Some(given) = authorization.strip_prefix(b"Bearer ") else {
+        // The scheme name is case-insensitive (RFC 9110 §11.1).
+        let (scheme, given) = authorization.split_at(authorization.len().min(7));
+        if !scheme.eq_ignore_ascii_case(b"bearer ") {
             return false;
-        };
+        }
         let want = self.0.as_bytes();
         given.len() == want.len() && given.iter().zip(want).fold(0, |d, (a, b)| d | (a ^ b)) == 0
     }
@@ -302,5 +304,24 @@ impl AdminToken {
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("AdminToken(***)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AdminToken;
+
+    #[test]
+    fn an_admin_token_is_its_exact_bytes_after_any_case_of_bearer() {
+        let t = AdminToken::new("s3cret-token-0123".into());
+        assert!(t.admits(b"Bearer s3cret-token-0123"));
+        assert!(t.admits(b"bearer s3cret-token-0123"));
+        assert!(!t.admits(b"Bearer s3cret-token-012"));
+        assert!(!t.admits(b"Bearer s3cret-token-0123 "));
+        assert!(!t.admits(b"Basic s3cret-token-0123"));
+        assert!(!t.admits(b"s3cret-token-0123"));
+        assert!(!t.admits(b"Bearer"));
+        assert!(!t.admits(b""));
+        assert_eq!(format!("{t:?}"), "AdminToken(***)");
     }
 }
