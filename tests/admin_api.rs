@@ -3,13 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::Stdio;
 
 use bytes::Bytes;
 use common::config::{ConfigBuilder, policy};
-use common::process::{GatewayProcess, temp_file, tollgate};
+use common::process::{GatewayProcess, spawn_serve_with_env, temp_file};
 use common::*;
 use http::{Request, StatusCode, header};
 use http_body_util::Empty;
@@ -174,43 +172,17 @@ const PEER_SECRET: &str = "peer-secret-Xb41nTe6cY-at-least-32-bytes-long";
 const URL_PASSWORD: &str = "url-pw-Hm5sPq2Lz";
 const ADMIN_TOKEN: &str = "admin-token-Wq93kd0Zs1";
 
-/// `tollgate serve -c config` with the secrets in its environment (a child process, so no
-/// test changes this process's environment); its admin address from the JSON log.
+/// `tollgate serve -c config` with the secrets in its environment.
 fn serve_with_secrets(config: &std::path::Path) -> GatewayProcess {
-    let mut child = tollgate()
-        .args(["serve", "-c"])
-        .arg(config)
-        .env("RUST_LOG", "info,tollgate::access=warn")
-        .env("TOLLGATE_LOG_FORMAT", "json")
-        .env("TOLLGATE_WORKERS", "1")
-        .env("TG_ADMIN_TEST_STORE_PW", STORE_PASSWORD)
-        .env("TG_ADMIN_TEST_ACCOUNT", ACCOUNT_SECRET)
-        .env("TG_ADMIN_TEST_PEER", PEER_SECRET)
-        .env("TG_ADMIN_TEST_TOKEN", ADMIN_TOKEN)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let (addr, admin) = loop {
-        let line = lines
-            .next()
-            .expect("tollgate exited before listening")
-            .unwrap();
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        if v["message"] == "tollgate listening" {
-            let addr = v["listen"].as_str().unwrap().parse().unwrap();
-            let admin = v["admin_listen"]
-                .as_str()
-                .and_then(|s| s.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok());
-            break (addr, admin);
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    GatewayProcess { child, addr, admin }
+    spawn_serve_with_env(
+        config,
+        &[
+            ("TG_ADMIN_TEST_STORE_PW", STORE_PASSWORD),
+            ("TG_ADMIN_TEST_ACCOUNT", ACCOUNT_SECRET),
+            ("TG_ADMIN_TEST_PEER", PEER_SECRET),
+            ("TG_ADMIN_TEST_TOKEN", ADMIN_TOKEN),
+        ],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,7 +239,7 @@ async fn the_admin_token_guards_everything_but_health() {
         .build();
     let gw = serve_with_secrets(&temp_file("token.toml", &toml));
     let admin = gw.admin.expect("an admin listener");
-    let ask = |path: &'static str, token: Option<&'static str>| async move {
+    let ask = |path: &'static str, token: Option<String>| async move {
         let mut req = http::Request::get(format!("http://{admin}{path}"));
         if let Some(t) = token {
             req = req.header(header::AUTHORIZATION, t);
@@ -282,16 +254,16 @@ async fn the_admin_token_guards_everything_but_health() {
     for path in ["/healthz", "/readyz"] {
         assert_eq!(ask(path, None).await.status(), StatusCode::OK, "{path}");
     }
-    let bearer = Box::leak(format!("Bearer {ADMIN_TOKEN}").into_boxed_str());
-    let near_miss = Box::leak(format!("Bearer {ADMIN_TOKEN}x").into_boxed_str());
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let near_miss = format!("Bearer {ADMIN_TOKEN}x");
     for path in ["/metrics", "/routes", "/config"] {
         for wrong in [
             None,
             Some("Bearer nope"),
-            Some(&*near_miss),
+            Some(near_miss.as_str()),
             Some(ADMIN_TOKEN),
         ] {
-            let resp = ask(path, wrong).await;
+            let resp = ask(path, wrong.map(str::to_string)).await;
             assert_eq!(
                 resp.status(),
                 StatusCode::UNAUTHORIZED,
@@ -300,7 +272,7 @@ async fn the_admin_token_guards_everything_but_health() {
             assert_eq!(resp.headers()[header::WWW_AUTHENTICATE], "Bearer");
         }
         assert_eq!(
-            ask(path, Some(bearer)).await.status(),
+            ask(path, Some(bearer.clone())).await.status(),
             StatusCode::OK,
             "{path}"
         );

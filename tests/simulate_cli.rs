@@ -1,16 +1,11 @@
 //! `tollgate simulate`'s command line: `--plot` draws an SVG, and bad options fail with a
 //! message and a non-zero exit. (The figures themselves: `simulate.rs`.)
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod simulate_support;
 
-fn simulate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .arg("simulate")
-        .args(args)
-        .output()
-        .expect("running tollgate simulate")
-}
+use std::path::PathBuf;
+
+use simulate_support::{DESIGNS, simulate};
 
 #[test]
 fn plot_writes_an_svg() {
@@ -26,16 +21,7 @@ fn plot_writes_an_svg() {
     assert!(stdout.contains("plot written to"), "{stdout}");
     let svg = std::fs::read_to_string(&path).expect("the plot file exists");
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
-    for design in [
-        "central",
-        "static L/N",
-        "lease x20 (seed)",
-        "tollgate lease",
-        "owner",
-        "gossip 5ms",
-        "gossip 20ms",
-        "gossip 100ms",
-    ] {
+    for design in DESIGNS {
         assert!(svg.contains(design), "the plot has no `{design}`");
     }
 }

@@ -26,12 +26,19 @@ pub fn tollgate() -> Command {
 
 /// Start `tollgate serve -c config` and read the bound addresses from its JSON log.
 pub fn spawn_serve(config: &Path) -> GatewayProcess {
+    spawn_serve_with_env(config, &[])
+}
+
+/// [`spawn_serve`] with these variables in the child's environment (secrets a config
+/// names with `*_env` keys: the test process's own environment is never changed).
+pub fn spawn_serve_with_env(config: &Path, env: &[(&str, &str)]) -> GatewayProcess {
     let mut child = tollgate()
         .args(["serve", "-c"])
         .arg(config)
         .env("RUST_LOG", "info,tollgate::access=warn")
         .env("TOLLGATE_LOG_FORMAT", "json")
         .env("TOLLGATE_WORKERS", "2")
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
