@@ -219,6 +219,8 @@ fn site(s: Site) -> &'static str {
         Site::Central => "central",
         Site::Lease => "lease",
         Site::Split => "split",
+        Site::Owner => "owner",
+        Site::Gossip => "gossip",
     }
 }
 

@@ -128,6 +128,12 @@ pub enum Site {
     Lease,
     /// limit/N and burst/N on each node (N from membership): no store call.
     Split,
+    /// Each key decided by one node of the fleet (rendezvous hashing over the live peers),
+    /// exactly; other nodes ask it over the peer transport: no store.
+    Owner,
+    /// Each node counts locally and gossips its deltas every `gossip_interval`; a soft
+    /// limit whose over-admission grows with the gossip delay: no store.
+    Gossip,
 }
 
 /// `routes[].on_store_error`

@@ -28,6 +28,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let policies = v.policies(&raw.policies);
     let store = v.store(&raw.store);
     let cluster = v.cluster(&raw.cluster);
+    v.peer_sites(&policies, &cluster);
     v.split_shares(&policies, cluster.expected_nodes);
     v.node_periods(&policies, cluster.expected_nodes);
     let upstreams: Vec<Upstream> = raw

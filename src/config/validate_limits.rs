@@ -213,6 +213,7 @@ impl Validator {
                 "only central policies have a store call to save",
             );
         }
+        self.peer_algorithm(&at, p);
         let lease = self.lease_knobs(&at, p);
         let max_keys = NonZeroUsize::new(p.max_keys as usize);
         if max_keys.is_none() {
@@ -236,6 +237,30 @@ impl Validator {
             local_first: p.local_first,
             lease: lease?,
         })
+    }
+
+    /// The peer sites carry whole cells between nodes (an owner's reservation given back, a
+    /// gossiped delta applied): only the rate algorithms can take cells spent elsewhere.
+    fn peer_algorithm(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) {
+        let site = match p.site {
+            Site::Owner => "owner",
+            Site::Gossip => "gossip",
+            _ => return,
+        };
+        if !matches!(
+            p.algorithm,
+            AlgorithmName::Gcra | AlgorithmName::TokenBucket | AlgorithmName::SlidingWindow
+        ) {
+            self.fail(
+                &at("algorithm"),
+                format!(
+                    "{:?} cannot be decided at site \"{site}\": only gcra, token_bucket and \
+                     sliding_window can count cells another node spent (a concurrency slot or a \
+                     queued request lives in one process; use site = \"local\" or \"central\")",
+                    p.algorithm
+                ),
+            );
+        }
     }
 
     /// `lease_max` / `lease_ttl` / `lease_target`: only on lease policies, which lease GCRA

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::raw::RawCluster;
+use super::{Cluster, Policy, Site};
 use super::validate::Validator;
 
 /// The shortest accepted peer secret: SHA-256's output size, the strength HMAC-SHA256 can
@@ -31,6 +32,28 @@ pub(super) struct Peers {
 }
 
 impl Validator {
+    /// An `owner` or `gossip` policy needs a fleet to talk to: `peer_listen` (and with it
+    /// the secret); with no `peers` list the fleet comes from membership, which needs Redis.
+    pub(super) fn peer_sites(&mut self, policies: &[Policy], cluster: &Cluster) {
+        for p in policies {
+            let site = match p.site {
+                Site::Owner => "owner",
+                Site::Gossip => "gossip",
+                _ => continue,
+            };
+            if cluster.peer_listen.is_none() {
+                self.fail(
+                    &format!("policies.{}.site", p.name),
+                    format!(
+                        "\"{site}\" needs the fleet's peer transport: set [cluster] \
+                         peer_listen and peer_secret_env (and peers, or a redis store whose \
+                         membership lists the fleet)"
+                    ),
+                );
+            }
+        }
+    }
+
     /// The peer keys of `[cluster]`, the secret read from the process environment.
     pub(super) fn peers(&mut self, raw: &RawCluster) -> Peers {
         check(raw, |var| std::env::var_os(var), &mut |key, message| {

@@ -39,8 +39,8 @@ impl Validator {
         }
     }
 
-    /// A central or lease policy on a route with `on_store_error = "local"` falls back to a
-    /// node's share while the store is down: its cost must fit that share, or the fallback
+    /// A central, lease or owner policy on a route with `on_store_error = "local"` falls
+    /// back to a node's share while the store (or the key's owner) is down: its cost must fit that share, or the fallback
     /// denies every request until the store returns.
     pub(super) fn fallback_shares(
         &mut self,
@@ -53,7 +53,7 @@ impl Validator {
             .filter(|r| r.on_store_error == OnStoreError::Local)
         {
             let stored = r.policies.iter().filter_map(|&i| policies.get(i));
-            for p in stored.filter(|p| matches!(p.site, Site::Central | Site::Lease)) {
+            for p in stored.filter(|p| matches!(p.site, Site::Central | Site::Lease | Site::Owner)) {
                 let (what, whole, share) = node_share(p, nodes);
                 if p.cost.get() > share {
                     self.fail(

@@ -2,11 +2,13 @@
 //! site, what was decided and what it spent), and the all-or-nothing rule every site
 //! shares ([`keeps`]).
 
+use std::net::SocketAddr;
 use std::num::NonZeroU32;
 
 use super::algorithm::{Decision, Verdict};
 use super::central::{CentralItem, CentralResult};
 use super::clock::Nanos;
+use super::fleet::{Answer, KeyItem};
 use super::lease::LeaseItem;
 use super::local::{ItemResult, Spends};
 use super::policy::AnyState;
@@ -75,6 +77,8 @@ pub(super) enum Spent {
     Nothing,
     Central(CentralItem),
     Lease(LeaseItem),
+    /// Reserved at this owner (another node).
+    Owner(SocketAddr, KeyItem),
 }
 
 /// What was decided for one policy.
@@ -124,6 +128,33 @@ impl Decided {
             remaining: r.snapshot.remaining,
             reset_after: r.snapshot.reset_after,
             error_open: false,
+        }
+    }
+
+    /// An owner's answer (never `Unknown`: the site turns that into an error).
+    pub fn from_owner(a: Answer) -> Self {
+        match a {
+            Answer::Admitted {
+                remaining,
+                reset_after,
+                wait,
+            } => Decided {
+                verdict: if wait == 0 {
+                    Verdict::Allow
+                } else {
+                    Verdict::Delay(wait)
+                },
+                committed: true,
+                remaining,
+                reset_after,
+                error_open: false,
+            },
+            Answer::Denied {
+                remaining,
+                reset_after,
+                retry_after,
+            } => Decided::denied(retry_after, remaining, reset_after),
+            Answer::Unknown => Decided::error_open(),
         }
     }
 

@@ -59,6 +59,7 @@ impl Check<'_> {
     pub(super) async fn walk(&mut self) -> ControlFlow<Stop> {
         self.lease().await?;
         self.central().await?;
+        self.owner().await?;
         self.local();
         ControlFlow::Continue(())
     }
@@ -86,6 +87,7 @@ impl Check<'_> {
             .iter()
             .all(|a| a.decided.is_none_or(|d| d.admitted()));
         let (mut refund, mut give_back, mut central_held) = (Vec::new(), Vec::new(), Vec::new());
+        let mut owner_refund = Vec::new();
         for ask in &mut self.asks {
             let keep = keeps(ask.entry.mode, enforce_ok, all_ok);
             match std::mem::take(&mut ask.spent) {
@@ -100,11 +102,13 @@ impl Check<'_> {
                 // The refund moves the key back: what this node remembered is stale.
                 Spent::Central(item) => refund.push((ask.key.clone(), item)),
                 Spent::Lease(item) if !keep => give_back.push(item),
-                Spent::Lease(_) | Spent::Nothing => {}
+                Spent::Owner(owner, item) if !keep => owner_refund.push((owner, item)),
+                Spent::Lease(_) | Spent::Owner(..) | Spent::Nothing => {}
             }
         }
         self.refund(refund);
         self.sites.lease.give_back(&give_back);
+        self.refund_owners(owner_refund);
         let held = std::mem::take(&mut self.held);
         let permits = if enforce_ok {
             self.remember_empty();
@@ -118,8 +122,11 @@ impl Check<'_> {
         self.report(permits)
     }
 
-    /// The store refused the request (fails closed): give back every leased cell.
+    /// The store refused the request (fails closed): give back every leased cell and every
+    /// owner's reservation.
     pub(super) fn give_back_all(&mut self) {
+        let owners = self.take_owner_spends();
+        self.refund_owners(owners);
         let leased: Vec<LeaseItem> = self
             .asks
             .iter_mut()
@@ -129,6 +136,18 @@ impl Check<'_> {
             })
             .collect();
         self.sites.lease.give_back(&leased);
+    }
+
+    /// Give back owner reservations at their owners, in the background; this node forgets
+    /// what it remembered of those keys (the refund moves them back).
+    fn refund_owners(&self, refunds: Vec<(std::net::SocketAddr, super::fleet::KeyItem)>) {
+        let Some(fleet) = self.sites.fleet.as_ref().filter(|_| !refunds.is_empty()) else {
+            return;
+        };
+        refunds
+            .iter()
+            .for_each(|(_, item)| self.sites.denied_until.forget(&item.key));
+        fleet.refund(refunds);
     }
 
     fn permits(&self, local: Vec<CheckItem>, central: Vec<CentralItem>) -> Permits {

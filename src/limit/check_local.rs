@@ -62,9 +62,11 @@ impl Check<'_> {
             .enumerate()
             .filter_map(|(i, ask)| {
                 let (mirror, split) = match ask.entry.site {
-                    Site::Local => (false, false),
+                    Site::Local | Site::Gossip => (false, false),
                     Site::Split => (false, true),
                     _ if ask.fallback => (false, true),
+                    // This node owns it (the owner step decided every remote one).
+                    Site::Owner if ask.decided.is_none() => (false, false),
                     Site::Central { local_first: true }
                         if ask.decided.is_some_and(|d| d.committed) =>
                     {
@@ -90,6 +92,12 @@ impl Check<'_> {
         });
         for ((w, item), r) in who.iter().zip(items).zip(&results) {
             let policy = &self.sites.policies[item.policy];
+            if r.committed
+                && self.asks[w.ask].entry.site == Site::Gossip
+                && let Some(fleet) = &self.sites.fleet
+            {
+                fleet.record(&policy.name, item.headroom.get(), &item.key, item.cost);
+            }
             if r.committed && policy.algorithm(item.headroom).is_concurrency() {
                 self.held.push(item);
             }

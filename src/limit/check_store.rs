@@ -13,7 +13,6 @@ use super::check::{Check, Stop};
 use super::check_cache::empty_wait;
 use super::lease::{LeaseItem, Take};
 use super::route_limits::Site;
-use super::store::StoreError;
 use crate::config::OnStoreError;
 
 impl Check<'_> {
@@ -100,8 +99,13 @@ impl Check<'_> {
         self.go_on()
     }
 
-    /// The store could not decide the asks `idx`: apply the route's `on_store_error`.
-    fn store_failed(&mut self, err: &StoreError, idx: &[usize]) -> ControlFlow<Stop> {
+    /// The store (or a key's owner) could not decide the asks `idx`: apply the route's
+    /// `on_store_error`.
+    pub(super) fn store_failed(
+        &mut self,
+        err: &dyn std::fmt::Display,
+        idx: &[usize],
+    ) -> ControlFlow<Stop> {
         let fallback = self.route.on_store_error;
         self.sites.log_store_error(self.route_name, err, fallback);
         for &i in idx {
@@ -128,7 +132,9 @@ impl Check<'_> {
         let Some(site) = &self.sites.central else {
             return;
         };
-        for ask in self.asks.iter().filter(|a| a.fallback) {
+        // An owner key's fallback owes nothing: no store counts it.
+        let owed = |a: &&Ask| a.fallback && a.entry.site != Site::Owner;
+        for ask in self.asks.iter().filter(owed) {
             let policy = &self.sites.policies[ask.entry.policy];
             if !ask.decided.is_some_and(|d| d.committed) || policy.base().is_concurrency() {
                 continue;

@@ -18,6 +18,7 @@ use super::central::{CHECK_LUA, CentralSite};
 use super::check::{Check, Stop};
 use super::clock::Clock;
 use super::deny_cache::DenyCache;
+use super::fleet::FleetSite;
 use super::keys::KeyBuilder;
 use super::lease::LeaseSite;
 use super::local::LocalStore;
@@ -105,9 +106,18 @@ impl Limiter {
             }
             .with_gauges(gauges.clone()),
         );
+        let local = Arc::new(LocalStore::new(policies.clone(), clock, gauges));
+        let fleet = FleetSite::new(
+            &config.cluster,
+            config.store.timeout,
+            local.clone(),
+            policies.clone(),
+            registry,
+        );
         let sites = Sites {
             logs: Logs::new(policies.len()),
-            local: Arc::new(LocalStore::new(policies.clone(), clock, gauges)),
+            local,
+            fleet,
             lease,
             central,
             denied_until: Arc::new(DenyCache::new(
@@ -138,6 +148,11 @@ impl Limiter {
     /// The store every site shares, when it is Redis (membership meets in it).
     pub fn store(&self) -> Option<&Arc<RedisStore>> {
         self.sites.central.as_deref().map(CentralSite::store)
+    }
+
+    /// The owner and gossip sites' fleet, when `[cluster] peer_listen` is set.
+    pub fn fleet(&self) -> Option<&Arc<FleetSite>> {
+        self.sites.fleet.as_ref()
     }
 
     /// The lease site.

@@ -266,14 +266,36 @@ impl LocalStore {
 
     /// Give back a concurrency item's cells (its request ended).
     pub fn release(&self, item: &CheckItem) {
+        self.update(item, |alg, state, _| {
+            state.map(|s| alg.release(s, item.cost))
+        });
+    }
+
+    /// Spend an item's cells whether or not they conform: cells another node admitted
+    /// (gossip). The key may go past empty and then denies until it drains.
+    pub fn debit(&self, item: &CheckItem) {
+        self.update(item, |alg, state, now| Some(alg.debit(state, item.cost, now)));
+    }
+
+    /// Give back an item's cells (an owner's reservation whose request ended denied).
+    pub fn refund(&self, item: &CheckItem) {
+        self.update(item, |alg, state, now| alg.refund(state, item.cost, now));
+    }
+
+    /// Replace an item's state by `f(state)` under its shard lock (`None`: leave it).
+    fn update(
+        &self,
+        item: &CheckItem,
+        f: impl FnOnce(&AnyAlgorithm, Option<AnyState>, Nanos) -> Option<AnyState>,
+    ) {
         let hash = self.hash(&item.key);
         let mut shard = self.lock(Self::shard_of(hash));
-        let state = shard.tables[self.table_of(item)]
+        let now = self.clock.now();
+        let before = shard.tables[self.table_of(item)]
             .find(hash, |e| *e.key == *item.key)
             .map(|e| e.state);
-        if let Some(state) = state {
-            let released = self.algorithm_of(item).release(state, item.cost);
-            self.write(&mut shard, item, hash, released, self.clock.now());
+        if let Some(after) = f(&self.algorithm_of(item), before, now) {
+            self.write(&mut shard, item, hash, after, now);
         }
     }
 

@@ -137,6 +137,24 @@ impl AnyAlgorithm {
         dispatch!(self, state, |a, s| a.is_idle(&s, now), |_a| true)
     }
 
+    /// Spend `cost` cells spent elsewhere, conforming or not (see `Algorithm::debit`).
+    pub fn debit(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> AnyState {
+        dispatch!(
+            self,
+            state,
+            |a, s| a.debit(Some(s), cost, now).any(),
+            |a| a.debit(None, cost, now).any()
+        )
+    }
+
+    /// Give back `cost` cells spent earlier (see `Algorithm::refund`); an absent key is full.
+    pub fn refund(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> Option<AnyState> {
+        state.map(|st| {
+            let state = Some(st);
+            dispatch!(self, state, |a, s| a.refund(s, cost, now).any(), |_a| st)
+        })
+    }
+
     /// Concurrency: give back `cost` cells; other algorithms return the state unchanged.
     pub fn release(&self, state: AnyState, cost: u32) -> AnyState {
         match (self, state) {

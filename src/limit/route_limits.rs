@@ -20,6 +20,10 @@ pub(super) enum Site {
     Central { local_first: bool },
     /// Cells leased from the coordinator (Redis, or this process on the memory store).
     Lease,
+    /// The key's owner in the fleet decides (this node's own state when it is the owner).
+    Owner,
+    /// This node's own state, which also counts what the other nodes gossiped.
+    Gossip,
 }
 
 impl Site {
@@ -28,7 +32,7 @@ impl Site {
     pub fn has_local_state(self) -> bool {
         matches!(
             self,
-            Site::Local | Site::Split | Site::Central { local_first: true }
+            Site::Local | Site::Split | Site::Gossip | Site::Central { local_first: true }
         )
     }
 }
@@ -94,5 +98,7 @@ fn site_of(spec: &config::Policy, redis: bool) -> Site {
         config::Site::Local | config::Site::Central => Site::Local,
         config::Site::Split => Site::Split,
         config::Site::Lease => Site::Lease,
+        config::Site::Owner => Site::Owner,
+        config::Site::Gossip => Site::Gossip,
     }
 }

@@ -10,6 +10,7 @@ use tracing::{error, warn};
 use super::central::CentralSite;
 use super::clock::Nanos;
 use super::deny_cache::DenyCache;
+use super::fleet::FleetSite;
 use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::policy::PolicyRuntime;
@@ -22,7 +23,9 @@ pub(super) struct Sites {
     pub central: Option<Arc<CentralSite>>,
     /// Leased keys' books and their coordinator (Redis with a Redis store, else in-process).
     pub lease: Arc<LeaseSite>,
-    /// Central denials remembered until their wait is over.
+    /// The peer transport's sites (owner, gossip), when `[cluster] peer_listen` is set.
+    pub fleet: Option<Arc<FleetSite>>,
+    /// Central and owner denials remembered until their wait is over.
     pub denied_until: Arc<DenyCache>,
     /// `Retry-After` of a fail-closed 503: the breaker's cooldown.
     pub unavailable_retry: Nanos,

@@ -20,6 +20,7 @@ mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,7 @@ use tracing::info;
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
+use crate::limit::peer::PeerServer;
 use crate::limit::{Limiter, LimiterError};
 use crate::proxy::Gateway;
 use crate::proxy::metrics::RequestMetrics;
@@ -82,6 +84,8 @@ pub struct Server {
     tls: Option<(TcpListener, TlsAcceptor)>,
     /// Admin listener (health, metrics).
     admin: Option<TcpListener>,
+    /// The peer listener of the owner and gossip sites (`[cluster] peer_listen`).
+    peer: Option<PeerServer>,
     /// Every metric of the process, registered at bind; `/metrics` encodes it.
     registry: Arc<Registry>,
     /// The request path's metrics (in `registry`), shared by every worker's gateway.
@@ -125,11 +129,22 @@ impl Server {
             Some(a) => Some(bind("admin_listen", a).await?),
             None => None,
         };
+        let peer = match (limiter.fleet(), config.cluster.peer_listen) {
+            (Some(fleet), Some(addr)) => Some(fleet.serve().await.map_err(|source| {
+                ServerError::Bind {
+                    what: "peer_listen",
+                    addr,
+                    source,
+                }
+            })?),
+            _ => None,
+        };
         Ok(Server {
             config,
             plain,
             tls,
             admin,
+            peer,
             registry: Arc::new(registry),
             metrics: Arc::new(metrics),
             limiter,
@@ -220,6 +235,16 @@ impl Server {
             }
             tasks.spawn(m.run(Shutdown::new(notify.subscribe())));
         }
+        if let Some(fleet) = self.limiter.fleet() {
+            // Without a store to meet in, N of the L/N fallback is the live peers.
+            let limiter = Some(self.limiter.clone()).filter(|l| l.store().is_none());
+            let on_live = move |n: usize| {
+                if let Some(l) = &limiter {
+                    l.set_nodes(NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN));
+                }
+            };
+            tasks.spawn(fleet.clone().run(Shutdown::new(notify.subscribe()), on_live));
+        }
         self.ready.store(true, Ordering::Release);
         info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, workers = self.workers, "tollgate listening");
         shutdown.await;
@@ -231,6 +256,8 @@ impl Server {
         if let Some(workers) = Arc::into_inner(workers) {
             let _ = tokio::task::spawn_blocking(move || workers.shutdown()).await;
         }
+        // Peers were answered while draining; now the listener closes.
+        drop(self.peer);
         info!("stopped");
         Ok(())
     }

@@ -129,6 +129,25 @@ impl Algorithm for Gcra {
         state.tat <= self.rate.ticks(now)
     }
 
+    /// `tat ← max(tat, now) + c·T` without the tolerance test: past `now + τ` is a debt.
+    fn debit(&self, state: Option<GcraState>, cost: u32, now: Nanos) -> GcraState {
+        let now_t = self.rate.ticks(now);
+        GcraState {
+            tat: self.base(state, now_t) + self.rate.cells(u64::from(cost)),
+        }
+    }
+
+    /// `tat ← max(tat − c·T, now)`: a tat at or before now is a full bucket.
+    fn refund(&self, state: GcraState, cost: u32, now: Nanos) -> GcraState {
+        let now_t = self.rate.ticks(now);
+        GcraState {
+            tat: state
+                .tat
+                .saturating_sub(self.rate.cells(u64::from(cost)))
+                .max(now_t),
+        }
+    }
+
     fn quota(&self) -> QuotaInfo {
         QuotaInfo {
             limit: u64::from(self.limit.get()),
@@ -163,6 +182,25 @@ mod tests {
         );
         assert_eq!(d.reset_after, 300_000_000);
         assert!(g.decide(s, 1, 100_000_000).verdict.admits());
+    }
+
+    #[test]
+    fn debit_carries_a_debt_and_refund_gives_back() {
+        let g = Gcra::new(nz(10), Duration::from_secs(1), nz(3)).expect("valid");
+        // 5 cells spent elsewhere on a bucket of 3: two cells of debt.
+        let s = g.debit(None, 5, 0);
+        let d = g.decide(Some(s), 1, 0);
+        assert_eq!(
+            d.verdict,
+            Verdict::Deny {
+                retry_after: 300_000_000
+            }
+        );
+        assert!(g.decide(Some(s), 1, 300_000_000).verdict.admits());
+        // Giving back 4 of the 5 leaves room for 2.
+        let back = g.refund(s, 4, 0);
+        assert_eq!(g.decide(Some(back), 1, 0).remaining, 1);
+        assert_eq!(g.refund(back, 9, 0), GcraState { tat: 0 });
     }
 
     #[test]

@@ -65,6 +65,21 @@ pub trait Algorithm: Send + Sync + std::fmt::Debug + 'static {
         state
     }
 
+    /// Spend `cost` cells at `now` whether or not they conform: cells another node already
+    /// admitted (gossip). The state may go past empty; it then denies until it has drained.
+    /// Only the rate algorithms (gcra, token bucket, sliding window) carry a debt; `check`
+    /// refuses the peer sites for the others, whose default spends only what conforms.
+    fn debit(&self, state: Option<Self::State>, cost: u32, now: Nanos) -> Self::State {
+        self.decide(state, cost, now).state
+    }
+
+    /// Give back `cost` cells spent earlier (an owner's reservation whose request ended
+    /// denied); never fuller than full. The default (concurrency) releases.
+    fn refund(&self, state: Self::State, cost: u32, now: Nanos) -> Self::State {
+        let _ = now;
+        self.release(state, cost)
+    }
+
     /// The policy's advertised limit `q` and window `w` (for RateLimit-Policy).
     fn quota(&self) -> QuotaInfo;
 }

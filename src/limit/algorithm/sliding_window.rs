@@ -207,6 +207,28 @@ impl Algorithm for SlidingWindow {
         r.previous == 0 && r.current == 0
     }
 
+    /// Count `c` in the current window, over the limit or not.
+    fn debit(&self, state: Option<SlidingWindowState>, cost: u32, now: Nanos) -> SlidingWindowState {
+        let r = self.roll(state, now);
+        SlidingWindowState {
+            window: r.window,
+            previous: r.previous,
+            current: r.current.saturating_add(cost),
+        }
+    }
+
+    /// Uncount `c`: from the current window first, the rest from the previous one (a
+    /// reservation made just before the window turned).
+    fn refund(&self, state: SlidingWindowState, cost: u32, now: Nanos) -> SlidingWindowState {
+        let r = self.roll(Some(state), now);
+        let from_current = cost.min(r.current);
+        SlidingWindowState {
+            window: r.window,
+            previous: r.previous.saturating_sub(cost - from_current),
+            current: r.current - from_current,
+        }
+    }
+
     fn quota(&self) -> QuotaInfo {
         QuotaInfo {
             limit: u64::from(self.limit.get()),
@@ -237,6 +259,20 @@ mod tests {
         );
         assert_eq!(d.reset_after, 2 * S - (S + 1));
         assert!(sw.decide(Some(full.state), 1, S + S / 10).verdict.admits());
+    }
+
+    #[test]
+    fn debit_over_the_limit_and_refund() {
+        let limit = NonZeroU32::new(4).expect("non-zero literal");
+        let sw = SlidingWindow::new(limit, Duration::from_secs(1)).expect("valid");
+        let s = sw.debit(None, 6, 10);
+        assert!(!sw.decide(Some(s), 1, 20).verdict.admits());
+        let back = sw.refund(s, 3, 20);
+        assert_eq!(sw.decide(Some(back), 1, 20).remaining, 0);
+        assert!(sw.decide(Some(back), 1, 20).verdict.admits());
+        // Given back after the window turned: taken from the previous window's count.
+        let turned = sw.refund(s, 6, S + 5);
+        assert!(sw.is_idle(&turned, S + 5));
     }
 
     #[test]

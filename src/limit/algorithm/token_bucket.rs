@@ -125,8 +125,12 @@ impl Algorithm for TokenBucket {
             (Verdict::Deny { retry_after: NEVER }, level)
         } else {
             // The refill is linear until the bucket is full, and need ≤
-            // capacity, so the missing units arrive after exactly this long.
-            let retry_after = self.rate.ns_ceil(need - level);
+            // capacity, so the missing units arrive after exactly this long
+            // (after a debt is paid: `last` in the future, see `debit`).
+            let retry_after = self
+                .rate
+                .ns_ceil(need - level)
+                .saturating_add(last.saturating_sub(now));
             (Verdict::Deny { retry_after }, level)
         };
         let snap = self.snapshot(level);
@@ -144,6 +148,24 @@ impl Algorithm for TokenBucket {
 
     fn is_idle(&self, state: &TokenBucketState, now: Nanos) -> bool {
         self.refill(Some(*state), now).0 == self.capacity
+    }
+
+    /// Take `c` tokens; what the bucket lacks is a debt, kept as an empty bucket whose
+    /// refill starts that much later (`last` in the future refills nothing until then).
+    fn debit(&self, state: Option<TokenBucketState>, cost: u32, now: Nanos) -> TokenBucketState {
+        let (level, last) = self.refill(state, now);
+        let need = self.rate.cells(u64::from(cost));
+        match level.checked_sub(need) {
+            Some(left) => self.pack(left, last),
+            None => self.pack(0, last.saturating_add(self.rate.ns_ceil(need - level))),
+        }
+    }
+
+    /// Put `c` tokens back, up to the capacity.
+    fn refund(&self, state: TokenBucketState, cost: u32, now: Nanos) -> TokenBucketState {
+        let (level, last) = self.refill(Some(state), now);
+        let back = level + self.rate.cells(u64::from(cost));
+        self.pack(back.min(self.capacity), last)
     }
 
     fn quota(&self) -> QuotaInfo {
@@ -174,6 +196,23 @@ mod tests {
         }
         assert!(!b.decide(s, 1, 333_333_333).verdict.admits());
         assert!(b.decide(s, 1, 333_333_334).verdict.admits());
+    }
+
+    #[test]
+    fn debit_past_empty_is_a_debt() {
+        let b = TokenBucket::new(nz(10), Duration::from_secs(1), nz(2)).expect("valid");
+        // 5 tokens spent elsewhere from a bucket of 2: 3 tokens (300 ms) owed.
+        let s = b.debit(None, 5, 0);
+        assert_eq!(
+            b.decide(Some(s), 1, 0).verdict,
+            Verdict::Deny {
+                retry_after: 400_000_000
+            }
+        );
+        assert!(!b.decide(Some(s), 1, 399_999_999).verdict.admits());
+        assert!(b.decide(Some(s), 1, 400_000_000).verdict.admits());
+        let full = b.refund(b.decide(None, 2, 0).state, 7, 0);
+        assert!(b.is_idle(&full, 0));
     }
 
     #[test]

@@ -1,0 +1,137 @@
+//! The limit step's owner step (see `check.rs` for the walk): the request's owner keys
+//! that another node owns are asked of their owners, one message per owner (coalesced with
+//! other requests' asks by the transport); the keys this node owns are decided in the local
+//! step, in the same state its peers' asks reach. An owner that admits has spent: the end
+//! gives it back if the request ends denied (all or nothing across owners, as across the
+//! slot groups of a Redis Cluster). An owner that cannot answer within the store `timeout`
+//! is a store failure: the route's `on_store_error` decides.
+
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+
+use futures_util::future::join_all;
+
+use super::ask::{Ask, Decided, Spent};
+use super::check::{Check, Stop};
+use super::fleet::{Answer, KeyItem};
+use super::route_limits::Site;
+
+impl Check<'_> {
+    /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
+    /// request before any call.
+    pub(super) async fn owner(&mut self) -> ControlFlow<Stop> {
+        let Some(fleet) = self.sites.fleet.clone() else {
+            return ControlFlow::Continue(());
+        };
+        let groups = self.remote_owners(fleet.ring.me(), |key| fleet.ring.owner(key));
+        self.go_on()?;
+        if groups.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let items: Vec<Vec<KeyItem>> = groups
+            .iter()
+            .map(|(_, idx)| idx.iter().map(|&i| self.key_item(&self.asks[i])).collect())
+            .collect();
+        // Read before the calls: a remembered denial errs early, never late.
+        let sent = self.sites.local.now();
+        let answers = join_all(
+            groups
+                .iter()
+                .zip(&items)
+                .map(|((owner, _), items)| fleet.ask(*owner, items)),
+        )
+        .await;
+        let now = self.sites.local.now();
+        let mut failures = Vec::new();
+        for (((owner, idx), items), answer) in groups.into_iter().zip(items).zip(answers) {
+            let answers = match answer {
+                Ok(answers) => answers,
+                Err(e) => {
+                    failures.push((e, idx));
+                    continue;
+                }
+            };
+            for ((i, item), a) in idx.into_iter().zip(items).zip(answers) {
+                let ask = &mut self.asks[i];
+                let d = Decided::from_owner(a);
+                if let Answer::Denied {
+                    retry_after,
+                    reset_after,
+                    ..
+                } = a
+                    && ask.enforcing()
+                {
+                    let until = sent.saturating_add(retry_after);
+                    let full_at = sent.saturating_add(reset_after);
+                    self.sites
+                        .denied_until
+                        .deny(&ask.key, until, full_at, now, sent);
+                }
+                if d.committed {
+                    ask.spent = Spent::Owner(owner, item);
+                }
+                ask.decided = Some(d);
+            }
+        }
+        for (e, idx) in failures {
+            self.store_failed(&e, &idx)?;
+        }
+        self.go_on()
+    }
+
+    /// The owner asks that another node owns, grouped by owner; enforcing ones this node
+    /// remembers as denied are decided here instead.
+    fn remote_owners(
+        &mut self,
+        me: SocketAddr,
+        owner_of: impl Fn(&str) -> SocketAddr,
+    ) -> Vec<(SocketAddr, Vec<usize>)> {
+        let cache = &self.sites.denied_until;
+        let now = self.sites.local.now();
+        let mut groups: Vec<(SocketAddr, Vec<usize>)> = Vec::new();
+        for (i, ask) in self.asks.iter_mut().enumerate() {
+            if ask.entry.site != Site::Owner {
+                continue;
+            }
+            let owner = owner_of(&ask.key);
+            if owner == me {
+                continue;
+            }
+            if ask.enforcing()
+                && let Some((left, reset_after)) = cache.denied_for(&ask.key, now)
+            {
+                ask.decided = Some(Decided::denied(left, 0, reset_after));
+                continue;
+            }
+            match groups.iter_mut().find(|(o, _)| *o == owner) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((owner, vec![i])),
+            }
+        }
+        groups
+    }
+
+    fn key_item(&self, ask: &Ask) -> KeyItem {
+        let policy = &self.sites.policies[ask.entry.policy];
+        KeyItem {
+            policy: policy.name.clone(),
+            headroom: ask.headroom.get(),
+            cost: policy.cost.get(),
+            key: ask.key.clone(),
+        }
+    }
+
+    /// The owner keys spent at other nodes, taken out of their asks (to give back).
+    pub(super) fn take_owner_spends(&mut self) -> Vec<(SocketAddr, KeyItem)> {
+        self.asks
+            .iter_mut()
+            .filter_map(|a| match std::mem::take(&mut a.spent) {
+                Spent::Owner(owner, item) => Some((owner, item)),
+                other => {
+                    a.spent = other;
+                    None
+                }
+            })
+            .collect()
+    }
+}

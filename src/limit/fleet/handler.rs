@@ -1,0 +1,114 @@
+//! What this node answers on its peer listener: the owner's decisions for the keys it owns
+//! (`ask`, `refund`), the other nodes' gossiped spends (`gossip`), and `ping`.
+//!
+//! Everything lands in this node's own local state (`local.rs`), in the same tables its
+//! own requests use: an owner's key is decided in one place whoever asks, and a gossiped
+//! spend weighs on the next local decision. The transport has already authenticated the
+//! message; an item that names an unknown policy, or one of another site, is refused
+//! (`Answer::Unknown`) or ignored, never guessed at.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::codec::{Answer, KeyItem};
+use crate::config::Site;
+use crate::limit::algorithm::Verdict;
+use crate::limit::local::{CheckItem, LocalStore, Spends};
+use crate::limit::peer::{Op, PeerHandler, Request, Response};
+use crate::limit::policy::PolicyRuntime;
+
+/// Serves peer messages from this node's local state.
+pub struct FleetHandler {
+    local: Arc<LocalStore>,
+    policies: Arc<[PolicyRuntime]>,
+    /// Policy index by name.
+    by_name: HashMap<Arc<str>, usize>,
+}
+
+impl FleetHandler {
+    pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) -> Self {
+        let by_name = policies.iter().map(|p| (p.name.clone(), p.index)).collect();
+        FleetHandler {
+            local,
+            policies,
+            by_name,
+        }
+    }
+
+    /// The local item for a peer's key item, if its policy exists here at `site`.
+    fn item(&self, data: Bytes, site: Site) -> Option<CheckItem> {
+        let k = KeyItem::decode(data)?;
+        let &policy = self.by_name.get(&k.policy)?;
+        let p = &self.policies[policy];
+        if p.spec.site != site {
+            return None;
+        }
+        Some(CheckItem {
+            policy,
+            // An unknown headroom decides at headroom 1 (`PolicyRuntime::algorithm`).
+            headroom: NonZeroU32::new(k.headroom).unwrap_or(NonZeroU32::MIN),
+            key: k.key,
+            cost: k.cost,
+            fallback: false,
+        })
+    }
+
+    /// Decide one asked key as its owner: spend if it conforms.
+    fn ask(&self, data: Bytes) -> Answer {
+        let Some(item) = self.item(data, Site::Owner) else {
+            return Answer::Unknown;
+        };
+        let results = self.local.check(std::slice::from_ref(&item), |ds| {
+            ds.iter().map(|d| d.verdict.admits()).collect::<Spends>()
+        });
+        let r = &results[0];
+        let (remaining, reset_after) = (r.snapshot.remaining, r.snapshot.reset_after);
+        match r.decision.verdict {
+            Verdict::Allow => Answer::Admitted {
+                remaining,
+                reset_after,
+                wait: 0,
+            },
+            Verdict::Delay(wait) => Answer::Admitted {
+                remaining,
+                reset_after,
+                wait,
+            },
+            Verdict::Deny { retry_after } => Answer::Denied {
+                remaining,
+                reset_after,
+                retry_after,
+            },
+        }
+    }
+}
+
+impl PeerHandler for FleetHandler {
+    async fn handle(&self, _from: SocketAddr, request: Request) -> Response {
+        let items = request
+            .items
+            .into_iter()
+            .map(|item| match item.op {
+                Op::Ask => self.ask(item.data).encode(),
+                Op::Refund => {
+                    if let Some(it) = self.item(item.data, Site::Owner) {
+                        self.local.refund(&it);
+                    }
+                    Bytes::new()
+                }
+                Op::Gossip => {
+                    if let Some(it) = self.item(item.data, Site::Gossip) {
+                        self.local.debit(&it);
+                    }
+                    Bytes::new()
+                }
+                Op::Ping => Bytes::new(),
+            })
+            .collect();
+        Response { items }
+    }
+}

@@ -1,0 +1,219 @@
+//! The two decision sites without a store, where the gateways of a fleet ask each other
+//! over the peer transport (`peer/`): **owner** (route by key: one node decides each key
+//! exactly) and **gossip** (each node counts locally and tells the others what it spent).
+//!
+//! - [`ring`]: who is in the fleet, who answers, and which live peer owns a key.
+//! - [`handler`]: what this node answers its peers, from its own local state.
+//! - [`gossip`]: the cells this node admitted since its last push.
+//! - [`FleetSite`]: the request path's door to all of it (used by `check_peer.rs` and the
+//!   local step), and the background loop that pushes gossip and pings the peers.
+//!
+//! Failure handling: a call that fails counts against its peer; after
+//! [`ring::DOWN_AFTER`] failures in a row the peer leaves the live set and its keys move to
+//! the peer that scored next for them, which starts them from full (at most one burst of
+//! over-admission per moved key). Every peer, live or not, is pinged each heartbeat; one
+//! answer brings it back.
+
+mod codec;
+mod gossip;
+mod handler;
+pub mod ring;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use prometheus_client::registry::Registry;
+use tracing::warn;
+
+use crate::config::Cluster;
+use crate::limit::local::LocalStore;
+use crate::limit::peer::{MAX_BATCH_ITEMS, Op, PeerClient, PeerError, PeerMetrics, PeerServer, Secret};
+use crate::limit::policy::PolicyRuntime;
+use crate::shutdown::Shutdown;
+pub use codec::{Answer, KeyItem};
+use handler::FleetHandler;
+use ring::Ring;
+
+/// Why the owner of a key could not decide it.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("owner {owner}: {source}")]
+    Peer {
+        owner: SocketAddr,
+        #[source]
+        source: PeerError,
+    },
+    /// The owner runs a config without this owner policy.
+    #[error("owner {owner} does not know policy `{policy}` as an owner policy (configs differ)")]
+    Unknown { owner: SocketAddr, policy: Arc<str> },
+}
+
+/// This node's place in the fleet.
+pub struct FleetSite {
+    pub ring: Ring,
+    client: PeerClient,
+    secret: Secret,
+    metrics: PeerMetrics,
+    handler: Arc<FleetHandler>,
+    outbox: gossip::Outbox,
+    gossip_interval: Duration,
+    /// How often every peer is pinged.
+    heartbeat: Duration,
+}
+
+impl FleetSite {
+    /// `None` when `[cluster] peer_listen` is not set. Call inside the runtime that is to
+    /// carry peer traffic. `timeout` bounds every call (the store `timeout`).
+    pub fn new(
+        cluster: &Cluster,
+        timeout: Duration,
+        local: Arc<LocalStore>,
+        policies: Arc<[PolicyRuntime]>,
+        registry: &mut Registry,
+    ) -> Option<Arc<FleetSite>> {
+        let me = cluster.peer_listen?;
+        // Validation demands a secret of at least 32 bytes whenever peer_listen is set.
+        let secret = Secret::new(cluster.peer_secret.as_deref()?)?;
+        let metrics = PeerMetrics::register(registry);
+        let outbox = gossip::Outbox::default();
+        registry.register(
+            "tollgate_gossip_dropped",
+            "Cells admitted on gossip keys that were not reported to the peers (outbox full)",
+            outbox.dropped.clone(),
+        );
+        Some(Arc::new(FleetSite {
+            ring: Ring::new(me, &cluster.peers),
+            client: PeerClient::new(me, secret.clone(), timeout, metrics.clone()),
+            secret,
+            metrics,
+            handler: Arc::new(FleetHandler::new(local, policies)),
+            outbox,
+            gossip_interval: cluster.gossip_interval,
+            heartbeat: cluster.heartbeat,
+        }))
+    }
+
+    /// Listen on `peer_listen` (a fixed port: the other nodes' `peers` name it).
+    pub async fn serve(&self) -> std::io::Result<PeerServer> {
+        PeerServer::bind(
+            self.ring.me(),
+            self.secret.clone(),
+            self.handler.clone(),
+            self.metrics.clone(),
+        )
+        .await
+    }
+
+    /// Ask `owner` to decide `items` (one message, coalesced with other requests' asks).
+    pub async fn ask(&self, owner: SocketAddr, items: &[KeyItem]) -> Result<Vec<Answer>, FleetError> {
+        let data = items.iter().map(KeyItem::encode).collect();
+        let replies = match self.client.call(owner, Op::Ask, data).await {
+            Ok(replies) => {
+                self.ring.answered(owner);
+                replies
+            }
+            Err(source) => {
+                self.ring.failed(owner);
+                return Err(FleetError::Peer { owner, source });
+            }
+        };
+        let mut answers = Vec::with_capacity(items.len());
+        for (item, reply) in items.iter().zip(replies) {
+            match Answer::decode(reply) {
+                Some(Answer::Unknown) => {
+                    return Err(FleetError::Unknown {
+                        owner,
+                        policy: item.policy.clone(),
+                    });
+                }
+                Some(a) => answers.push(a),
+                None => {
+                    return Err(FleetError::Peer {
+                        owner,
+                        source: PeerError::Decode,
+                    });
+                }
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Give back reservations at their owners, in the background.
+    pub fn refund(self: &Arc<Self>, items: Vec<(SocketAddr, KeyItem)>) {
+        let mut by_owner: Vec<(SocketAddr, Vec<Bytes>)> = Vec::new();
+        for (owner, item) in items {
+            match by_owner.iter_mut().find(|(o, _)| *o == owner) {
+                Some((_, v)) => v.push(item.encode()),
+                None => by_owner.push((owner, vec![item.encode()])),
+            }
+        }
+        for (owner, data) in by_owner {
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                if let Err(e) = client.call(owner, Op::Refund, data).await {
+                    warn!(peer = %owner, error = %e, "owner refund failed: the key keeps the spend until it refills");
+                }
+            });
+        }
+    }
+
+    /// This node admitted `cost` cells of a gossip key.
+    pub fn record(&self, policy: &Arc<str>, headroom: u32, key: &str, cost: u32) {
+        self.outbox.record(policy, headroom, key, cost);
+    }
+
+    /// Push gossip every `gossip_interval` and ping every peer every heartbeat, until
+    /// `shutdown`. `on_live` hears the live count at start and whenever it has changed
+    /// (looked at on every tick).
+    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown, on_live: impl Fn(usize) + Send) {
+        let mut gossip = tokio::time::interval(self.gossip_interval);
+        gossip.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ping = tokio::time::interval(self.heartbeat);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut live = 0;
+        loop {
+            tokio::select! {
+                _ = gossip.tick() => self.push_gossip(),
+                _ = ping.tick() => self.ping_all(),
+                _ = shutdown.recv() => break,
+            }
+            let now = self.ring.live_count();
+            if now != live {
+                live = now;
+                on_live(now);
+            }
+        }
+    }
+
+    fn push_gossip(&self) {
+        let items = self.outbox.take();
+        if items.is_empty() {
+            return;
+        }
+        let data: Vec<Bytes> = items.iter().map(KeyItem::encode).collect();
+        for peer in self.ring.live_others() {
+            for chunk in data.chunks(MAX_BATCH_ITEMS) {
+                let (client, chunk) = (self.client.clone(), chunk.to_vec());
+                // Not retried: a push that may have landed must not count twice; a lost one
+                // under-counts by one interval, which the documented bound already allows.
+                tokio::spawn(async move {
+                    let _ = client.call(peer, Op::Gossip, chunk).await;
+                });
+            }
+        }
+    }
+
+    fn ping_all(self: &Arc<Self>) {
+        for peer in self.ring.others() {
+            let me = self.clone();
+            tokio::spawn(async move {
+                match me.client.call(peer, Op::Ping, vec![Bytes::new()]).await {
+                    Ok(_) => me.ring.answered(peer),
+                    Err(_) => me.ring.failed(peer),
+                };
+            });
+        }
+    }
+}

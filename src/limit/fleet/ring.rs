@@ -1,0 +1,213 @@
+//! Who is in the fleet and who owns a key: the peers (from `[cluster] peers`, or from
+//! membership), which of them answer, and rendezvous hashing over the ones that do.
+//!
+//! Rendezvous (highest random weight) rather than a ring of virtual nodes: every node
+//! computes the same owner from the same live set with no table to build or agree on, and a
+//! peer leaving moves only the keys it owned (each to the peer that scored next for it).
+//! The hash is FNV-1a mixed by splitmix64: fixed across processes and versions, which the
+//! std hasher (randomly keyed per process) is not.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use tracing::{info, warn};
+
+/// A peer is taken out of the live set after this many failures in a row (a call or a
+/// ping), and back in after one answer: one lost message does not move its keys.
+pub const DOWN_AFTER: u32 = 2;
+
+/// The fleet as this node sees it.
+pub struct Ring {
+    me: SocketAddr,
+    /// Every known peer (this node included) and its failures in a row.
+    peers: Mutex<Vec<Peer>>,
+    /// The live peers and their hashes, read by every owner lookup without a lock.
+    live: ArcSwap<Vec<(SocketAddr, u64)>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    addr: SocketAddr,
+    failures: u32,
+}
+
+impl Ring {
+    /// `peers` may or may not include `me`; this node is always a member.
+    pub fn new(me: SocketAddr, peers: &[SocketAddr]) -> Self {
+        let ring = Ring {
+            me,
+            peers: Mutex::new(Vec::new()),
+            live: ArcSwap::from_pointee(Vec::new()),
+        };
+        ring.set_peers(peers);
+        ring
+    }
+
+    pub fn me(&self) -> SocketAddr {
+        self.me
+    }
+
+    /// Replace the known peers (membership changed); failures of the ones that stay are kept.
+    pub fn set_peers(&self, peers: &[SocketAddr]) {
+        let mut known = self.lock();
+        let old = std::mem::take(&mut *known);
+        let mut addrs: Vec<SocketAddr> = peers.to_vec();
+        addrs.push(self.me);
+        addrs.sort_unstable();
+        addrs.dedup();
+        *known = addrs
+            .into_iter()
+            .map(|addr| Peer {
+                addr,
+                failures: old
+                    .iter()
+                    .find(|p| p.addr == addr)
+                    .map_or(0, |p| p.failures),
+            })
+            .collect();
+        self.publish(&known);
+    }
+
+    /// The owner of `key` among the live peers.
+    pub fn owner(&self, key: &str) -> SocketAddr {
+        let live = self.live.load();
+        pick(key, live.iter().map(|&(a, h)| (a, h))).unwrap_or(self.me)
+    }
+
+    /// Live peers other than this node (gossip goes to them).
+    pub fn live_others(&self) -> Vec<SocketAddr> {
+        let me = self.me;
+        self.live
+            .load()
+            .iter()
+            .map(|&(a, _)| a)
+            .filter(|&a| a != me)
+            .collect()
+    }
+
+    /// Every known peer other than this node, live or not (pinged).
+    pub fn others(&self) -> Vec<SocketAddr> {
+        self.lock()
+            .iter()
+            .map(|p| p.addr)
+            .filter(|&a| a != self.me)
+            .collect()
+    }
+
+    /// Live peers, this node included.
+    pub fn live_count(&self) -> usize {
+        self.live.load().len()
+    }
+
+    /// A call or ping to `addr` failed; returns whether the live set changed.
+    pub fn failed(&self, addr: SocketAddr) -> bool {
+        let mut known = self.lock();
+        let Some(p) = known.iter_mut().find(|p| p.addr == addr) else {
+            return false;
+        };
+        p.failures = p.failures.saturating_add(1);
+        if p.failures != DOWN_AFTER {
+            return false;
+        }
+        warn!(peer = %addr, "peer not answering: treated as gone, its keys move to the next owner");
+        self.publish(&known);
+        true
+    }
+
+    /// `addr` answered; returns whether the live set changed.
+    pub fn answered(&self, addr: SocketAddr) -> bool {
+        let mut known = self.lock();
+        let Some(p) = known.iter_mut().find(|p| p.addr == addr) else {
+            return false;
+        };
+        let was_down = p.failures >= DOWN_AFTER;
+        p.failures = 0;
+        if was_down {
+            info!(peer = %addr, "peer answering again: its keys move back to it");
+            self.publish(&known);
+        }
+        was_down
+    }
+
+    fn publish(&self, known: &[Peer]) {
+        let live = known
+            .iter()
+            .filter(|p| p.failures < DOWN_AFTER || p.addr == self.me)
+            .map(|p| (p.addr, node_hash(&p.addr.to_string())))
+            .collect();
+        self.live.store(Arc::new(live));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Peer>> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The node with the highest score for `key` (ties: the first listed); `None` when there
+/// is no node. `nodes` gives each node with its [`node_hash`].
+pub fn pick<T>(key: &str, nodes: impl Iterator<Item = (T, u64)>) -> Option<T> {
+    let k = fnv1a(key.as_bytes());
+    nodes
+        .map(|(n, h)| (splitmix64(k ^ splitmix64(h)), n))
+        .fold(None, |best: Option<(u64, T)>, (score, n)| match best {
+            Some((s, b)) if s >= score => Some((s, b)),
+            _ => Some((score, n)),
+        })
+        .map(|(_, n)| n)
+}
+
+/// A node's identity as [`pick`] mixes it.
+pub fn node_hash(name: &str) -> u64 {
+    fnv1a(name.as_bytes())
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn a_lost_peer_moves_only_its_keys_and_comes_back() {
+        let peers = [addr(7001), addr(7002), addr(7003)];
+        let ring = Ring::new(addr(7001), &peers);
+        let keys: Vec<String> = (0..300).map(|i| format!("p\u{1f}acct:{i}")).collect();
+        let before: Vec<SocketAddr> = keys.iter().map(|k| ring.owner(k)).collect();
+        for p in peers {
+            assert!(before.contains(&p), "300 keys reach every peer");
+        }
+        assert!(!ring.failed(addr(7003)), "one failure is not enough");
+        assert!(ring.failed(addr(7003)));
+        assert_eq!(ring.live_count(), 2);
+        for (k, b) in keys.iter().zip(&before) {
+            let now = ring.owner(k);
+            assert_ne!(now, addr(7003));
+            if *b != addr(7003) {
+                assert_eq!(now, *b, "{k} did not belong to the lost peer");
+            }
+        }
+        assert!(ring.answered(addr(7003)));
+        let after: Vec<SocketAddr> = keys.iter().map(|k| ring.owner(k)).collect();
+        assert_eq!(after, before);
+        // This node never leaves its own ring.
+        ring.failed(addr(7001));
+        ring.failed(addr(7001));
+        assert_eq!(ring.live_count(), 3);
+    }
+}
