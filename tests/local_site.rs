@@ -203,3 +203,45 @@ policies = ["per_ip"]
         "{evictions} evictions for {keys} keys held out of 1000000 clients"
     );
 }
+
+/// Cells spent elsewhere (`debit`, gossip) weigh on the next decision; `refund` (an owner's
+/// reservation given back) frees them again.
+#[test]
+fn debits_deny_and_refunds_free() {
+    for algorithm in [
+        AlgorithmName::Gcra,
+        AlgorithmName::TokenBucket,
+        AlgorithmName::SlidingWindow,
+    ] {
+        let policies: Arc<[PolicyRuntime]> =
+            vec![PolicyRuntime::new(0, &policy("p", algorithm, 5), &[]).unwrap()].into();
+        let clock = ManualClock::new();
+        clock.set(1_000_000_000);
+        let store = LocalStore::new(
+            policies,
+            Arc::new(clock.clone()),
+            Arc::new(PolicyGauges::detached(1)),
+        );
+        let item = |cost| CheckItem {
+            policy: 0,
+            headroom: NonZeroU32::MIN,
+            key: "p:ip:192.0.2.1".into(),
+            cost,
+            fallback: false,
+        };
+        let admits = || {
+            store.check(&[item(1)], |ds| {
+                ds.iter().map(|d| d.verdict.admits()).collect()
+            })[0]
+                .decision
+                .verdict
+                .admits()
+        };
+        store.debit(&item(1));
+        store.debit(&item(4));
+        assert!(!admits(), "{algorithm:?}: 5 spent elsewhere leave nothing");
+        store.refund(&item(2));
+        assert!(admits() && admits(), "{algorithm:?}: 2 given back");
+        assert!(!admits(), "{algorithm:?}");
+    }
+}

@@ -9,8 +9,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::raw::RawCluster;
-use super::{Cluster, Policy, Site};
 use super::validate::Validator;
+use super::{Cluster, Policy, Site};
 
 /// The shortest accepted peer secret: SHA-256's output size, the strength HMAC-SHA256 can
 /// offer; a shorter, human-chosen one could be guessed offline from one captured message.

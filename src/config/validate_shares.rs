@@ -53,7 +53,8 @@ impl Validator {
             .filter(|r| r.on_store_error == OnStoreError::Local)
         {
             let stored = r.policies.iter().filter_map(|&i| policies.get(i));
-            for p in stored.filter(|p| matches!(p.site, Site::Central | Site::Lease | Site::Owner)) {
+            for p in stored.filter(|p| matches!(p.site, Site::Central | Site::Lease | Site::Owner))
+            {
                 let (what, whole, share) = node_share(p, nodes);
                 if p.cost.get() > share {
                     self.fail(

@@ -274,7 +274,9 @@ impl LocalStore {
     /// Spend an item's cells whether or not they conform: cells another node admitted
     /// (gossip). The key may go past empty and then denies until it drains.
     pub fn debit(&self, item: &CheckItem) {
-        self.update(item, |alg, state, now| Some(alg.debit(state, item.cost, now)));
+        self.update(item, |alg, state, now| {
+            Some(alg.debit(state, item.cost, now))
+        });
     }
 
     /// Give back an item's cells (an owner's reservation whose request ended denied).

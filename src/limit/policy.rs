@@ -139,12 +139,9 @@ impl AnyAlgorithm {
 
     /// Spend `cost` cells spent elsewhere, conforming or not (see `Algorithm::debit`).
     pub fn debit(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> AnyState {
-        dispatch!(
-            self,
-            state,
-            |a, s| a.debit(Some(s), cost, now).any(),
-            |a| a.debit(None, cost, now).any()
-        )
+        dispatch!(self, state, |a, s| a.debit(Some(s), cost, now).any(), |a| a
+            .debit(None, cost, now)
+            .any())
     }
 
     /// Give back `cost` cells spent earlier (see `Algorithm::refund`); an absent key is full.

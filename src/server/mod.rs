@@ -130,13 +130,13 @@ impl Server {
             None => None,
         };
         let peer = match (limiter.fleet(), config.cluster.peer_listen) {
-            (Some(fleet), Some(addr)) => Some(fleet.serve().await.map_err(|source| {
-                ServerError::Bind {
+            (Some(fleet), Some(addr)) => {
+                Some(fleet.serve().await.map_err(|source| ServerError::Bind {
                     what: "peer_listen",
                     addr,
                     source,
-                }
-            })?),
+                })?)
+            }
             _ => None,
         };
         Ok(Server {
@@ -243,7 +243,11 @@ impl Server {
                     l.set_nodes(NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN));
                 }
             };
-            tasks.spawn(fleet.clone().run(Shutdown::new(notify.subscribe()), on_live));
+            tasks.spawn(
+                fleet
+                    .clone()
+                    .run(Shutdown::new(notify.subscribe()), on_live),
+            );
         }
         self.ready.store(true, Ordering::Release);
         info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, workers = self.workers, "tollgate listening");

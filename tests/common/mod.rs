@@ -4,6 +4,7 @@
 pub mod config;
 pub mod faulty;
 pub mod limits;
+pub mod peers;
 pub mod process;
 pub mod redis;
 

@@ -208,7 +208,12 @@ impl Algorithm for SlidingWindow {
     }
 
     /// Count `c` in the current window, over the limit or not.
-    fn debit(&self, state: Option<SlidingWindowState>, cost: u32, now: Nanos) -> SlidingWindowState {
+    fn debit(
+        &self,
+        state: Option<SlidingWindowState>,
+        cost: u32,
+        now: Nanos,
+    ) -> SlidingWindowState {
         let r = self.roll(state, now);
         SlidingWindowState {
             window: r.window,

@@ -23,6 +23,8 @@ pub struct Outbox {
     pending: Mutex<Pending>,
     /// `tollgate_gossip_dropped_total`.
     pub dropped: Counter,
+    /// `tollgate_gossip_sent_cells_total`: cells pushed, counted once per peer sent to.
+    pub sent: Counter,
 }
 
 impl Outbox {

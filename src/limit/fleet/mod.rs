@@ -29,7 +29,9 @@ use tracing::warn;
 
 use crate::config::Cluster;
 use crate::limit::local::LocalStore;
-use crate::limit::peer::{MAX_BATCH_ITEMS, Op, PeerClient, PeerError, PeerMetrics, PeerServer, Secret};
+use crate::limit::peer::{
+    MAX_BATCH_ITEMS, Op, PeerClient, PeerError, PeerMetrics, PeerServer, Secret,
+};
 use crate::limit::policy::PolicyRuntime;
 use crate::shutdown::Shutdown;
 pub use codec::{Answer, KeyItem};
@@ -83,8 +85,19 @@ impl FleetSite {
             "Cells admitted on gossip keys that were not reported to the peers (outbox full)",
             outbox.dropped.clone(),
         );
+        registry.register(
+            "tollgate_gossip_sent_cells",
+            "Cells admitted on gossip keys and pushed to a peer, once per peer",
+            outbox.sent.clone(),
+        );
+        let live = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "tollgate_peers_live",
+            "Peers of the owner and gossip sites this node sees answering, itself included",
+            live.clone(),
+        );
         Some(Arc::new(FleetSite {
-            ring: Ring::new(me, &cluster.peers),
+            ring: Ring::new(me, &cluster.peers, live),
             client: PeerClient::new(me, secret.clone(), timeout, metrics.clone()),
             secret,
             metrics,
@@ -107,7 +120,11 @@ impl FleetSite {
     }
 
     /// Ask `owner` to decide `items` (one message, coalesced with other requests' asks).
-    pub async fn ask(&self, owner: SocketAddr, items: &[KeyItem]) -> Result<Vec<Answer>, FleetError> {
+    pub async fn ask(
+        &self,
+        owner: SocketAddr,
+        items: &[KeyItem],
+    ) -> Result<Vec<Answer>, FleetError> {
         let data = items.iter().map(KeyItem::encode).collect();
         let replies = match self.client.call(owner, Op::Ask, data).await {
             Ok(replies) => {
@@ -193,7 +210,9 @@ impl FleetSite {
             return;
         }
         let data: Vec<Bytes> = items.iter().map(KeyItem::encode).collect();
+        let cells: u64 = items.iter().map(|i| u64::from(i.cost)).sum();
         for peer in self.ring.live_others() {
+            self.outbox.sent.inc_by(cells);
             for chunk in data.chunks(MAX_BATCH_ITEMS) {
                 let (client, chunk) = (self.client.clone(), chunk.to_vec());
                 // Not retried: a push that may have landed must not count twice; a lost one

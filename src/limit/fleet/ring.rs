@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
+use prometheus_client::metrics::gauge::Gauge;
 use tracing::{info, warn};
 
 /// A peer is taken out of the live set after this many failures in a row (a call or a
@@ -24,6 +25,8 @@ pub struct Ring {
     peers: Mutex<Vec<Peer>>,
     /// The live peers and their hashes, read by every owner lookup without a lock.
     live: ArcSwap<Vec<(SocketAddr, u64)>>,
+    /// `tollgate_peers_live`: the live peers' count, this node included.
+    gauge: Gauge,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -34,11 +37,12 @@ struct Peer {
 
 impl Ring {
     /// `peers` may or may not include `me`; this node is always a member.
-    pub fn new(me: SocketAddr, peers: &[SocketAddr]) -> Self {
+    pub fn new(me: SocketAddr, peers: &[SocketAddr], gauge: Gauge) -> Self {
         let ring = Ring {
             me,
             peers: Mutex::new(Vec::new()),
             live: ArcSwap::from_pointee(Vec::new()),
+            gauge,
         };
         ring.set_peers(peers);
         ring
@@ -131,11 +135,12 @@ impl Ring {
     }
 
     fn publish(&self, known: &[Peer]) {
-        let live = known
+        let live: Vec<(SocketAddr, u64)> = known
             .iter()
             .filter(|p| p.failures < DOWN_AFTER || p.addr == self.me)
             .map(|p| (p.addr, node_hash(&p.addr.to_string())))
             .collect();
+        self.gauge.set(live.len() as i64);
         self.live.store(Arc::new(live));
     }
 
@@ -186,7 +191,7 @@ mod tests {
     #[test]
     fn a_lost_peer_moves_only_its_keys_and_comes_back() {
         let peers = [addr(7001), addr(7002), addr(7003)];
-        let ring = Ring::new(addr(7001), &peers);
+        let ring = Ring::new(addr(7001), &peers, Gauge::default());
         let keys: Vec<String> = (0..300).map(|i| format!("p\u{1f}acct:{i}")).collect();
         let before: Vec<SocketAddr> = keys.iter().map(|k| ring.owner(k)).collect();
         for p in peers {

@@ -1,0 +1,82 @@
+//! A fleet of `tollgate serve` processes that talk over the peer transport (`[cluster]
+//! peer_listen` / `peers`), for the owner and gossip sites' tests.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::config::fleet;
+use super::process::{GatewayProcess, spawn_serve_with_env, temp_file};
+use super::{eventually, metric_sum, metrics_text};
+
+/// The fleet's shared secret (the children's environment only).
+pub const SECRET: &str = "a test fleet's shared peer secret, 32+ bytes";
+
+/// A running fleet: the processes, in the order of their peer addresses.
+pub struct PeerFleet {
+    pub nodes: Vec<GatewayProcess>,
+    pub peers: Vec<SocketAddr>,
+}
+
+/// `n` free loopback ports (bound, then released).
+pub fn free_ports(n: usize) -> Vec<SocketAddr> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter().map(|l| l.local_addr().unwrap()).collect()
+}
+
+/// `n` gateways to `up`, each with `limits` (policy and route tables) and `cluster`
+/// keys beside the peer ones (`heartbeat`, `gossip_interval`), no store.
+pub fn start(n: usize, up: SocketAddr, cluster: &str, limits: &str, name: &str) -> PeerFleet {
+    let peers = free_ports(n);
+    let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
+    let nodes = peers
+        .iter()
+        .enumerate()
+        .map(|(i, me)| {
+            let keys = format!(
+                "node_id = \"n{i}\"\npeer_listen = \"{me}\"\npeers = [{}]\npeer_secret_env = \"TOLLGATE_PEER_SECRET\"\n{cluster}",
+                list.join(", ")
+            );
+            let config = fleet(up, &keys)
+                .text("[store]\ntimeout = \"300ms\"\n")
+                .text(limits)
+                .build();
+            spawn_serve_with_env(
+                &temp_file(&format!("{name}-{i}.toml"), &config),
+                &[("TOLLGATE_PEER_SECRET", SECRET)],
+            )
+        })
+        .collect();
+    PeerFleet { nodes, peers }
+}
+
+impl PeerFleet {
+    /// Sum of a metric over every running node.
+    pub async fn metric(&self, needle: &str) -> f64 {
+        let mut sum = 0.0;
+        for n in &self.nodes {
+            sum += metric_sum(&metrics_text(n.admin.unwrap()).await, needle);
+        }
+        sum
+    }
+
+    /// Wait until every node sees every peer live and has heard from each of them.
+    pub async fn settled(&self) {
+        let n = self.nodes.len();
+        for node in &self.nodes {
+            let admin = node.admin.unwrap();
+            eventually(
+                "every peer answering",
+                Duration::from_secs(10),
+                || async move {
+                    let m = metrics_text(admin).await;
+                    m.contains(&format!("tollgate_peers_live {n}"))
+                        && metric_sum(&m, "tollgate_peer_latency_seconds_count") >= (n - 1) as f64
+                },
+            )
+            .await;
+        }
+    }
+}
