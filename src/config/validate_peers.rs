@@ -34,13 +34,22 @@ pub(super) struct Peers {
 impl Validator {
     /// An `owner` or `gossip` policy needs a fleet to talk to: `peer_listen` (and with it
     /// the secret); with no `peers` list the fleet comes from membership, which needs Redis.
-    pub(super) fn peer_sites(&mut self, policies: &[Policy], cluster: &Cluster) {
+    pub(super) fn peer_sites(&mut self, policies: &[Policy], cluster: &Cluster, redis: bool) {
         for p in policies {
             let site = match p.site {
                 Site::Owner => "owner",
                 Site::Gossip => "gossip",
                 _ => continue,
             };
+            if cluster.peer_listen.is_some() && cluster.peers.is_empty() && !redis {
+                self.fail(
+                    &format!("policies.{}.site", p.name),
+                    format!(
+                        "\"{site}\" needs to know the fleet: list it in [cluster] peers, or use \
+                         a redis store (its membership lists the fleet)"
+                    ),
+                );
+            }
             if cluster.peer_listen.is_none() {
                 self.fail(
                     &format!("policies.{}.site", p.name),

@@ -1,14 +1,23 @@
--- tollgate membership: which gateways share the limits (N of the L/N split).
+-- tollgate membership: which gateways share the limits (N of the L/N split), and where
+-- their peer endpoints are (the fleet of the owner and gossip sites when `[cluster] peers`
+-- is empty).
 --
--- KEYS[1]: the members sorted set (member: "node id#instance", score: expiry in ms of
--- Redis TIME). ARGV[1]: "membership" (every tollgate script gets its metrics label first),
--- ARGV[2]: op ("join" renews this node, "leave" removes it), ARGV[3]: member, ARGV[4]: time
--- to live in ms (three heartbeats).
--- Reply: {members after the call, other live members with this member's node id}.
+-- KEYS[1]: the members sorted set (member: "node id#instance" or "node id#instance@peer
+-- address", score: expiry in ms of Redis TIME). ARGV[1]: "membership" (every tollgate
+-- script gets its metrics label first), ARGV[2]: op ("join" renews this node, "leave"
+-- removes it), ARGV[3]: member, ARGV[4]: time to live in ms (three heartbeats), ARGV[5]
+-- (optional): "peers" to be told the live members' peer addresses.
+-- Reply: {members after the call, other live members with this member's node id}, and with
+-- "peers" a third element: the peer addresses of the live members that have one (this
+-- member's included), as strings. Without "peers" the reply stays two integers, the shape
+-- every caller that only counts reads.
 -- Expired members are dropped on every call, so a dead node disappears within one TTL of
 -- its last beat without anyone noticing it died. Two processes that share a node id (one
 -- config file copied to every node) are two members, so N stays right; the second count
 -- lets each of them warn.
+-- A node id may contain '#' and '@' (config only forbids whitespace), but the instance is
+-- hex and a peer address has neither: so the node id is everything before the last '#',
+-- and the address is what follows an '@' after it.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -23,11 +32,17 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1) end
 local me = ARGV[3]
-local id = string.sub(me, 1, (string.find(me, '#', 1, true) or (#me + 1)) - 1)
+local id = string.match(me, '^(.*)#') or me
 local twins = 0
+local peers = {}
 if ARGV[2] ~= 'leave' then
   for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    if m ~= me and string.sub(m, 1, #id + 1) == id .. '#' then twins = twins + 1 end
+    if m ~= me and string.match(m, '^(.*)#') == id then twins = twins + 1 end
+    local addr = string.match(m, '#[^#@]*@([^#@]+)$')
+    if addr then peers[#peers + 1] = addr end
   end
+end
+if ARGV[5] == 'peers' then
+  return {redis.call('ZCARD', KEYS[1]), twins, peers}
 end
 return {redis.call('ZCARD', KEYS[1]), twins}

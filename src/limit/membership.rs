@@ -7,9 +7,24 @@
 //! three, and a node stopping cleanly leaves at once. With the memory store there is no
 //! shared place to meet: N stays `[cluster] expected_nodes`. While the store is down the
 //! last N known is kept.
+//!
+//! Membership is also the fleet's address book when `[cluster] peers` is empty: a node
+//! with a `peer_listen` joins as `node_id#instance@peer_listen`, and each of its beats
+//! reads back the addresses of the live members and gives them to the owner and gossip
+//! sites' ring (`fleet/ring.rs`). So a fleet grows and shrinks as gateways start and stop,
+//! with no config edit; a dead node leaves the ring when its membership expires (three
+//! heartbeats), and the ring's own failure counts take it out of the live set sooner.
+//! While the store is down the last peers known are kept, like N.
+//!
+//! What the member name relies on: a node id is 1 to 200 characters without whitespace
+//! (`validate_store.rs`), so it may itself hold `#` or `@`; the instance is hex and a peer
+//! address (`SocketAddr`'s text: `1.2.3.4:7946`, `[::1]:7946`) has neither. So the script
+//! reads the node id as everything before the last `#`, and the address as what follows an
+//! `@` after that `#`.
 
+use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Script;
@@ -37,23 +52,43 @@ pub struct Membership {
     key: String,
     node_id: String,
     /// This process in the set: `node_id#instance`, unique even when two processes share
-    /// a node id.
+    /// a node id; `@peer_listen` follows when set, so other nodes can find this one.
     member: String,
     heartbeat: Duration,
     /// Other live processes with this node id at the last beat (warned about on change).
     twins: std::sync::atomic::AtomicU64,
+    /// The ring's peers come from the members: `[cluster] peers` is empty and there is a
+    /// fleet (`peer_listen` is set).
+    peers_from_members: bool,
+    /// The peer addresses of the last beat, sorted (logged on change).
+    peers: Mutex<Vec<SocketAddr>>,
+}
+
+/// One reply of the script.
+struct Reply {
+    nodes: NonZeroU32,
+    twins: u64,
+    /// The live members' peer addresses, when asked for.
+    peers: Option<Vec<SocketAddr>>,
 }
 
 impl Membership {
     /// `None` with the memory store: N is `expected_nodes` for good.
     pub fn new(config: &Config, limiter: Arc<Limiter>) -> Option<Membership> {
         let store = limiter.store()?.clone();
+        let cluster = &config.cluster;
+        let mut member = format!("{}#{}", cluster.node_id, instance());
+        if let Some(addr) = cluster.peer_listen {
+            member.push_str(&format!("@{addr}"));
+        }
         Some(Membership {
             key: format!("{}members", config.store.key_prefix),
-            node_id: config.cluster.node_id.clone(),
-            member: format!("{}#{}", config.cluster.node_id, instance()),
-            heartbeat: config.cluster.heartbeat,
+            node_id: cluster.node_id.clone(),
+            member,
+            heartbeat: cluster.heartbeat,
             twins: std::sync::atomic::AtomicU64::new(0),
+            peers_from_members: cluster.peers.is_empty() && limiter.fleet().is_some(),
+            peers: Mutex::new(Vec::new()),
             script: Script::new(MEMBERSHIP_LUA),
             limiter,
             store,
@@ -62,7 +97,11 @@ impl Membership {
 
     /// Renew this node and rescale to the members counted; returns N.
     pub async fn beat(&self) -> Result<NonZeroU32, StoreError> {
-        let n = self.call("join").await?;
+        let reply = self.call("join").await?;
+        let n = reply.nodes;
+        if let Some(peers) = reply.peers {
+            self.set_peers(peers);
+        }
         if self.limiter.set_nodes(n) {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
         }
@@ -72,7 +111,8 @@ impl Membership {
         Ok(n)
     }
 
-    /// Leave the set (a clean stop): the others rescale on their next beat.
+    /// Leave the set (a clean stop): the others rescale, and drop this node from their
+    /// rings, on their next beat.
     pub async fn leave(&self) {
         let _ = self.call("leave").await;
     }
@@ -94,30 +134,38 @@ impl Membership {
         self.leave().await;
     }
 
-    async fn call(&self, op: &'static str) -> Result<NonZeroU32, StoreError> {
+    async fn call(&self, op: &'static str) -> Result<Reply, StoreError> {
         let ttl_ms = (self.heartbeat * MISSED_BEATS).as_millis().max(1) as u64;
-        let args = [op.to_string(), self.member.clone(), ttl_ms.to_string()];
+        let mut args = vec![op.to_string(), self.member.clone(), ttl_ms.to_string()];
+        let with_peers = op == "join" && self.peers_from_members;
+        if with_peers {
+            args.push("peers".into());
+        }
         let reply = self
             .store
-            .eval_script(
+            .eval_script_value(
                 &self.script,
                 "membership",
                 std::slice::from_ref(&self.key),
                 &args,
             )
             .await?;
-        match reply.as_slice() {
-            [n, twins] => {
-                self.warn_twins(u64::try_from(*twins).unwrap_or(0));
-                Ok(u32::try_from(*n)
-                    .ok()
-                    .and_then(NonZeroU32::new)
-                    .unwrap_or(NonZeroU32::MIN))
-            }
-            other => Err(StoreError::Reply(format!(
-                "membership script: {} values",
-                other.len()
-            ))),
+        let reply = parse_reply(reply, with_peers).map_err(StoreError::Reply)?;
+        self.warn_twins(reply.twins);
+        Ok(reply)
+    }
+
+    /// Give the ring the members' peer addresses (this node stays in whatever they say).
+    fn set_peers(&self, peers: Vec<SocketAddr>) {
+        let Some(fleet) = self.limiter.fleet() else {
+            return;
+        };
+        fleet.ring.set_peers(&peers);
+        let mut last = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if *last != peers {
+            let list: Vec<String> = peers.iter().map(SocketAddr::to_string).collect();
+            info!(peers = %list.join(","), node_id = %self.node_id, "fleet changed: peers from membership");
+            *last = peers;
         }
     }
 
@@ -129,6 +177,39 @@ impl Membership {
             warn!(node_id = %self.node_id, others = twins, "another gateway uses this [cluster] node_id; both are counted, but give each node its own");
         }
     }
+}
+
+/// `{members, twins}`, and with `peers` a third element: the live members' peer addresses
+/// (sorted and deduplicated; a member whose address does not read is left out).
+fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
+    use redis::Value;
+    let shape = || format!("membership script: unexpected reply {reply:?}");
+    let Value::Array(items) = &reply else {
+        return Err(shape());
+    };
+    let (n, twins, peers) = match (items.as_slice(), with_peers) {
+        ([Value::Int(n), Value::Int(t)], false) => (*n, *t, None),
+        ([Value::Int(n), Value::Int(t), Value::Array(p)], true) => (*n, *t, Some(p)),
+        _ => return Err(shape()),
+    };
+    let peers = peers.map(|p| {
+        let mut addrs: Vec<SocketAddr> = p
+            .iter()
+            .filter_map(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        addrs
+    });
+    Ok(Reply {
+        nodes: u32::try_from(n)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .unwrap_or(NonZeroU32::MIN),
+        twins: u64::try_from(twins).unwrap_or(0),
+        peers,
+    })
 }
 
 /// This process's instance id: random per start (the std hasher's random keys, the pid and

@@ -174,6 +174,31 @@ impl RedisStore {
         keys: &[String],
         args: &[A],
     ) -> Result<Vec<i64>, StoreError> {
+        self.eval_as(script, op, keys, args).await
+    }
+
+    /// [`Self::eval_script`] for a reply that is not only integers (membership's peer
+    /// addresses), through the same timeout, breaker and metrics. The reply is left raw: a
+    /// reply the caller cannot read is its `StoreError::Reply`, where a typed read that
+    /// fails is a parse error, which the breaker counts as the store failing.
+    pub async fn eval_script_value<A: redis::ToRedisArgs>(
+        &self,
+        script: &Script,
+        op: &'static str,
+        keys: &[String],
+        args: &[A],
+    ) -> Result<redis::Value, StoreError> {
+        self.eval_as(script, op, keys, args).await
+    }
+
+    /// The call behind both, read as `T`.
+    async fn eval_as<T: redis::FromRedisValue, A: redis::ToRedisArgs>(
+        &self,
+        script: &Script,
+        op: &'static str,
+        keys: &[String],
+        args: &[A],
+    ) -> Result<T, StoreError> {
         let s = &*self.shared;
         let conn = worker_slot() % s.conns.len();
         let key = keys.first().map_or("", String::as_str);
@@ -230,13 +255,13 @@ impl RedisStore {
 
     /// One call with the store timeout; a script error reply is `Reply`. `may_repeat`: the
     /// call may run again after a dropped connection (which may have run it already).
-    async fn invoke(
+    async fn invoke<T: redis::FromRedisValue>(
         &self,
         invocation: &redis::ScriptInvocation<'_>,
         conn: usize,
         may_repeat: bool,
         timeout: Duration,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<T, StoreError> {
         let s = &*self.shared;
         let mut conn = s.conns[conn].clone();
         let started = Instant::now();
