@@ -28,7 +28,9 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let policies = v.policies(&raw.policies);
     let store = v.store(&raw.store);
     let cluster = v.cluster(&raw.cluster);
-    let redis = store.as_ref().is_some_and(|s| s.kind != super::StoreKind::Memory);
+    let redis = store
+        .as_ref()
+        .is_some_and(|s| s.kind != super::StoreKind::Memory);
     v.peer_sites(&policies, &cluster, redis);
     v.split_shares(&policies, cluster.expected_nodes);
     v.node_periods(&policies, cluster.expected_nodes);
