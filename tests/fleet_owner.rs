@@ -186,6 +186,74 @@ async fn a_dead_owner_fails_closed_then_its_keys_move() {
     // The new owner starts from full: 10 more, so 16 in all against a limit of 10: the
     // documented over-admission of at most one burst per moved key.
     assert_eq!(count(after, StatusCode::OK), 10, "{statuses:?}");
+    // Without a store, N of the L/N fallback is the live peers.
+    let survivor = fleet.nodes[0].admin.unwrap();
+    eventually(
+        "N follows the live peers",
+        Duration::from_secs(5),
+        || async move {
+            metrics_text(survivor)
+                .await
+                .contains("tollgate_cluster_nodes 2")
+        },
+    )
+    .await;
+
+    // The dead owner comes back on its address: its keys move back to it, and it starts
+    // them from full again (one more burst), once the others have pinged it.
+    fleet.start_again(owner);
+    for n in &fleet.nodes {
+        let admin = n.admin.unwrap();
+        eventually(
+            "all three live again",
+            Duration::from_secs(5),
+            || async move { metrics_text(admin).await.contains("tollgate_peers_live 3") },
+        )
+        .await;
+    }
+    let mut again = Vec::new();
+    for _ in 0..12 {
+        again.push(status(entry, ip, None).await);
+    }
+    // Had the key stayed with the interim owner (which spent its 10), none would pass.
+    assert_eq!(count(&again, StatusCode::OK), 10, "{again:?}");
+}
+
+/// An owner's denial is remembered until its retry time: an abusive client's further
+/// requests are denied without a peer call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_are_remembered_without_asking_again() {
+    let up = echo_upstream().await;
+    let limits = owner_limits(
+        &policy("per_ip", &["ip"], "gcra", 3, "1h", "site = \"owner\""),
+        &["per_ip"],
+        "closed",
+    );
+    let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-deny");
+    fleet.settled().await;
+    let ip = "192.0.2.99";
+    let owner = owner_of(&fleet, &format!("per_ip:ip:{ip}"));
+    let entry = &fleet.nodes[(owner + 1) % 3];
+    let asks = || async {
+        metric_sum(
+            &metrics_text(entry.admin.unwrap()).await,
+            "tollgate_peer_calls_total{op=\"ask\"}",
+        )
+    };
+    for want in [StatusCode::OK; 3]
+        .into_iter()
+        .chain([StatusCode::TOO_MANY_REQUESTS])
+    {
+        assert_eq!(status(entry.addr, ip, None).await, want);
+    }
+    assert_eq!(asks().await, 4.0);
+    for _ in 0..50 {
+        assert_eq!(
+            status(entry.addr, ip, None).await,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+    assert_eq!(asks().await, 4.0, "denied from memory, no ask");
 }
 
 /// A forged refund (wrong secret) sent straight to the owner's peer port is refused and

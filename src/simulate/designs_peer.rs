@@ -9,6 +9,7 @@ use super::trace::Arrival;
 use crate::config::Policy;
 use crate::limit::algorithm::Rate;
 use crate::limit::clock::Nanos;
+use crate::limit::fleet::ring::pick;
 
 /// The one key every simulated request spends on.
 const KEY: &str = "k";
@@ -18,7 +19,7 @@ const KEY: &str = "k";
 /// every request of the key. A request that lands on the owner costs nothing; one that
 /// lands elsewhere costs that node one peer call to the owner (the answer rides on it). No
 /// store call, and no network delay in the model (as for central): the owner decides at the
-/// arrival's time. The fleet is fixed for the whole trace (the trace has no node loss), so
+/// arrival's time (the production owner step: `limit/check_peer.rs`). The fleet is fixed for the whole trace (the trace has no node loss), so
 /// ownership never moves and the owner admits exactly what central admits.
 pub(super) fn owner(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     let owner = owner_of(KEY, nodes);
@@ -29,27 +30,11 @@ pub(super) fn owner(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     }
 }
 
-/// The owner of `key` among nodes `0..nodes`: highest random weight (rendezvous) hashing,
-/// FNV-1a of the key mixed with each node's index by splitmix64; ties go to the lowest
-/// index. Removing a node moves only the keys it owned.
+/// The owner of `key` among nodes `0..nodes`: the production ring's rendezvous pick
+/// (`limit::fleet::ring`), with each node's index as its identity. Removing a node moves
+/// only the keys it owned.
 fn owner_of(key: &str, nodes: usize) -> usize {
-    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    (0..nodes)
-        .map(|n| (splitmix64(h ^ splitmix64(n as u64)), n))
-        .fold(None, |best: Option<(u64, usize)>, (score, n)| match best {
-            Some((s, _)) if s >= score => best,
-            _ => Some((score, n)),
-        })
-        .map_or(0, |(_, n)| n)
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    pick(key, (0..nodes).map(|n| (n, n as u64))).unwrap_or(0)
 }
 
 /// Gossip counters (design 4, `site = "gossip"`) for the policy's GCRA.

@@ -16,6 +16,8 @@ pub const SECRET: &str = "a test fleet's shared peer secret, 32+ bytes";
 pub struct PeerFleet {
     pub nodes: Vec<GatewayProcess>,
     pub peers: Vec<SocketAddr>,
+    /// Each node's config file, to start it again.
+    pub configs: Vec<std::path::PathBuf>,
 }
 
 /// `n` free loopback ports (bound, then released).
@@ -31,7 +33,7 @@ pub fn free_ports(n: usize) -> Vec<SocketAddr> {
 pub fn start(n: usize, up: SocketAddr, cluster: &str, limits: &str, name: &str) -> PeerFleet {
     let peers = free_ports(n);
     let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
-    let nodes = peers
+    let configs: Vec<std::path::PathBuf> = peers
         .iter()
         .enumerate()
         .map(|(i, me)| {
@@ -43,16 +45,28 @@ pub fn start(n: usize, up: SocketAddr, cluster: &str, limits: &str, name: &str) 
                 .text("[store]\ntimeout = \"300ms\"\n")
                 .text(limits)
                 .build();
-            spawn_serve_with_env(
-                &temp_file(&format!("{name}-{i}.toml"), &config),
-                &[("TOLLGATE_PEER_SECRET", SECRET)],
-            )
+            temp_file(&format!("{name}-{i}.toml"), &config)
         })
         .collect();
-    PeerFleet { nodes, peers }
+    let nodes = configs.iter().map(|c| spawn(c)).collect();
+    PeerFleet {
+        nodes,
+        peers,
+        configs,
+    }
+}
+
+fn spawn(config: &std::path::Path) -> GatewayProcess {
+    spawn_serve_with_env(config, &[("TOLLGATE_PEER_SECRET", SECRET)])
 }
 
 impl PeerFleet {
+    /// Start node `i` again from its config (same peer address), at the end of `nodes`.
+    pub fn start_again(&mut self, i: usize) -> &GatewayProcess {
+        self.nodes.push(spawn(&self.configs[i]));
+        self.nodes.last().unwrap()
+    }
+
     /// Sum of a metric over every running node.
     pub async fn metric(&self, needle: &str) -> f64 {
         let mut sum = 0.0;

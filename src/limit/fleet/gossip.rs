@@ -66,3 +66,28 @@ impl Outbox {
         items
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outbox_adds_up_per_key_and_stays_bounded() {
+        let outbox = Outbox::default();
+        let p: Arc<str> = "p".into();
+        outbox.record(&p, 1, "a", 2);
+        outbox.record(&p, 1, "a", 3);
+        outbox.record(&p, 4, "a", 1);
+        let mut items = outbox.take();
+        items.sort_by_key(|i| i.headroom);
+        let costs: Vec<(u32, u32)> = items.iter().map(|i| (i.headroom, i.cost)).collect();
+        assert_eq!(costs, [(1, 5), (4, 1)]);
+        assert!(outbox.take().is_empty(), "taken once");
+        for i in 0..MAX_KEYS + 10 {
+            outbox.record(&p, 1, &i.to_string(), 1);
+        }
+        outbox.record(&p, 1, "0", 1);
+        assert_eq!(outbox.dropped.get(), 10, "keys past the bound are dropped");
+        assert_eq!(outbox.take().len(), MAX_KEYS, "a known key still adds up");
+    }
+}
