@@ -327,3 +327,54 @@ async fn post(peer: SocketAddr, message: Bytes) -> StatusCode {
         .unwrap();
     send.send_request(req).await.unwrap().status()
 }
+
+/// An owner policy in shadow mode forwards what it would deny and counts it; its 429s in
+/// enforce mode carry the owner's numbers in the rate-limit headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_and_headers_hold_for_owner_keys() {
+    let up = echo_upstream().await;
+    let policies = format!(
+        "{}{}",
+        policy(
+            "watch",
+            &["ip"],
+            "gcra",
+            2,
+            "1h",
+            "site = \"owner\"\nmode = \"shadow\""
+        ),
+        policy("per_ip", &["ip"], "gcra", 4, "1h", "site = \"owner\""),
+    );
+    let limits = owner_limits(&policies, &["watch", "per_ip"], "closed");
+    let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-shadow");
+    fleet.settled().await;
+    let ip = "192.0.2.123";
+    let owner = owner_of(&fleet, &format!("per_ip:ip:{ip}"));
+    let entry = fleet.nodes[(owner + 1) % 3].addr;
+    for _ in 0..4 {
+        assert_eq!(status(entry, ip, None).await, StatusCode::OK);
+    }
+    let denied = get_as(entry, "/api", ip, None).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    let header = |name: &str| {
+        denied
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    assert_eq!(header("retry-after").as_deref(), Some("900"));
+    assert!(
+        header("ratelimit")
+            .unwrap()
+            .contains("\"per_ip\";r=0;t=900"),
+        "{:?}",
+        header("ratelimit")
+    );
+    let m = metrics_text(fleet.nodes[(owner + 1) % 3].admin.unwrap()).await;
+    let shadow = metric_sum(&m, "outcome=\"shadow_deny\"");
+    // The 3rd and 4th passed anyway; the 5th, denied by per_ip, would have been too.
+    assert_eq!(
+        shadow, 3.0,
+        "the 3rd to 5th requests would have been denied"
+    );
+}
