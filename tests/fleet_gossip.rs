@@ -118,7 +118,14 @@ async fn a_forged_gossip_message_spends_nothing() {
     };
     let wrong = Secret::new(b"not the fleet's secret but 32+ bytes long").unwrap();
     let sender = fleet.peers[1].to_string();
-    let (_, message) = wire::seal_request(&wrong, &sender, wire::now_ms(), 7, &[item]);
+    let (_, message) = wire::seal_request(
+        &wrong,
+        &sender,
+        &fleet.peers[0].to_string(),
+        wire::now_ms(),
+        7,
+        &[item],
+    );
     let stream = tokio::net::TcpStream::connect(fleet.peers[0])
         .await
         .unwrap();

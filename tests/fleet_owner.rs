@@ -295,7 +295,14 @@ async fn forged_peer_messages_change_nothing() {
     let wrong = Secret::new(b"not the fleet's secret but 32+ bytes long").unwrap();
     let refund = refund_item("per_ip", &format!("per_ip:ip:{ip}"), 100);
     let sender = fleet.peers[(owner + 1) % 3].to_string();
-    let (_, message) = wire::seal_request(&wrong, &sender, wire::now_ms(), 1, &[refund]);
+    let (_, message) = wire::seal_request(
+        &wrong,
+        &sender,
+        &fleet.peers[owner].to_string(),
+        wire::now_ms(),
+        1,
+        &[refund],
+    );
     let answer = post(fleet.peers[owner], message).await;
     assert_eq!(answer, StatusCode::UNAUTHORIZED);
     let auth_after = fleet

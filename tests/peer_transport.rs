@@ -207,21 +207,37 @@ async fn forged_stale_and_replayed_messages_are_refused_and_counted() {
         }]
     };
     let sender = me().to_string();
+    let to = addr.to_string();
     let now = wire::now_ms();
 
     let wrong = Secret::new(&[b'x'; 32]).unwrap();
-    let (_, forged) = wire::seal_request(&wrong, &sender, now, 1, &item("forged"));
+    let (_, forged) = wire::seal_request(&wrong, &sender, &to, now, 1, &item("forged"));
     assert_eq!(post(addr, forged).await, 401, "wrong secret");
 
-    let (_, stale) = wire::seal_request(&secret(), &sender, now - 10_000, 2, &item("stale"));
+    let (_, stale) = wire::seal_request(&secret(), &sender, &to, now - 10_000, 2, &item("stale"));
     assert_eq!(post(addr, stale).await, 401, "ten seconds old");
 
-    let (_, future) = wire::seal_request(&secret(), &sender, now + 10_000, 3, &item("future"));
+    let (_, future) = wire::seal_request(&secret(), &sender, &to, now + 10_000, 3, &item("future"));
     assert_eq!(post(addr, future).await, 401, "ten seconds ahead");
 
-    let (_, fresh) = wire::seal_request(&secret(), &sender, now, 4, &item("fresh"));
+    let (_, fresh) = wire::seal_request(&secret(), &sender, &to, now, 4, &item("fresh"));
     assert_eq!(post(addr, fresh.clone()).await, 200, "the genuine message");
     assert_eq!(post(addr, fresh).await, 401, "the same message again");
+
+    // Sealed for another peer (captured on its way there): refused here.
+    let (_, elsewhere) = wire::seal_request(
+        &secret(),
+        &sender,
+        "127.0.0.1:1",
+        now,
+        5,
+        &item("elsewhere"),
+    );
+    assert_eq!(
+        post(addr, elsewhere).await,
+        401,
+        "addressed to another peer"
+    );
 
     // A client configured with the wrong secret is refused the same way.
     let (bad_client, _) = client(me(), wrong);
@@ -243,7 +259,7 @@ async fn forged_stale_and_replayed_messages_are_refused_and_counted() {
     );
     assert_eq!(
         sample(&peer.registry, "tollgate_peer_errors_total{kind=\"auth\"}"),
-        5.0
+        6.0
     );
 }
 
@@ -318,4 +334,53 @@ async fn a_hung_message_does_not_block_the_next_one() {
         "after {:?}",
         t.elapsed()
     );
+}
+
+/// The client's observer hears once per message: three calls that one hung message
+/// carried are one failure of the peer (the owner ring counts these: one lost message
+/// must not move a peer's keys), and the next message is one answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_observer_hears_each_message_once() {
+    let peer = node_with(Echo {
+        hang_first: Duration::from_secs(3),
+        delay: Duration::from_millis(50),
+        ..Echo::default()
+    })
+    .await;
+    let addr = peer.server.local_addr();
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let mut registry = Registry::default();
+    let client = PeerClient::observed(
+        me(),
+        secret(),
+        TIMEOUT,
+        PeerMetrics::register(&mut registry),
+        Some(Box::new(move |p, ok| log.lock().unwrap().push((p, ok)))),
+    );
+    // The first message goes out alone and hangs; two more calls queue behind it.
+    let first = client.call(addr, Op::Ask, vec![Bytes::from("a")]);
+    let (a, b, c) = tokio::join!(
+        first,
+        async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            client.call(addr, Op::Ask, vec![Bytes::from("b")]).await
+        },
+        async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            client.call(addr, Op::Ask, vec![Bytes::from("c")]).await
+        },
+    );
+    assert_eq!(a, Err(PeerError::Timeout));
+    // b and c leave in the next message once the hung one has failed; whether they still
+    // wait for it by then is timing, and does not matter here.
+    let _ = (b, c);
+    client
+        .call(addr, Op::Ask, vec![Bytes::from("d")])
+        .await
+        .unwrap();
+    let heard = heard.lock().unwrap().clone();
+    let failed = heard.iter().filter(|(_, ok)| !ok).count();
+    assert_eq!(failed, 1, "one failed message: {heard:?}");
+    assert_eq!(heard.last(), Some(&(addr, true)), "{heard:?}");
 }

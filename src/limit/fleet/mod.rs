@@ -30,7 +30,7 @@ use tracing::warn;
 use crate::config::Cluster;
 use crate::limit::local::LocalStore;
 use crate::limit::peer::{
-    MAX_BATCH_ITEMS, Op, PeerClient, PeerError, PeerMetrics, PeerServer, Secret,
+    MAX_BATCH_ITEMS, Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer, Secret,
 };
 use crate::limit::policy::PolicyRuntime;
 use crate::shutdown::Shutdown;
@@ -54,7 +54,7 @@ pub enum FleetError {
 
 /// This node's place in the fleet.
 pub struct FleetSite {
-    pub ring: Ring,
+    pub ring: Arc<Ring>,
     client: PeerClient,
     secret: Secret,
     metrics: PeerMetrics,
@@ -96,9 +96,23 @@ impl FleetSite {
             "Peers of the owner and gossip sites this node sees answering, itself included",
             live.clone(),
         );
+        let ring = Arc::new(Ring::new(me, &cluster.peers, live));
+        let observed = ring.clone();
+        // The ring counts failed messages, not failed calls: one lost message that carried
+        // many asks is one failure of its peer.
+        let observer: Observer = Box::new(move |peer, answered| match answered {
+            true => drop(observed.answered(peer)),
+            false => drop(observed.failed(peer)),
+        });
         Some(Arc::new(FleetSite {
-            ring: Ring::new(me, &cluster.peers, live),
-            client: PeerClient::new(me, secret.clone(), timeout, metrics.clone()),
+            ring,
+            client: PeerClient::observed(
+                me,
+                secret.clone(),
+                timeout,
+                metrics.clone(),
+                Some(observer),
+            ),
             secret,
             metrics,
             handler: Arc::new(FleetHandler::new(local, policies)),
@@ -127,14 +141,8 @@ impl FleetSite {
     ) -> Result<Vec<Answer>, FleetError> {
         let data = items.iter().map(KeyItem::encode).collect();
         let replies = match self.client.call(owner, Op::Ask, data).await {
-            Ok(replies) => {
-                self.ring.answered(owner);
-                replies
-            }
-            Err(source) => {
-                self.ring.failed(owner);
-                return Err(FleetError::Peer { owner, source });
-            }
+            Ok(replies) => replies,
+            Err(source) => return Err(FleetError::Peer { owner, source }),
         };
         let mut answers = Vec::with_capacity(items.len());
         for (item, reply) in items.iter().zip(replies) {
@@ -224,14 +232,12 @@ impl FleetSite {
         }
     }
 
-    fn ping_all(self: &Arc<Self>) {
+    /// Ping every known peer; the ring hears each answer or failure (the client's observer).
+    fn ping_all(&self) {
         for peer in self.ring.others() {
-            let me = self.clone();
+            let client = self.client.clone();
             tokio::spawn(async move {
-                match me.client.call(peer, Op::Ping, vec![Bytes::new()]).await {
-                    Ok(_) => me.ring.answered(peer),
-                    Err(_) => me.ring.failed(peer),
-                };
+                let _ = client.call(peer, Op::Ping, vec![Bytes::new()]).await;
             });
         }
     }

@@ -77,7 +77,13 @@ struct Inner {
     /// Where messages are sent and connections driven, whichever runtime a caller is on
     /// (the gateway's workers each run their own).
     runtime: tokio::runtime::Handle,
+    /// Told once per message whether the peer answered it (not once per call: the calls a
+    /// failed message carried are one failure of the peer, not many).
+    observer: Option<Observer>,
 }
+
+/// Hears `(peer, answered)` once per message.
+pub type Observer = Box<dyn Fn(SocketAddr, bool) + Send + Sync>;
 
 /// Everything about one peer.
 struct Link {
@@ -107,6 +113,17 @@ impl PeerClient {
     /// (and each message, connecting included). Call it inside the runtime that is to carry
     /// peer traffic (it panics outside one): callers on other runtimes only queue and wait.
     pub fn new(me: SocketAddr, secret: Secret, timeout: Duration, metrics: PeerMetrics) -> Self {
+        Self::observed(me, secret, timeout, metrics, None)
+    }
+
+    /// [`PeerClient::new`] with an observer of every message's outcome.
+    pub fn observed(
+        me: SocketAddr,
+        secret: Secret,
+        timeout: Duration,
+        metrics: PeerMetrics,
+        observer: Option<Observer>,
+    ) -> Self {
         PeerClient {
             inner: Arc::new(Inner {
                 me: me.to_string(),
@@ -117,6 +134,7 @@ impl PeerClient {
                 nonce: AtomicU64::new(RandomState::new().hash_one(Instant::now())),
                 links: Mutex::new(HashMap::new()),
                 runtime: tokio::runtime::Handle::current(),
+                observer,
             }),
         }
     }
@@ -191,6 +209,9 @@ async fn flush(inner: Arc<Inner>, link: Arc<Link>) {
         let answer = tokio::time::timeout(inner.timeout, exchange(&inner, &link, &items))
             .await
             .unwrap_or(Err(PeerError::Timeout));
+        if let Some(observe) = &inner.observer {
+            observe(link.addr, answer.is_ok());
+        }
         if matches!(
             answer,
             Err(PeerError::Timeout | PeerError::Send(_) | PeerError::Connect(_))
@@ -233,7 +254,9 @@ fn take_batch(waiting: &mut VecDeque<Waiter>) -> Vec<Waiter> {
 async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
     let mut sender = connection(link).await?;
     let nonce = inner.nonce.fetch_add(1, Ordering::Relaxed);
-    let (mac, message) = wire::seal_request(&inner.secret, &inner.me, wire::now_ms(), nonce, items);
+    let to = link.addr.to_string();
+    let (mac, message) =
+        wire::seal_request(&inner.secret, &inner.me, &to, wire::now_ms(), nonce, items);
     let uri = format!("http://{}{}", link.addr, wire::PATH);
     let req = http::Request::post(uri)
         .header(http::header::CONTENT_TYPE, "application/octet-stream")
@@ -257,7 +280,9 @@ async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
         .to_bytes();
     let replies = wire::open_reply(&inner.secret, &body, &mac).map_err(|e| match e {
         WireError::Malformed => PeerError::Decode,
-        WireError::Stale | WireError::BadMac | WireError::Replayed => PeerError::Auth,
+        WireError::Stale | WireError::BadMac | WireError::Replayed | WireError::Misdirected => {
+            PeerError::Auth
+        }
     })?;
     if replies.len() != items.len() {
         return Err(PeerError::Decode);

@@ -140,6 +140,9 @@ async fn serve<H: PeerHandler>(
         Ok(opened) => opened,
         Err(e) => return refuse(shared, e),
     };
+    if opened.to != shared.me {
+        return refuse(shared, WireError::Misdirected);
+    }
     // Only authenticated MACs are remembered: forgeries cannot fill the guard.
     if !shared.replay.first_time(&opened.mac) {
         return refuse(shared, WireError::Replayed);

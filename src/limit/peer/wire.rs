@@ -9,6 +9,7 @@
 //! timestamp   u64      sender's wall clock, Unix milliseconds
 //! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
 //! sender_len  u16      then `sender`: the sender's peer address, UTF-8 ("10.0.0.5:7946")
+//! to_len      u16      then `to`: the recipient's peer address (requests; empty in replies)
 //! count       u32      items, then each item:
 //!   request:  op u8, len u32, `len` bytes
 //!   reply:    len u32, `len` bytes (one per request item, same order)
@@ -16,7 +17,10 @@
 //!
 //! Integers are big-endian. The receiver remembers the MACs of the requests it accepted (the
 //! replay guard), so an identical request is refused; the nonce keeps two honest requests
-//! from being identical. A reply's MAC also covers the MAC of the request it answers, so a
+//! from being identical. The MAC covers the recipient, and a receiver refuses a request
+//! addressed to another peer: a message captured on its way to one node cannot be replayed
+//! to another (each node's replay guard is its own). Messages are signed, not encrypted:
+//! keys (client addresses, hashed accounts) cross the peer network in the clear. A reply's MAC also covers the MAC of the request it answers, so a
 //! reply cannot be replayed as the answer to another request. Item bytes are opaque here: the
 //! decision sites above define them.
 //!
@@ -34,8 +38,8 @@ use sha2::Sha256;
 /// The HTTP path peer messages are posted to.
 pub const PATH: &str = "/tollgate/peer/v1";
 
-/// The only format version so far.
-pub const VERSION: u8 = 1;
+/// The format version (2: the recipient is signed).
+pub const VERSION: u8 = 2;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
 pub const MAX_SKEW: Duration = Duration::from_secs(5);
@@ -46,7 +50,7 @@ pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 const MAC_LEN: usize = 32;
 const KIND_REQUEST: u8 = 1;
 const KIND_REPLY: u8 = 2;
-/// mac, version, kind, timestamp, nonce, sender_len.
+/// mac, version, kind, timestamp, nonce, sender_len (then sender, to_len, to).
 const HEADER_LEN: usize = MAC_LEN + 1 + 1 + 8 + 8 + 2;
 
 /// The shortest secret accepted (as `check` demands of `peer_secret_env`).
@@ -162,6 +166,9 @@ pub enum WireError {
     /// Authentic, but accepted once already (see the server's replay guard).
     #[error("peer message replayed")]
     Replayed,
+    /// Authentic, but addressed to another peer.
+    #[error("peer message addressed to another peer")]
+    Misdirected,
 }
 
 impl WireError {
@@ -169,7 +176,9 @@ impl WireError {
     pub fn kind(self) -> &'static str {
         match self {
             WireError::Malformed => "decode",
-            WireError::Stale | WireError::BadMac | WireError::Replayed => "auth",
+            WireError::Stale | WireError::BadMac | WireError::Replayed | WireError::Misdirected => {
+                "auth"
+            }
         }
     }
 }
@@ -185,12 +194,13 @@ pub fn now_ms() -> u64 {
 pub fn seal_request(
     secret: &Secret,
     sender: &str,
+    to: &str,
     timestamp_ms: u64,
     nonce: u64,
     items: &[Item],
 ) -> ([u8; MAC_LEN], Bytes) {
     let len = items.iter().map(|i| 5 + i.data.len()).sum::<usize>();
-    let mut b = header(KIND_REQUEST, sender, timestamp_ms, nonce, len);
+    let mut b = header(KIND_REQUEST, sender, to, timestamp_ms, nonce, len);
     put_count(&mut b, items.len());
     for item in items {
         b.put_u8(item.op.code());
@@ -208,7 +218,7 @@ pub fn seal_reply(
     items: &[Bytes],
 ) -> Bytes {
     let len = items.iter().map(|i| 4 + i.len()).sum::<usize>();
-    let mut b = header(KIND_REPLY, sender, timestamp_ms, 0, len);
+    let mut b = header(KIND_REPLY, sender, "", timestamp_ms, 0, len);
     put_count(&mut b, items.len());
     for item in items {
         put_bytes(&mut b, item);
@@ -221,6 +231,8 @@ pub fn seal_reply(
 pub struct OpenedRequest {
     pub mac: [u8; MAC_LEN],
     pub sender: String,
+    /// The peer address it was sealed for.
+    pub to: String,
     pub timestamp_ms: u64,
     pub items: Vec<Item>,
 }
@@ -255,6 +267,7 @@ pub fn open_request(
     Ok(OpenedRequest {
         mac: head.mac,
         sender: head.sender,
+        to: head.to,
         timestamp_ms: head.timestamp_ms,
         items,
     })
@@ -282,18 +295,28 @@ pub fn open_reply(
     Ok(items)
 }
 
-fn header(kind: u8, sender: &str, timestamp_ms: u64, nonce: u64, body_len: usize) -> BytesMut {
+fn header(
+    kind: u8,
+    sender: &str,
+    to: &str,
+    timestamp_ms: u64,
+    nonce: u64,
+    body_len: usize,
+) -> BytesMut {
     // A socket address is far shorter than u16::MAX; anything longer is cut, and then
     // fails to parse at the receiver rather than corrupting the frame.
-    let sender = &sender.as_bytes()[..sender.len().min(usize::from(u16::MAX))];
-    let mut b = BytesMut::with_capacity(HEADER_LEN + sender.len() + 4 + body_len);
+    let cut = |s: &str| s.as_bytes()[..s.len().min(usize::from(u16::MAX))].to_vec();
+    let (sender, to) = (cut(sender), cut(to));
+    let mut b = BytesMut::with_capacity(HEADER_LEN + sender.len() + 2 + to.len() + 4 + body_len);
     b.put_bytes(0, MAC_LEN);
     b.put_u8(VERSION);
     b.put_u8(kind);
     b.put_u64(timestamp_ms);
     b.put_u64(nonce);
-    b.put_u16(sender.len() as u16);
-    b.put_slice(sender);
+    for part in [&sender, &to] {
+        b.put_u16(part.len() as u16);
+        b.put_slice(part);
+    }
     b
 }
 
@@ -316,6 +339,7 @@ struct Header {
     mac: [u8; MAC_LEN],
     timestamp_ms: u64,
     sender: String,
+    to: String,
     body_at: usize,
 }
 
@@ -331,19 +355,30 @@ fn parse_header(message: &Bytes, kind: u8) -> Result<Header, WireError> {
     }
     let timestamp_ms = r.get_u64();
     let _nonce = r.get_u64();
-    let sender_len = usize::from(r.get_u16());
-    if r.len() < sender_len {
-        return Err(WireError::Malformed);
-    }
-    let sender = std::str::from_utf8(&r[..sender_len])
-        .map_err(|_| WireError::Malformed)?
-        .to_string();
+    let before = r.len();
+    let sender = take_str(&mut r)?;
+    let to = take_str(&mut r)?;
     Ok(Header {
         mac,
         timestamp_ms,
         sender,
-        body_at: HEADER_LEN + sender_len,
+        to,
+        body_at: HEADER_LEN - 2 + (before - r.len()),
     })
+}
+
+/// A u16-length-prefixed UTF-8 string.
+fn take_str(r: &mut &[u8]) -> Result<String, WireError> {
+    if r.len() < 2 {
+        return Err(WireError::Malformed);
+    }
+    let len = usize::from(r.get_u16());
+    if r.len() < len {
+        return Err(WireError::Malformed);
+    }
+    let s = std::str::from_utf8(&r[..len]).map_err(|_| WireError::Malformed)?;
+    r.advance(len);
+    Ok(s.to_string())
 }
 
 fn take_count(body: &mut Bytes) -> Result<usize, WireError> {

@@ -21,10 +21,18 @@ fn items() -> Vec<Item> {
 #[test]
 fn a_request_and_its_reply_round_trip() {
     let s = secret(7);
-    let (mac, msg) = seal_request(&s, "127.0.0.1:7946", 1_000_000, 9, &items());
+    let (mac, msg) = seal_request(
+        &s,
+        "127.0.0.1:7946",
+        "127.0.0.1:7947",
+        1_000_000,
+        9,
+        &items(),
+    );
     let opened = open_request(&s, &msg, 1_000_000 + 4_999).expect("opens");
     assert_eq!(opened.items, items());
     assert_eq!(opened.sender, "127.0.0.1:7946");
+    assert_eq!(opened.to, "127.0.0.1:7947");
     assert_eq!(opened.mac, mac);
     let replies = vec![Bytes::from_static(b"ok"), Bytes::new()];
     let reply = seal_reply(&s, "127.0.0.1:7947", 1_000_001, &mac, &replies);
@@ -34,7 +42,7 @@ fn a_request_and_its_reply_round_trip() {
 #[test]
 fn wrong_secret_stale_time_and_altered_bytes_are_refused() {
     let s = secret(7);
-    let (mac, msg) = seal_request(&s, "a", 1_000_000, 1, &items());
+    let (mac, msg) = seal_request(&s, "a", "b", 1_000_000, 1, &items());
     assert_eq!(
         open_request(&secret(8), &msg, 1_000_000).err(),
         Some(WireError::BadMac)
@@ -54,7 +62,7 @@ fn wrong_secret_stale_time_and_altered_bytes_are_refused() {
         Some(WireError::BadMac)
     );
     let reply = seal_reply(&s, "b", 1_000_000, &mac, &[]);
-    let (other, _) = seal_request(&s, "a", 1_000_000, 2, &items());
+    let (other, _) = seal_request(&s, "a", "b", 1_000_000, 2, &items());
     assert_eq!(
         open_reply(&s, &reply, &other).err(),
         Some(WireError::BadMac),
@@ -65,7 +73,7 @@ fn wrong_secret_stale_time_and_altered_bytes_are_refused() {
 #[test]
 fn truncated_messages_are_malformed_not_panics() {
     let s = secret(7);
-    let (_, msg) = seal_request(&s, "a", 1_000_000, 1, &items());
+    let (_, msg) = seal_request(&s, "a", "b", 1_000_000, 1, &items());
     for len in 0..msg.len() {
         assert!(
             open_request(&s, &msg.slice(..len), 1_000_000).is_err(),
