@@ -384,3 +384,45 @@ async fn the_observer_hears_each_message_once() {
     assert_eq!(failed, 1, "one failed message: {heard:?}");
     assert_eq!(heard.last(), Some(&(addr, true)), "{heard:?}");
 }
+
+/// Whoever can reach the peer port without the secret cannot lock the fleet out: one
+/// source address keeps at most 32 connections (the rest are closed at once), a connection
+/// that delivers no authentic message is closed after 5 s, and a genuine peer gets in
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_cannot_lock_peers_out() {
+    use tokio::io::AsyncReadExt;
+    let peer = node(Duration::ZERO).await;
+    let addr = peer.server.local_addr();
+    let mut silent = Vec::new();
+    for _ in 0..40 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        silent.push(socket.connect(addr).await.unwrap());
+    }
+    let (client, _) = client(me(), secret());
+    let answer = client.call(addr, Op::Ping, vec![Bytes::new()]).await;
+    assert!(answer.is_ok(), "{answer:?}");
+    // Read each silent connection to its end; note when it came.
+    let started = Instant::now();
+    let closed_at = futures_util::future::join_all(silent.into_iter().map(|mut s| async move {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(8), s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return Some(Instant::now()),
+                Ok(Ok(_)) => continue,
+                Err(_) => return None,
+            }
+        }
+    }))
+    .await;
+    let at_once = closed_at
+        .iter()
+        .filter(|t| t.is_some_and(|t| t - started < Duration::from_secs(2)))
+        .count();
+    assert_eq!(at_once, 8, "40 from one address, 32 kept");
+    assert!(
+        closed_at.iter().all(Option::is_some),
+        "every silent connection is closed within 8 s"
+    );
+}

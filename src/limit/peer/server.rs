@@ -1,18 +1,20 @@
 //! The receiving side: an h2c listener that authenticates each message before its handler
 //! sees it.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
@@ -26,11 +28,28 @@ use super::{PeerHandler, Request};
 /// keeps a stray client from exhausting descriptors.
 const MAX_CONNECTIONS: usize = 1024;
 
-/// Streams per connection: one message in flight per sending client, with room to spare.
-const MAX_STREAMS: u32 = 256;
+/// Open connections per source address: a peer keeps one; the bound keeps one host that
+/// does not hold the secret from taking every place above.
+const MAX_PER_SOURCE: usize = 32;
 
-/// Longest a message body may take to arrive.
+/// Streams per connection: a client sends one message at a time per peer (`client.rs`).
+const MAX_STREAMS: u32 = 8;
+
+/// Longest a message body may take to arrive, and how long a new connection has to deliver
+/// its first authentic message before it is closed (a client sends one as soon as it
+/// connects: connections are opened for a message).
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Bytes of message bodies held, across every connection, before their MAC is checked:
+/// bodies are read in full first, so without this bound anyone who can reach the port could
+/// make the process buffer 16 MiB per stream. A reader past the budget waits (its sender
+/// stalls on h2 flow control) until `READ_TIMEOUT`.
+const READ_BUDGET: usize = 64 << 20;
+
+/// Idle connections are pinged this often (h2 PING), and closed when a ping is not answered
+/// within `KEEP_ALIVE_TIMEOUT`: a peer that vanished without a FIN frees its place.
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
+const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A running peer listener; dropping it stops accepting and closes its connections.
 pub struct PeerServer {
@@ -45,6 +64,10 @@ struct Shared<H> {
     handler: Arc<H>,
     metrics: PeerMetrics,
     replay: ReplayGuard,
+    /// [`READ_BUDGET`], one permit a byte.
+    budget: Arc<Semaphore>,
+    /// Open connections per source address.
+    sources: std::sync::Mutex<HashMap<IpAddr, usize>>,
 }
 
 impl PeerServer {
@@ -63,6 +86,8 @@ impl PeerServer {
             handler,
             metrics,
             replay: ReplayGuard::new(),
+            budget: Arc::new(Semaphore::new(READ_BUDGET)),
+            sources: std::sync::Mutex::new(HashMap::new()),
         });
         let task = tokio::spawn(accept(listener, shared));
         Ok(PeerServer { local_addr, task })
@@ -88,8 +113,8 @@ async fn accept<H: PeerHandler>(listener: TcpListener, shared: Arc<Shared<H>>) {
         let Ok(place) = places.clone().acquire_owned().await else {
             return;
         };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, source) = match listener.accept().await {
+            Ok((stream, from)) => (stream, from.ip()),
             Err(e) => {
                 // Out of descriptors and the like: do not spin.
                 tracing::warn!(error = %e, "peer listener: accept failed");
@@ -97,32 +122,93 @@ async fn accept<H: PeerHandler>(listener: TcpListener, shared: Arc<Shared<H>>) {
                 continue;
             }
         };
+        let Some(source) = Source::enter(&shared, source) else {
+            tracing::debug!(%source, "peer listener: too many connections from one address");
+            continue;
+        };
         let shared = shared.clone();
         conns.spawn(async move {
-            let _place = place;
+            let _place = (place, source);
             connection(stream, shared).await;
         });
     }
 }
 
+/// One connection's place among those of its source address; given back on drop.
+struct Source<H> {
+    shared: Arc<Shared<H>>,
+    ip: IpAddr,
+}
+
+impl<H> Source<H> {
+    fn enter(shared: &Arc<Shared<H>>, ip: IpAddr) -> Option<Self> {
+        let mut sources = shared.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let open = sources.entry(ip).or_insert(0);
+        if *open >= MAX_PER_SOURCE {
+            return None;
+        }
+        *open += 1;
+        Some(Source {
+            shared: shared.clone(),
+            ip,
+        })
+    }
+}
+
+impl<H> Drop for Source<H> {
+    fn drop(&mut self) {
+        let mut sources = self
+            .shared
+            .sources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = sources.get_mut(&self.ip) {
+            *open -= 1;
+            if *open == 0 {
+                sources.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Serve one connection; closed after [`READ_TIMEOUT`] unless an authentic message came.
 async fn connection<H: PeerHandler>(stream: TcpStream, shared: Arc<Shared<H>>) {
     let _ = stream.set_nodelay(true);
+    let authentic = Arc::new(AtomicBool::new(false));
+    let seen = authentic.clone();
     let service = service_fn(move |req| {
-        let shared = shared.clone();
-        async move { Ok::<_, Infallible>(serve(&shared, req).await) }
+        let (shared, seen) = (shared.clone(), seen.clone());
+        async move { Ok::<_, Infallible>(serve(&shared, &seen, req).await) }
     });
     let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder.max_concurrent_streams(MAX_STREAMS);
-    if let Err(e) = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-    {
+    builder
+        .max_concurrent_streams(MAX_STREAMS)
+        .timer(TokioTimer::new())
+        .keep_alive_interval(KEEP_ALIVE_INTERVAL)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        ended = &mut conn => Some(ended),
+        () = tokio::time::sleep(READ_TIMEOUT) => None,
+    };
+    let ended = match ended {
+        Some(ended) => ended,
+        // Dropping the connection closes it.
+        None if !authentic.load(Ordering::Relaxed) => {
+            tracing::debug!("peer connection closed: no authentic message in time");
+            return;
+        }
+        None => conn.await,
+    };
+    if let Err(e) = ended {
         tracing::debug!(error = %e, "peer connection ended");
     }
 }
 
 async fn serve<H: PeerHandler>(
     shared: &Shared<H>,
+    authentic: &AtomicBool,
     req: http::Request<Incoming>,
 ) -> http::Response<Full<Bytes>> {
     if req.uri().path() != wire::PATH {
@@ -131,10 +217,9 @@ async fn serve<H: PeerHandler>(
     if req.method() != Method::POST {
         return status(StatusCode::METHOD_NOT_ALLOWED);
     }
-    let body = Limited::new(req.into_body(), MAX_MESSAGE_BYTES);
-    let message = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        _ => return refuse(shared, WireError::Malformed),
+    let (message, _held) = match read(req.into_body(), &shared.budget).await {
+        Some(read) => read,
+        None => return refuse(shared, WireError::Malformed),
     };
     let opened = match wire::open_request(&shared.secret, &message, wire::now_ms()) {
         Ok(opened) => opened,
@@ -150,6 +235,7 @@ async fn serve<H: PeerHandler>(
     let Ok(from) = opened.sender.parse::<SocketAddr>() else {
         return refuse(shared, WireError::Malformed);
     };
+    authentic.store(true, Ordering::Relaxed);
     let asked = opened.items.len();
     let request = Request {
         items: opened.items,
@@ -176,6 +262,50 @@ async fn serve<H: PeerHandler>(
         http::HeaderValue::from_static("application/octet-stream"),
     );
     res
+}
+
+/// A whole message body within [`MAX_MESSAGE_BYTES`] and [`READ_TIMEOUT`], its bytes taken
+/// from the read budget until the returned holder is dropped; `None` when too long, too
+/// slow or broken.
+async fn read(mut body: Incoming, budget: &Arc<Semaphore>) -> Option<(Bytes, Held)> {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    let mut held = Held {
+        budget: budget.clone(),
+        bytes: 0,
+    };
+    let mut buf = BytesMut::new();
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await.ok()? {
+            None => return Some((buf.freeze(), held)),
+            Some(frame) => frame.ok()?,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > MAX_MESSAGE_BYTES {
+            return None;
+        }
+        let n = u32::try_from(data.len()).ok()?;
+        let permit = tokio::time::timeout_at(deadline, budget.acquire_many(n))
+            .await
+            .ok()?
+            .ok()?;
+        permit.forget();
+        held.bytes += n as usize;
+        buf.extend_from_slice(&data);
+    }
+}
+
+/// Bytes taken from the read budget; given back on drop.
+struct Held {
+    budget: Arc<Semaphore>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.add_permits(self.bytes);
+    }
 }
 
 /// Count a refused message and answer without a word on why.
