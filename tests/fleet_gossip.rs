@@ -109,6 +109,7 @@ async fn a_forged_gossip_message_spends_nothing() {
     let mut data = BytesMut::new();
     data.put_u16(6);
     data.put_slice(b"shared");
+    data.put_u64(0);
     data.put_u32(1);
     data.put_u32(1000);
     data.put_slice(format!("shared:ip:{ip}").as_bytes());

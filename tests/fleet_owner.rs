@@ -321,6 +321,7 @@ fn refund_item(policy: &str, key: &str, cost: u32) -> Item {
     let mut b = BytesMut::new();
     b.put_u16(policy.len() as u16);
     b.put_slice(policy.as_bytes());
+    b.put_u64(0);
     b.put_u32(1);
     b.put_u32(cost);
     b.put_slice(key.as_bytes());

@@ -24,13 +24,18 @@ impl Check<'_> {
             return ControlFlow::Continue(());
         };
         let groups = self.remote_owners(fleet.ring.me(), |key| fleet.ring.owner(key));
+        let spec = |policy: usize| fleet.spec(policy);
         self.go_on()?;
         if groups.is_empty() {
             return ControlFlow::Continue(());
         }
         let items: Vec<Vec<KeyItem>> = groups
             .iter()
-            .map(|(_, idx)| idx.iter().map(|&i| self.key_item(&self.asks[i])).collect())
+            .map(|(_, idx)| {
+                idx.iter()
+                    .map(|&i| self.key_item(&self.asks[i], spec(self.asks[i].entry.policy)))
+                    .collect()
+            })
             .collect();
         // Read before the calls: a remembered denial errs early, never late.
         let sent = self.sites.local.now();
@@ -111,10 +116,11 @@ impl Check<'_> {
         groups
     }
 
-    fn key_item(&self, ask: &Ask) -> KeyItem {
+    fn key_item(&self, ask: &Ask, spec: u64) -> KeyItem {
         let policy = &self.sites.policies[ask.entry.policy];
         KeyItem {
             policy: policy.name.clone(),
+            spec,
             headroom: ask.headroom.get(),
             cost: policy.cost.get(),
             key: ask.key.clone(),

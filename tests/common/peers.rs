@@ -31,6 +31,17 @@ pub fn free_ports(n: usize) -> Vec<SocketAddr> {
 /// `n` gateways to `up`, each with `limits` (policy and route tables) and `cluster`
 /// keys beside the peer ones (`heartbeat`, `gossip_interval`), no store.
 pub fn start(n: usize, up: SocketAddr, cluster: &str, limits: &str, name: &str) -> PeerFleet {
+    start_each(n, up, cluster, |_| limits.to_string(), name)
+}
+
+/// [`start`] with node `i`'s limits from `limits(i)` (configs that differ).
+pub fn start_each(
+    n: usize,
+    up: SocketAddr,
+    cluster: &str,
+    limits: impl Fn(usize) -> String,
+    name: &str,
+) -> PeerFleet {
     let peers = free_ports(n);
     let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
     let configs: Vec<std::path::PathBuf> = peers
@@ -43,7 +54,7 @@ pub fn start(n: usize, up: SocketAddr, cluster: &str, limits: &str, name: &str) 
             );
             let config = fleet(up, &keys)
                 .text("[store]\ntimeout = \"300ms\"\n")
-                .text(limits)
+                .text(&limits(i))
                 .build();
             temp_file(&format!("{name}-{i}.toml"), &config)
         })

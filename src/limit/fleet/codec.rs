@@ -2,20 +2,45 @@
 //! carries them opaque and authenticated).
 //!
 //! ```text
-//! key item (ask, refund, gossip):  name_len u16, policy name, headroom u32, cost u32, key…
+//! key item (ask, refund, gossip):  name_len u16, policy name, spec u64, headroom u32,
+//!                                  cost u32, key…
 //! ask answer:                      status u8, remaining u64, reset_after u64, wait u64
-//! refund, gossip, ping answers:    empty
+//! refund, ping answers:            empty
+//! gossip answer:                   empty, or `?` when refused (the policy differs here)
 //! ```
 //!
-//! Policies travel by name, not index: two nodes' configs may list them in another order.
+//! Policies travel by name, not index: two nodes' configs may list them in another order;
+//! `spec` is the [`fingerprint`] of the policy's numbers as the sender runs it, so a node
+//! whose config differs (a rolling deploy, a copy-paste slip) refuses the item instead of
+//! deciding it by other numbers.
 //! Big-endian integers; the key runs to the end of the item.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::config::Policy;
+
+/// What two nodes must agree on to decide one policy's keys together: its algorithm and
+/// numbers (not its name, key recipe or mode, which are each node's own business). FNV-1a
+/// over a fixed rendering: the same on every node and version that renders it alike.
+pub fn fingerprint(p: &Policy) -> u64 {
+    let numbers = format!(
+        "{:?}|{}|{}|{}|{}|{}",
+        p.algorithm,
+        p.limit,
+        p.period.as_nanos(),
+        p.burst,
+        p.cost,
+        p.max_delay.as_nanos()
+    );
+    super::ring::node_hash(&numbers)
+}
 
 /// One key of one policy, with the cells to ask for, give back or report spent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyItem {
     pub policy: std::sync::Arc<str>,
+    /// The sender's [`fingerprint`] of the policy.
+    pub spec: u64,
     pub headroom: u32,
     pub cost: u32,
     pub key: String,
@@ -28,6 +53,7 @@ impl KeyItem {
         let mut b = BytesMut::with_capacity(2 + name.len() + 8 + self.key.len());
         b.put_u16(name.len() as u16);
         b.put_slice(name);
+        b.put_u64(self.spec);
         b.put_u32(self.headroom);
         b.put_u32(self.cost);
         b.put_slice(self.key.as_bytes());
@@ -40,15 +66,17 @@ impl KeyItem {
             return None;
         }
         let n = usize::from(b.get_u16());
-        if b.remaining() < n + 8 {
+        if b.remaining() < n + 16 {
             return None;
         }
         let policy = std::str::from_utf8(&b.split_to(n)).ok()?.into();
+        let spec = b.get_u64();
         let headroom = b.get_u32();
         let cost = b.get_u32();
         let key = String::from_utf8(b.to_vec()).ok()?;
         Some(KeyItem {
             policy,
+            spec,
             headroom,
             cost,
             key,
@@ -136,6 +164,7 @@ mod tests {
     fn items_and_answers_round_trip() {
         let item = KeyItem {
             policy: "per-account".into(),
+            spec: 0xfeed,
             headroom: 4,
             cost: 3,
             key: "per-account\u{1f}a:b\u{1f}ü".into(),

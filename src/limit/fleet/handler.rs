@@ -4,8 +4,9 @@
 //! Everything lands in this node's own local state (`local.rs`), in the same tables its
 //! own requests use: an owner's key is decided in one place whoever asks, and a gossiped
 //! spend weighs on the next local decision. The transport has already authenticated the
-//! message; an item that names an unknown policy, or one of another site, is refused
-//! (`Answer::Unknown`) or ignored, never guessed at.
+//! message; an item that names an unknown policy, one of another site, or one whose numbers
+//! differ here (its fingerprint) is refused (`Answer::Unknown`, or [`REFUSED`] for gossip),
+//! never guessed at.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,7 +15,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::codec::{Answer, KeyItem};
+use super::codec::{Answer, KeyItem, fingerprint};
+
+/// A gossip item's answer when this node refuses it (no such gossip policy here, or other
+/// numbers).
+pub const REFUSED: &[u8] = b"?";
 use crate::config::Site;
 use crate::limit::algorithm::Verdict;
 use crate::limit::local::{CheckItem, LocalStore, Spends};
@@ -27,15 +32,19 @@ pub struct FleetHandler {
     policies: Arc<[PolicyRuntime]>,
     /// Policy index by name.
     by_name: HashMap<Arc<str>, usize>,
+    /// Each policy's fingerprint, as askers must send it.
+    specs: Vec<u64>,
 }
 
 impl FleetHandler {
     pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) -> Self {
         let by_name = policies.iter().map(|p| (p.name.clone(), p.index)).collect();
+        let specs = policies.iter().map(|p| fingerprint(&p.spec)).collect();
         FleetHandler {
             local,
             policies,
             by_name,
+            specs,
         }
     }
 
@@ -44,7 +53,7 @@ impl FleetHandler {
         let k = KeyItem::decode(data)?;
         let &policy = self.by_name.get(&k.policy)?;
         let p = &self.policies[policy];
-        if p.spec.site != site {
+        if p.spec.site != site || k.spec != self.specs[policy] {
             return None;
         }
         Some(CheckItem {
@@ -100,12 +109,13 @@ impl PeerHandler for FleetHandler {
                     }
                     Bytes::new()
                 }
-                Op::Gossip => {
-                    if let Some(it) = self.item(item.data, Site::Gossip) {
+                Op::Gossip => match self.item(item.data, Site::Gossip) {
+                    Some(it) => {
                         self.local.debit(&it);
+                        Bytes::new()
                     }
-                    Bytes::new()
-                }
+                    None => Bytes::from_static(REFUSED),
+                },
                 Op::Ping => Bytes::new(),
             })
             .collect();

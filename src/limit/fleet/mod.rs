@@ -60,6 +60,10 @@ pub struct FleetSite {
     metrics: PeerMetrics,
     handler: Arc<FleetHandler>,
     outbox: gossip::Outbox,
+    /// Each policy's fingerprint, sent with every item (`codec::fingerprint`).
+    specs: Vec<u64>,
+    /// Last time (Unix ms) a peer that refused our policy numbers was logged.
+    mismatch_logged: std::sync::atomic::AtomicU64,
     gossip_interval: Duration,
     /// How often every peer is pinged.
     heartbeat: Duration,
@@ -115,6 +119,11 @@ impl FleetSite {
             ),
             secret,
             metrics,
+            specs: policies
+                .iter()
+                .map(|p| codec::fingerprint(&p.spec))
+                .collect(),
+            mismatch_logged: std::sync::atomic::AtomicU64::new(0),
             handler: Arc::new(FleetHandler::new(local, policies)),
             outbox,
             gossip_interval: cluster.gossip_interval,
@@ -148,6 +157,7 @@ impl FleetSite {
         for (item, reply) in items.iter().zip(replies) {
             match Answer::decode(reply) {
                 Some(Answer::Unknown) => {
+                    self.metrics.error("config");
                     return Err(FleetError::Unknown {
                         owner,
                         policy: item.policy.clone(),
@@ -184,9 +194,15 @@ impl FleetSite {
         }
     }
 
-    /// This node admitted `cost` cells of a gossip key.
-    pub fn record(&self, policy: &Arc<str>, headroom: u32, key: &str, cost: u32) {
-        self.outbox.record(policy, headroom, key, cost);
+    /// This node admitted `cost` cells of a gossip key of policy `index` (named `name`).
+    pub fn record(&self, index: usize, name: &Arc<str>, headroom: u32, key: &str, cost: u32) {
+        self.outbox
+            .record(name, self.specs[index], headroom, key, cost);
+    }
+
+    /// Policy `index`'s fingerprint, as its items carry it.
+    pub fn spec(&self, index: usize) -> u64 {
+        self.specs[index]
     }
 
     /// Push gossip every `gossip_interval` and ping every peer every heartbeat, until
@@ -212,7 +228,7 @@ impl FleetSite {
         }
     }
 
-    fn push_gossip(&self) {
+    fn push_gossip(self: &Arc<Self>) {
         let items = self.outbox.take();
         if items.is_empty() {
             return;
@@ -222,13 +238,34 @@ impl FleetSite {
         for peer in self.ring.live_others() {
             self.outbox.sent.inc_by(cells);
             for chunk in data.chunks(MAX_BATCH_ITEMS) {
-                let (client, chunk) = (self.client.clone(), chunk.to_vec());
+                let (me, chunk) = (self.clone(), chunk.to_vec());
                 // Not retried: a push that may have landed must not count twice; a lost one
                 // under-counts by one interval, which the documented bound already allows.
                 tokio::spawn(async move {
-                    let _ = client.call(peer, Op::Gossip, chunk).await;
+                    if let Ok(replies) = me.client.call(peer, Op::Gossip, chunk).await
+                        && replies.iter().any(|r| r.as_ref() == handler::REFUSED)
+                    {
+                        me.mismatch(peer);
+                    }
                 });
             }
+        }
+    }
+
+    /// `peer` refused our gossip: it runs other numbers for a gossip policy (or none).
+    /// Counted, and said at most once a second: the fleet is not sharing that limit.
+    fn mismatch(&self, peer: SocketAddr) {
+        use std::sync::atomic::Ordering;
+        self.metrics.error("config");
+        let now = crate::limit::peer::wire::now_ms();
+        let last = self.mismatch_logged.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= 1_000
+            && self
+                .mismatch_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::error!(peer = %peer, "peer refused our gossip: its gossip policies differ from ours (name, site or numbers); the fleet is not sharing those limits");
         }
     }
 

@@ -63,7 +63,8 @@ impl PeerMetrics {
         self.calls.get_or_create(&OpLabels { op }).inc();
     }
 
-    pub(super) fn error(&self, kind: &'static str) {
+    /// Also used by the sites above the transport (`config`: a peer runs another policy).
+    pub fn error(&self, kind: &'static str) {
         self.errors.get_or_create(&KindLabels { kind }).inc();
     }
 
