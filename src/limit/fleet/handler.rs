@@ -34,10 +34,13 @@ pub struct FleetHandler {
     by_name: HashMap<Arc<str>, usize>,
     /// Each policy's fingerprint, as askers must send it.
     specs: Vec<u64>,
+    /// This node's `peer_listen`, the answer to a ping: a pinger that dialled another
+    /// address learns that the fleet names this node two ways.
+    me: Bytes,
 }
 
 impl FleetHandler {
-    pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) -> Self {
+    pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>, me: SocketAddr) -> Self {
         let by_name = policies.iter().map(|p| (p.name.clone(), p.index)).collect();
         let specs = policies.iter().map(|p| fingerprint(&p.spec)).collect();
         FleetHandler {
@@ -45,6 +48,7 @@ impl FleetHandler {
             policies,
             by_name,
             specs,
+            me: Bytes::from(me.to_string()),
         }
     }
 
@@ -116,7 +120,7 @@ impl PeerHandler for FleetHandler {
                     }
                     None => Bytes::from_static(REFUSED),
                 },
-                Op::Ping => Bytes::new(),
+                Op::Ping => self.me.clone(),
             })
             .collect();
         Response { items }

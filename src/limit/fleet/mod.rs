@@ -62,7 +62,7 @@ pub struct FleetSite {
     outbox: gossip::Outbox,
     /// Each policy's fingerprint, sent with every item (`codec::fingerprint`).
     specs: Vec<u64>,
-    /// Last time (Unix ms) a peer that refused our policy numbers was logged.
+    /// Last time (Unix ms) a fleet configuration error was logged.
     mismatch_logged: std::sync::atomic::AtomicU64,
     gossip_interval: Duration,
     /// How often every peer is pinged.
@@ -124,7 +124,7 @@ impl FleetSite {
                 .map(|p| codec::fingerprint(&p.spec))
                 .collect(),
             mismatch_logged: std::sync::atomic::AtomicU64::new(0),
-            handler: Arc::new(FleetHandler::new(local, policies)),
+            handler: Arc::new(FleetHandler::new(local, policies, me)),
             outbox,
             gossip_interval: cluster.gossip_interval,
             heartbeat: cluster.heartbeat,
@@ -255,27 +255,44 @@ impl FleetSite {
     /// `peer` refused our gossip: it runs other numbers for a gossip policy (or none).
     /// Counted, and said at most once a second: the fleet is not sharing that limit.
     fn mismatch(&self, peer: SocketAddr) {
-        use std::sync::atomic::Ordering;
         self.metrics.error("config");
-        let now = crate::limit::peer::wire::now_ms();
-        let last = self.mismatch_logged.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 1_000
-            && self
-                .mismatch_logged
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if self.once_a_second() {
             tracing::error!(peer = %peer, "peer refused our gossip: its gossip policies differ from ours (name, site or numbers); the fleet is not sharing those limits");
         }
     }
 
     /// Ping every known peer; the ring hears each answer or failure (the client's observer).
-    fn ping_all(&self) {
+    /// A peer answers with its own `peer_listen`: another name than the one dialled means
+    /// the fleet hashes that node under two names, and keys are decided twice.
+    fn ping_all(self: &Arc<Self>) {
         for peer in self.ring.others() {
-            let client = self.client.clone();
+            let me = self.clone();
             tokio::spawn(async move {
-                let _ = client.call(peer, Op::Ping, vec![Bytes::new()]).await;
+                let Ok(replies) = me.client.call(peer, Op::Ping, vec![Bytes::new()]).await else {
+                    return;
+                };
+                let name = replies
+                    .first()
+                    .map(|r| String::from_utf8_lossy(r).into_owned());
+                if name.as_deref() != Some(peer.to_string().as_str()) {
+                    me.metrics.error("config");
+                    if me.once_a_second() {
+                        tracing::error!(dialled = %peer, answered = ?name, "a peer answers under another peer_listen than the one this node lists: the fleet hashes it under two names and its keys are decided twice; make every node's peers list use the address each node has as peer_listen");
+                    }
+                }
             });
         }
+    }
+
+    /// True at most once a second (the fleet's configuration errors are logged that often).
+    fn once_a_second(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = crate::limit::peer::wire::now_ms();
+        let last = self.mismatch_logged.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= 1_000
+            && self
+                .mismatch_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 }
