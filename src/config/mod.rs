@@ -13,6 +13,7 @@ mod raw_safety;
 mod raw_store;
 mod types;
 mod validate;
+mod validate_fleet;
 mod validate_limits;
 mod validate_peers;
 mod validate_safety;

@@ -32,6 +32,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         .as_ref()
         .is_some_and(|s| s.kind != super::StoreKind::Memory);
     v.peer_sites(&policies, &cluster, redis);
+    v.fleet_reach(&raw.cluster, &cluster, &policies, store.as_ref());
     v.split_shares(&policies, cluster.expected_nodes);
     v.node_periods(&policies, cluster.expected_nodes);
     let upstreams: Vec<Upstream> = raw

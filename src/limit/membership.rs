@@ -62,6 +62,9 @@ pub struct Membership {
     peers_from_members: bool,
     /// The peer addresses of the last beat, sorted (logged on change).
     peers: Mutex<Vec<SocketAddr>>,
+    /// The addresses more than one member registered at the last beat (warned about on
+    /// change).
+    shared: Mutex<Vec<SocketAddr>>,
 }
 
 /// One reply of the script.
@@ -70,6 +73,8 @@ struct Reply {
     twins: u64,
     /// The live members' peer addresses, when asked for.
     peers: Option<Vec<SocketAddr>>,
+    /// The addresses among them that more than one member registered, sorted.
+    shared: Vec<SocketAddr>,
 }
 
 impl Membership {
@@ -89,6 +94,7 @@ impl Membership {
             twins: std::sync::atomic::AtomicU64::new(0),
             peers_from_members: cluster.peers.is_empty() && limiter.fleet().is_some(),
             peers: Mutex::new(Vec::new()),
+            shared: Mutex::new(Vec::new()),
             script: Script::new(MEMBERSHIP_LUA),
             limiter,
             store,
@@ -101,6 +107,7 @@ impl Membership {
         let n = reply.nodes;
         if let Some(peers) = reply.peers {
             self.set_peers(peers);
+            self.warn_shared(reply.shared);
         }
         if self.limiter.set_nodes(n) {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
@@ -177,10 +184,33 @@ impl Membership {
             warn!(node_id = %self.node_id, others = twins, "another gateway uses this [cluster] node_id; both are counted, but give each node its own");
         }
     }
+
+    /// Two members registered one peer address (most often a loopback `peer_listen` on two
+    /// hosts): the ring holds it once, a dial reaches one of them at most, and the other
+    /// decides its keys alone. Said once per change.
+    fn warn_shared(&self, shared: Vec<SocketAddr>) {
+        if changed_to_some(&self.shared, shared.clone()) {
+            let list: Vec<String> = shared.iter().map(SocketAddr::to_string).collect();
+            warn!(addresses = %list.join(","), node_id = %self.node_id, "two gateways registered the same peer_listen in membership: they cannot both be reached; give each its own address (a gateway restarted without leaving shows here until its old membership expires, three heartbeats)");
+        }
+    }
+}
+
+/// Store `now` in `last`; true when it changed and is not empty (time to warn).
+fn changed_to_some(last: &Mutex<Vec<SocketAddr>>, now: Vec<SocketAddr>) -> bool {
+    let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+    if *last == now {
+        return false;
+    }
+    let warn = !now.is_empty();
+    *last = now;
+    warn
 }
 
 /// `{members, twins}`, and with `peers` a third element: the live members' peer addresses
-/// (sorted and deduplicated; a member whose address does not read is left out).
+/// (sorted and deduplicated; a member whose address does not read is left out). The script
+/// lists one address per member, and members are distinct: an address listed twice was
+/// registered by two gateways, and goes to `shared`.
 fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
     use redis::Value;
     let shape = || format!("membership script: unexpected reply {reply:?}");
@@ -192,6 +222,7 @@ fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
         ([Value::Int(n), Value::Int(t), Value::Array(p)], true) => (*n, *t, Some(p)),
         _ => return Err(shape()),
     };
+    let mut shared = Vec::new();
     let peers = peers.map(|p| {
         let mut addrs: Vec<SocketAddr> = p
             .iter()
@@ -199,6 +230,12 @@ fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
             .filter_map(|s| s.parse().ok())
             .collect();
         addrs.sort_unstable();
+        shared = addrs
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        shared.dedup();
         addrs.dedup();
         addrs
     });
@@ -209,6 +246,7 @@ fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
             .unwrap_or(NonZeroU32::MIN),
         twins: u64::try_from(twins).unwrap_or(0),
         peers,
+        shared,
     })
 }
 
@@ -224,4 +262,79 @@ fn instance() -> String {
             .map_or(0, |d| d.as_nanos()),
     );
     format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    /// A `join … peers` reply listing `addrs`, one per member.
+    fn reply(addrs: &[&str]) -> Reply {
+        let list = addrs
+            .iter()
+            .map(|a| Value::BulkString(a.as_bytes().to_vec()))
+            .collect();
+        let value = Value::Array(vec![
+            Value::Int(addrs.len() as i64),
+            Value::Int(0),
+            Value::Array(list),
+        ]);
+        parse_reply(value, true).expect("a reply")
+    }
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter()
+            .map(|a| a.parse().expect("an address"))
+            .collect()
+    }
+
+    #[test]
+    fn an_address_two_members_registered_is_shared() {
+        let r = reply(&[
+            "10.0.0.6:7946",
+            "10.0.0.5:7946",
+            "10.0.0.6:7946",
+            "10.0.0.6:7946",
+        ]);
+        assert_eq!(r.peers, Some(addrs(&["10.0.0.5:7946", "10.0.0.6:7946"])));
+        assert_eq!(
+            r.shared,
+            addrs(&["10.0.0.6:7946"]),
+            "once, however many share it"
+        );
+        let r = reply(&[
+            "127.0.0.1:7946",
+            "10.0.0.5:7946",
+            "127.0.0.1:7946",
+            "10.0.0.5:7946",
+        ]);
+        assert_eq!(r.shared, addrs(&["10.0.0.5:7946", "127.0.0.1:7946"]));
+        let r = reply(&[
+            "10.0.0.5:7946",
+            "10.0.0.6:7946",
+            "[::1]:7946",
+            "not an address",
+        ]);
+        assert_eq!(r.shared, Vec::<SocketAddr>::new(), "distinct addresses");
+        let r = parse_reply(Value::Array(vec![Value::Int(2), Value::Int(0)]), false)
+            .expect("a reply without peers");
+        assert!(r.peers.is_none() && r.shared.is_empty());
+    }
+
+    #[test]
+    fn the_shared_warning_is_said_once_per_change() {
+        let last = Mutex::new(Vec::new());
+        let one = addrs(&["10.0.0.6:7946"]);
+        let two = addrs(&["10.0.0.5:7946", "10.0.0.6:7946"]);
+        assert!(!changed_to_some(&last, Vec::new()), "nothing shared");
+        assert!(changed_to_some(&last, one.clone()));
+        assert!(
+            !changed_to_some(&last, one.clone()),
+            "the same again: quiet"
+        );
+        assert!(changed_to_some(&last, two));
+        assert!(!changed_to_some(&last, Vec::new()), "resolved: quiet");
+        assert!(changed_to_some(&last, one), "back again: said again");
+    }
 }
