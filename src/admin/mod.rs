@@ -1,9 +1,11 @@
-//! The admin endpoints: health, readiness, metrics, the routing table (`/routes`) and the
-//! running config with its secrets masked (`/config`); all but health behind the optional
+//! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
+//! running config with its secrets masked (`/config`) and one key's state, read or reset
+//! (`/limits/{policy}`, `limits.rs`); all but health behind the optional
 //! bearer token of `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
 
+mod limits;
 mod views;
 
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::body::{ResponseBody, full};
 use crate::config::{AdminToken, Config};
+use crate::limit::Limiter;
 
 /// What the admin endpoints read.
 #[derive(Clone)]
@@ -25,8 +28,10 @@ pub struct State {
     pub ready: Arc<AtomicBool>,
     /// `/routes` and `/config`, rendered once: the config does not change while running.
     pub views: Arc<Views>,
-    /// `[server] admin_token_env`: what `/metrics`, `/routes` and `/config` require.
+    /// `[server] admin_token_env`: what every endpoint but health requires.
     pub token: Option<AdminToken>,
+    /// `/limits/{policy}` reads and resets keys through it.
+    pub limiter: Arc<Limiter>,
 }
 
 /// The JSON bodies of `/routes` and `/config`.
@@ -52,7 +57,7 @@ impl Views {
 }
 
 /// Answer one admin request.
-pub fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
+pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
     let path = req.uri().path();
     let open = matches!(path, "/healthz" | "/readyz");
     if let (false, Some(token)) = (open, &state.token) {
@@ -85,6 +90,7 @@ pub fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
         ),
         "/routes" => get_json(req.method(), &state.views.routes),
         "/config" => get_json(req.method(), &state.views.config),
+        p if p.starts_with("/limits/") => limits::answer(&state.limiter, &req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
 }

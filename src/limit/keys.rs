@@ -67,6 +67,11 @@ impl KeyBuilder {
     }
 
     /// Every distinct headroom level a client may get.
+    /// The header accounts are read from, when `[account]` is set.
+    pub fn account_header(&self) -> Option<&http::HeaderName> {
+        self.account.as_ref().map(|a| &a.header)
+    }
+
     pub fn headrooms(&self) -> Vec<NonZeroU32> {
         self.shared_ranges.iter().map(|(_, h)| *h).collect()
     }

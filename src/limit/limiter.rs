@@ -187,6 +187,21 @@ impl Limiter {
         self.sites.policies.iter().position(|p| &*p.name == name)
     }
 
+    /// What every check decides with (the admin API reads keys through it).
+    pub(super) fn sites(&self) -> &Sites {
+        &self.sites
+    }
+
+    /// How requests become keys.
+    pub(super) fn keys(&self) -> &KeyBuilder {
+        &self.keys
+    }
+
+    /// The header accounts are read from, when `[account]` is set.
+    pub(super) fn account_header(&self) -> Option<&http::HeaderName> {
+        self.keys.account_header()
+    }
+
     /// Keys currently remembered as denied.
     pub fn denied_keys(&self) -> usize {
         self.sites.denied_until.len()

@@ -93,6 +93,9 @@ pub struct LocalStore {
     gauges: Arc<PolicyGauges>,
 }
 
+#[path = "local_inspect.rs"]
+mod inspect;
+
 impl LocalStore {
     pub fn new(
         policies: Arc<[PolicyRuntime]>,
@@ -299,22 +302,6 @@ impl LocalStore {
         if let Some(after) = f(&self.algorithm_of(item), before, now) {
             self.write(&mut shard, item, hash, after, now);
         }
-    }
-
-    /// Read a key's own state without spending (tests, diagnostics).
-    pub fn state(&self, policy: usize, key: &str) -> Option<AnyState> {
-        let hash = self.hash(key);
-        self.lock(Self::shard_of(hash)).tables[policy]
-            .find(hash, |e| *e.key == *key)
-            .map(|e| e.state)
-    }
-
-    /// Keys held for `policy` right now.
-    pub fn key_count(&self, policy: usize) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).tables[policy].len())
-            .sum()
     }
 
     fn write(&self, shard: &mut Shard, it: &CheckItem, hash: u64, state: AnyState, now: Nanos) {

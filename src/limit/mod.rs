@@ -17,6 +17,7 @@ mod check_peer;
 mod check_report;
 mod check_store;
 pub mod clock;
+pub mod inspect;
 pub(crate) mod keys;
 pub mod limiter;
 pub mod local;

@@ -27,6 +27,18 @@ pub(super) enum Site {
 }
 
 impl Site {
+    /// As `GET /routes` and the admin API name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Site::Local => "local",
+            Site::Split => "split",
+            Site::Central { .. } => "central",
+            Site::Lease => "lease",
+            Site::Owner => "owner",
+            Site::Gossip => "gossip",
+        }
+    }
+
     /// Has node-local state that can deny before any store call: local and split policies,
     /// and local-first mirrors of central ones.
     pub fn has_local_state(self) -> bool {
@@ -90,7 +102,8 @@ impl RouteLimits {
     }
 }
 
-fn site_of(spec: &config::Policy, redis: bool) -> Site {
+/// Where `spec` is decided; `redis`: the store is Redis (else central is local).
+pub(super) fn site_of(spec: &config::Policy, redis: bool) -> Site {
     match spec.site {
         config::Site::Central if redis => Site::Central {
             local_first: spec.local_first,

@@ -48,7 +48,10 @@ pub(crate) async fn run(
         let activity = Activity::new(Instant::now());
         let (state, http, mut stop) = (state.clone(), http.clone(), stop.subscribe());
         tokio::spawn(async move {
-            let handler = move |req| std::future::ready(admin::handle(&state, req));
+            let handler = move |req| {
+                let state = state.clone();
+                async move { admin::handle(&state, req).await }
+            };
             let ended = drive(stream, &http, activity, &timeouts, handler, &mut stop).await;
             debug!(target: "tollgate::admin", %peer, ?ended, "admin connection ended");
         });

@@ -224,6 +224,7 @@ impl Server {
                 ready: self.ready.clone(),
                 views: Arc::new(crate::admin::Views::new(&self.config)),
                 token: self.config.server.admin_token.clone(),
+                limiter: self.limiter.clone(),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, stop));

@@ -6,7 +6,7 @@
 -- is full again: idle keys vanish by themselves (never INCR then EXPIRE as two calls).
 --
 -- KEYS: the request's keys. ARGV[1]: op ("check" | "refund" | "release" | "debit" |
--- "reserve" | "refund_if"). Then 8 values
+-- "reserve" | "refund_if" | "reset"). Then 8 values
 -- per key: algorithm (1 gcra, 2 token_bucket, 3 sliding_window, 4 leaky_bucket,
 -- 5 concurrency), limit, period_us (concurrency: how long a slot is held, 0 = 5 minutes),
 -- burst, cost, max_delay_us, mode (1 enforce, 2 shadow), slot id (concurrency: unique per
@@ -268,6 +268,12 @@ local function debit(i)
     local ttl = 2 * period - (now - idx * period)
     redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', math.floor(ttl / 1000) + 2)
   end
+end
+
+-- Forget each key (op "reset": the admin API's DELETE /limits/...): absent is full.
+if op == 'reset' then
+  for i = 1, n do redis.call('DEL', KEYS[i]) end
+  return {now}
 end
 
 if op == 'debit' then

@@ -223,6 +223,22 @@ impl CentralSite {
 
     /// Give back spends (best effort: a failed refund only under-admits until the keys
     /// refill or expire).
+    /// One key as the store holds it, nothing spent (the item's cost is 0): the admin API.
+    pub async fn peek(&self, item: &CentralItem) -> Result<CentralResult, StoreError> {
+        let results = self.call("check", std::slice::from_ref(item)).await?;
+        results
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::Reply("no result".into()))
+    }
+
+    /// Forget one key: absent is full (the admin API's reset).
+    pub async fn reset(&self, item: &CentralItem) -> Result<(), StoreError> {
+        self.call_raw("reset", std::slice::from_ref(item))
+            .await
+            .map(drop)
+    }
+
     pub async fn refund(&self, items: &[CentralItem]) {
         self.undo("refund", items).await;
     }

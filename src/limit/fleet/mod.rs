@@ -194,6 +194,14 @@ impl FleetSite {
         }
     }
 
+    /// Give back `item`'s cells at `owner` and wait for its answer (the admin API's reset).
+    pub async fn refund_now(&self, owner: SocketAddr, item: KeyItem) -> Result<(), PeerError> {
+        self.client
+            .call(owner, Op::Refund, vec![item.encode()])
+            .await
+            .map(drop)
+    }
+
     /// This node admitted `cost` cells of a gossip key of policy `index` (named `name`).
     pub fn record(&self, index: usize, name: &Arc<str>, headroom: u32, key: &str, cost: u32) {
         self.outbox
