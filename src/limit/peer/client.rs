@@ -1,6 +1,11 @@
 //! The calling side: one h2c connection per peer and one message in flight per peer, with
-//! the calls that arrive meanwhile queued for the next message.
+//! the calls that arrive meanwhile queued for the next message — per calling thread. The
+//! gateway's workers each run a runtime on their own thread; a worker's asks queue, leave,
+//! and are answered on its own connection, driven on its own thread, so an ask never wakes
+//! another thread (each cross-thread wake-up cost the asker microseconds: BENCHMARKS.md).
+//! Coalescing is per thread: a fleet of N workers per node holds N connections per peer.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
@@ -73,10 +78,8 @@ struct Inner {
     timeout: Duration,
     metrics: PeerMetrics,
     nonce: AtomicU64,
-    links: Mutex<HashMap<SocketAddr, Arc<Link>>>,
-    /// Where messages are sent and connections driven, whichever runtime a caller is on
-    /// (the gateway's workers each run their own).
-    runtime: tokio::runtime::Handle,
+    /// This client's id among the process's (the thread-local links are keyed by it).
+    id: u64,
     /// Told once per message whether the peer answered it (not once per call: the calls a
     /// failed message carried are one failure of the peer, not many).
     observer: Option<Observer>,
@@ -110,8 +113,8 @@ type Answer = Result<Vec<Bytes>, PeerError>;
 
 impl PeerClient {
     /// `me` is this node's own peer address (its `peer_listen`); `timeout` bounds each call
-    /// (and each message, connecting included). Call it inside the runtime that is to carry
-    /// peer traffic (it panics outside one): callers on other runtimes only queue and wait.
+    /// (and each message, connecting included). Calls must be made inside a runtime: each
+    /// calling thread's messages are sent and its connections driven on it.
     pub fn new(me: SocketAddr, secret: Secret, timeout: Duration, metrics: PeerMetrics) -> Self {
         Self::observed(me, secret, timeout, metrics, None)
     }
@@ -132,8 +135,7 @@ impl PeerClient {
                 metrics,
                 // A random start: a restarted node does not repeat its earlier nonces.
                 nonce: AtomicU64::new(RandomState::new().hash_one(Instant::now())),
-                links: Mutex::new(HashMap::new()),
-                runtime: tokio::runtime::Handle::current(),
+                id: NEXT_CLIENT.fetch_add(1, Ordering::Relaxed),
                 observer,
             }),
         }
@@ -153,7 +155,7 @@ impl PeerClient {
             !std::mem::replace(&mut q.in_flight, true)
         };
         if start_flush {
-            inner.runtime.spawn(flush(inner.clone(), link));
+            tokio::spawn(flush(inner.clone(), link));
         }
         let answer = match tokio::time::timeout(inner.timeout, rx).await {
             Ok(Ok(answer)) => answer,
@@ -169,18 +171,29 @@ impl PeerClient {
     }
 }
 
+/// Client ids.
+static NEXT_CLIENT: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's links, by client id and peer.
+    static LINKS: RefCell<HashMap<(u64, SocketAddr), Arc<Link>>> = RefCell::new(HashMap::new());
+}
+
 impl Inner {
+    /// This thread's link to `peer`.
     fn link(&self, peer: SocketAddr) -> Arc<Link> {
-        lock(&self.links)
-            .entry(peer)
-            .or_insert_with(|| {
-                Arc::new(Link {
-                    addr: peer,
-                    queue: Mutex::new(Queue::default()),
-                    conn: Mutex::new(None),
+        LINKS.with_borrow_mut(|links| {
+            links
+                .entry((self.id, peer))
+                .or_insert_with(|| {
+                    Arc::new(Link {
+                        addr: peer,
+                        queue: Mutex::new(Queue::default()),
+                        conn: Mutex::new(None),
+                    })
                 })
-            })
-            .clone()
+                .clone()
+        })
     }
 }
 
