@@ -20,7 +20,16 @@
 #   tollgate-lease    one key for all clients, site = "lease": cells leased in batches
 # and, without spread: tollgate-abuse, one client hammering a central key limited to 100/s
 # (store calls per request show the denied-until cache); then redis-benchmark runs the check
-# script's EVALSHA directly: the store's own ceiling.
+# script's EVALSHA directly: the store's own ceiling. Last, the store-free fleet sites, with
+# spread again: three tollgate processes A, B, C on a static fleet ([cluster] peers, the
+# peer secret in their environment only), wrk -> A, B and C answering A's peer calls:
+#   tollgate-owner      one policy keyed by client IP with site = "owner", never reached
+#                       (A asks B or C for the keys it does not own; asks per request on A)
+#   tollgate-owner-hot  one key for all clients (key = ["route"]) owned by B or C (found by
+#                       trying: one request on A moves A's ask counter): every request is
+#                       an ask to one owner, whose CPU is reported beside A's
+#   tollgate-gossip     one policy keyed by client IP with site = "gossip", gossip_interval 20ms
+# Targets: tollgate-owner >= 0.70 x tollgate-local, tollgate-gossip >= 0.95 x tollgate-local.
 #
 # The upstream is its own nginx instance with `worker_processes 1`: it is the same process for
 # every target, and it is never counted among the proxy nginx's workers, so the peer gets
@@ -213,12 +222,13 @@ EOF
 
 WRK_CMD="wrk --threads $THREADS --connections $CONNECTIONS --duration ${DURATION}s --latency --script report.lua URL"
 NAMES=()
-declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS
+declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS CPU_EACH
 NOISY=""
 UPSTREAM_PID=""
 
 # measure NAME URL [PID...]: warm-up (discarded), then the measured run; appends a row.
-# PIDs are the processes under test, for the CPU column (their children count too).
+# PIDs are the processes under test, for the CPU column (their children count too); each
+# one's own share goes to CPU_EACH[NAME], space-separated in the order given.
 measure() {
     local name="$1" url="$2"; shift 2
     local out="$TMP/wrk-$name.txt" hz before after up_before up_after line wrk_ticks m_before m_after others acc_before acc_after
@@ -227,6 +237,9 @@ measure() {
     wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${WARMUP}s" --script "$script" "$url" >/dev/null
     hz=$(getconf CLK_TCK)
     acc_before=$(upstream_accepts)
+    local -a each_before=() each=()
+    local pid i
+    for pid in "$@"; do each_before+=("$(cpu_ticks "$pid")"); done
     before=$(cpu_ticks "$@"); up_before=$(cpu_ticks "$UPSTREAM_PID"); m_before=$(machine_ticks)
     # In a subshell, so that its cutime+cstime afterwards are wrk's own CPU ticks.
     wrk_ticks=$(
@@ -235,6 +248,14 @@ measure() {
         awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$BASHPID/stat"
     )
     after=$(cpu_ticks "$@"); up_after=$(cpu_ticks "$UPSTREAM_PID"); m_after=$(machine_ticks)
+    i=0
+    for pid in "$@"; do
+        each+=("$(awk -v t=$(( $(cpu_ticks "$pid") - each_before[i] )) -v hz="$(getconf CLK_TCK)" -v d="$DURATION" \
+                   'BEGIN { printf "%.0f%%", 100 * t / hz / d }')")
+        i=$((i + 1))
+    done
+    # Each process's own share, in the order given (the fleet rows: A, B, C).
+    CPU_EACH[$name]="${each[*]}"
     acc_after=$(upstream_accepts)
     UPCONNS[$name]=$((acc_after - acc_before - 1))
     line=$(grep '^BENCH ' "$out") || die "no BENCH line in $out: $(cat "$out")"
@@ -476,6 +497,168 @@ EVALSHA_RPS=$(redis-benchmark -p "$REDIS_PORT" -n 200000 -c 50 -q \
 EVALSHA_RPS=${EVALSHA_RPS%%.*}
 
 # ---------------------------------------------------------------------------------------------
+# The store-free fleet sites: three tollgate processes A, B and C on a static fleet
+# ([cluster] peers, an authenticated h2c peer transport), the same routes on each. wrk sends
+# to A only; B and C only answer A's asks (owner) and take its gossip pushes (gossip).
+# ---------------------------------------------------------------------------------------------
+read -r A_PORT A_ADMIN A_PEER B_PORT B_ADMIN B_PEER C_PORT C_ADMIN C_PEER <<<"$(free_ports 9)"
+# The fleet's shared secret: a shell variable, never exported, handed to each tollgate
+# child in its environment only (TOLLGATE_PEER_SECRET=... on its command, not in argv).
+PEER_SECRET="$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
+HOT_CANDIDATES=8 # routes hot0..hot7, one `route` key each: one of them is owned by B or C
+
+# fleet_config NODE-ID PORT ADMIN PEER: a node's config (only ports and node_id differ).
+fleet_config() {
+    local id="$1" port="$2" admin="$3" peer="$4" i
+    cat <<TOML
+[server]
+listen = "127.0.0.1:$port"
+admin_listen = "127.0.0.1:$admin"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+[store]
+timeout = "50ms"
+[cluster]
+node_id = "$id"
+peer_listen = "127.0.0.1:$peer"
+peers = ["127.0.0.1:$A_PEER", "127.0.0.1:$B_PEER", "127.0.0.1:$C_PEER"]
+peer_secret_env = "TOLLGATE_PEER_SECRET"
+gossip_interval = "20ms"
+[upstreams.app]
+urls = ["http://127.0.0.1:$UP_PORT"]
+[policies.owner_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+site = "owner"
+[policies.owner_route]
+key = ["route"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+site = "owner"
+[policies.gossip_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+site = "gossip"
+[[routes]]
+name = "owner"
+match = { path_prefix = "/owner" }
+upstream = "app"
+policies = ["owner_ip"]
+[[routes]]
+name = "gossip"
+match = { path_prefix = "/gossip" }
+upstream = "app"
+policies = ["gossip_ip"]
+TOML
+    for i in $(seq 0 $((HOT_CANDIDATES - 1))); do
+        cat <<TOML
+[[routes]]
+name = "hot$i"
+match = { path_prefix = "/hot$i" }
+upstream = "app"
+policies = ["owner_route"]
+TOML
+    done
+}
+
+# start_fleet_node NAME CONFIG-FILE: start_tollgate with the peer secret in the environment.
+start_fleet_node() {
+    local name="$1" config="$2"
+    mkdir -p "$TMP/$name"
+    TOLLGATE_PEER_SECRET="$PEER_SECRET" RUST_LOG=warn TOLLGATE_WORKERS="$TOLLGATE_WORKERS" \
+        "$TOLLGATE" serve -c "$config" 2>"$TMP/$name/stderr.log" &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+}
+
+declare -A NODE_PID NODE_PORT NODE_ADMIN
+NODE_PORT=([A]=$A_PORT [B]=$B_PORT [C]=$C_PORT)
+NODE_ADMIN=([A]=$A_ADMIN [B]=$B_ADMIN [C]=$C_ADMIN)
+for node in A B C; do
+    peer_var="${node}_PEER"
+    fleet_config "$node" "${NODE_PORT[$node]}" "${NODE_ADMIN[$node]}" "${!peer_var}" >"$TMP/fleet-$node.toml"
+    TOLLGATE_PEER_SECRET="$PEER_SECRET" "$TOLLGATE" check -c "$TMP/fleet-$node.toml" >/dev/null ||
+        die "tollgate rejects $TMP/fleet-$node.toml"
+done
+for node in A B C; do
+    start_fleet_node "fleet-$node" "$TMP/fleet-$node.toml"
+    NODE_PID[$node]=$STARTED_PID
+done
+for node in A B C; do
+    wait_ready "http://127.0.0.1:${NODE_PORT[$node]}/gossip" "${NODE_PID[$node]}"
+done
+
+# node_metric NODE PATTERN: sum of NODE's metrics whose line starts with PATTERN.
+node_metric() {
+    curl -fsS --max-time 2 "http://127.0.0.1:${NODE_ADMIN[$1]}/metrics" |
+        awk -v p="$2" 'index($0, p) == 1 { s += $NF } END { printf "%.0f", s }'
+}
+# Every node sees all three live and has had an answer from both others (10 s max), or the
+# ring would not be the one the rows assume.
+for node in A B C; do
+    for _ in $(seq 100); do
+        [ "$(node_metric "$node" tollgate_peers_live)" = 3 ] &&
+            [ "$(node_metric "$node" tollgate_peer_latency_seconds_count)" -ge 2 ] && break
+        sleep 0.1
+    done
+    [ "$(node_metric "$node" tollgate_peers_live)" = 3 ] || die "fleet node $node does not see 3 live peers"
+done
+
+ASK='tollgate_peer_calls_total{op="ask"}'
+# The hot key's owner: the first hotN route whose one request on A moves A's ask counter
+# (A does not own it), then one request on B tells B (no ask: B owns it) from C.
+HOT_ROUTE="" HOT_OWNER=""
+for i in $(seq 0 $((HOT_CANDIDATES - 1))); do
+    a0=$(node_metric A "$ASK")
+    curl -fsS --max-time 2 -o /dev/null "http://127.0.0.1:$A_PORT/hot$i" || die "GET /hot$i on A failed"
+    a1=$(node_metric A "$ASK")
+    [ "$a1" -gt "$a0" ] || continue
+    b0=$(node_metric B "$ASK")
+    curl -fsS --max-time 2 -o /dev/null "http://127.0.0.1:$B_PORT/hot$i" || die "GET /hot$i on B failed"
+    b1=$(node_metric B "$ASK")
+    HOT_ROUTE="hot$i"
+    if [ "$b1" -gt "$b0" ]; then HOT_OWNER=C; else HOT_OWNER=B; fi
+    break
+done
+[ -n "$HOT_ROUTE" ] || die "A owns every one of the $HOT_CANDIDATES hot routes' keys (or asks are not counted)"
+log "hot key: route $HOT_ROUTE, owned by $HOT_OWNER"
+
+declare -A ASKS_PER_REQ PEER_ERRS GOSSIP_PER_S
+# measure_fleet NAME ROUTE URL: measure with the pids A B C (proxy CPU: the three together;
+# CPU_EACH: each), and on A meanwhile (warm-up included): peer asks per request on ROUTE,
+# failed peer calls, gossip pushes per second.
+measure_fleet() {
+    local name="$1" route="$2" url="$3" c0 r0 g0 e0 t0 c1 r1 g1 e1 t1
+    c0=$(node_metric A "$ASK"); r0=$(node_metric A "tollgate_requests_total{route=\"$route\"")
+    g0=$(node_metric A 'tollgate_peer_calls_total{op="gossip"}'); e0=$(node_metric A tollgate_peer_errors_total)
+    t0=$(date +%s.%N)
+    measure "$name" "$url" "${NODE_PID[A]}" "${NODE_PID[B]}" "${NODE_PID[C]}"
+    c1=$(node_metric A "$ASK"); r1=$(node_metric A "tollgate_requests_total{route=\"$route\"")
+    g1=$(node_metric A 'tollgate_peer_calls_total{op="gossip"}'); e1=$(node_metric A tollgate_peer_errors_total)
+    t1=$(date +%s.%N)
+    ASKS_PER_REQ[$name]=$(awk -v c=$((c1 - c0)) -v r=$((r1 - r0)) \
+        'BEGIN { if (r > 0) printf "%.3f", c / r; else print "n/a" }')
+    PEER_ERRS[$name]=$((e1 - e0))
+    GOSSIP_PER_S[$name]=$(awk -v g=$((g1 - g0)) -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", g / (b - a) }')
+}
+
+# All three with spread.lua, as tollgate-local (the hot row's key ignores the address, but wrk
+# then costs the same as in the row it is compared with).
+SCRIPT_FILE="$TMP/spread.lua"
+measure_fleet tollgate-owner owner "http://127.0.0.1:$A_PORT/owner"
+measure_fleet tollgate-owner-hot "$HOT_ROUTE" "http://127.0.0.1:$A_PORT/$HOT_ROUTE"
+measure_fleet tollgate-gossip gossip "http://127.0.0.1:$A_PORT/gossip"
+SCRIPT_FILE=""
+
+# ---------------------------------------------------------------------------------------------
 # Report (stdout, markdown).
 # ---------------------------------------------------------------------------------------------
 echo "## tollgate load benchmark"
@@ -513,6 +696,9 @@ echo "| tollgate-local / tollgate-nolimit | $(ratio tollgate-local tollgate-noli
 echo "| tollgate-local / nginx-limit_req | $(ratio tollgate-local nginx-limit_req RPS) | $(ratio tollgate-local nginx-limit_req P99) |"
 echo "| tollgate-central / tollgate-local | $(ratio tollgate-central tollgate-local RPS) | $(ratio tollgate-central tollgate-local P99) |"
 echo "| tollgate-lease / tollgate-local | $(ratio tollgate-lease tollgate-local RPS) | $(ratio tollgate-lease tollgate-local P99) |"
+echo "| tollgate-owner / tollgate-local | $(ratio tollgate-owner tollgate-local RPS) | $(ratio tollgate-owner tollgate-local P99) |"
+echo "| tollgate-owner-hot / tollgate-local | $(ratio tollgate-owner-hot tollgate-local RPS) | $(ratio tollgate-owner-hot tollgate-local P99) |"
+echo "| tollgate-gossip / tollgate-local | $(ratio tollgate-gossip tollgate-local RPS) | $(ratio tollgate-gossip tollgate-local P99) |"
 echo
 echo "| store | value |"
 echo "| --- | ---: |"
@@ -521,10 +707,47 @@ echo "| store calls per request, tollgate-abuse (one client hammering one key) |
 echo "| store calls per request, tollgate-lease (1 000 clients on one leased key, lease_max 50) | ${CALLS_PER_REQ[tollgate-lease]:-n/a} |"
 echo "| redis-benchmark EVALSHA of the check script, req/s (50 clients) | ${EVALSHA_RPS:-n/a} |"
 echo "| tollgate-central req/s / EVALSHA req/s | $(awk -v a="${RPS[tollgate-central]:-0}" -v b="${EVALSHA_RPS:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }') |"
+
+# fleet_cell NAME WHAT: one cell of the fleet table from CPU_EACH (A B C), RPS and ASKS_PER_REQ.
+#   a b c: each node's CPU; owner_us: CPU microseconds the owners spent per ask (the hot row:
+#   its owner; the spread row: B and C together); a_us: A's CPU microseconds per request.
+fleet_cell() {
+    local name="$1" what="$2"
+    [ -n "${CPU_EACH[$name]:-}" ] || { echo "n/a"; return; }
+    awk -v cpu="${CPU_EACH[$name]}" -v rps="${RPS[$name]}" -v apr="${ASKS_PER_REQ[$name]:-0}" \
+        -v owner="$HOT_OWNER" -v hot="$([ "$name" = tollgate-owner-hot ] && echo 1)" -v what="$what" 'BEGIN {
+        gsub(/%/, "", cpu); split(cpu, c, " ")
+        if (what == "a") { print c[1] "%"; exit }
+        if (what == "b") { print c[2] "%"; exit }
+        if (what == "c") { print c[3] "%"; exit }
+        if (what == "a_us") { if (rps > 0) printf "%.1f\n", c[1] / 100 / rps * 1e6; else print "n/a"; exit }
+        if (what == "owner_us") {
+            o = hot ? (owner == "B" ? c[2] : c[3]) : c[2] + c[3]
+            if (rps * apr > 0) printf "%.1f\n", o / 100 / (rps * apr) * 1e6; else print "-"
+            exit
+        }
+    }'
+}
+echo
+echo "| fleet row (wrk -> A; B and C get no traffic) | req/s | asks per request (A) | CPU A | CPU B | CPU C | A CPU us per request | owner CPU us per ask | failed peer calls (A) | gossip pushes/s (A) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for n in tollgate-owner tollgate-owner-hot tollgate-gossip; do
+    [ -n "${RPS[$n]:-}" ] || continue
+    label="$n"
+    [ "$n" = tollgate-owner-hot ] && label="$n (route $HOT_ROUTE, owner $HOT_OWNER)"
+    echo "| $label | ${RPS[$n]} | ${ASKS_PER_REQ[$n]:-n/a} | $(fleet_cell "$n" a) | $(fleet_cell "$n" b) | $(fleet_cell "$n" c) | $(fleet_cell "$n" a_us) | $(fleet_cell "$n" owner_us) | ${PEER_ERRS[$n]:-n/a} | ${GOSSIP_PER_S[$n]:-n/a} |"
+done
+echo
+echo "Fleet rows: the proxy CPU column above is A + B + C. Asks per request: tollgate_peer_calls_total{op=\"ask\"}"
+echo "over tollgate_requests_total of the route, both on A (one call per remote key; calls to one owner"
+echo "share messages). Owner CPU per ask: the owner's CPU (spread row: B + C) over A's asks per second."
+echo "Gossip pushes: A's tollgate_peer_calls_total{op=\"gossip\"} per second (one per peer per gossip_interval)."
 echo
 echo "Targets: tollgate / nginx throughput >= 0.80 and p99 <= 1.25; tollgate-local >= 0.95 x"
 echo "tollgate-nolimit and >= 0.80 x nginx-limit_req; tollgate-central >= 0.60 x tollgate-local with"
 echo "1.0 store call per request; tollgate-lease >= 0.90 x tollgate-local with <= 1/k (0.02) store"
-echo "calls per request; tollgate-abuse <= 0.1 store calls per request. The spread rows"
-echo "(nginx-limit_req, tollgate-nolimit/local/central/lease) send spread.lua's X-Forwarded-For, whose"
+echo "calls per request; tollgate-abuse <= 0.1 store calls per request; tollgate-owner >= 0.70 x"
+echo "tollgate-local (about 2/3 ask per request: A owns a third of the keys); tollgate-gossip >= 0.95 x"
+echo "tollgate-local (no ask). The spread rows (nginx-limit_req, tollgate-nolimit/local/central/lease,"
+echo "tollgate-owner/owner-hot/gossip) send spread.lua's X-Forwarded-For, whose"
 echo "per-request Lua makes wrk costlier than in the first three rows: compare them with each other."
