@@ -127,23 +127,7 @@ async fn a_forged_gossip_message_spends_nothing() {
         7,
         &[item],
     );
-    let stream = tokio::net::TcpStream::connect(fleet.peers[0])
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::post(format!("http://{}{}", fleet.peers[0], wire::PATH))
-        .body(http_body_util::Full::new(message))
-        .unwrap();
-    assert_eq!(
-        send.send_request(req).await.unwrap().status(),
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(peers::post_raw(fleet.peers[0], &message).await, 401);
     assert_eq!(
         fleet
             .metric("tollgate_peer_errors_total{kind=\"auth\"}")

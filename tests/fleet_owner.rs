@@ -8,7 +8,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use common::config::{policy, route};
 use common::peers::{self, PeerFleet};
 use common::*;
@@ -303,8 +303,8 @@ async fn forged_peer_messages_change_nothing() {
         1,
         &[refund],
     );
-    let answer = post(fleet.peers[owner], message).await;
-    assert_eq!(answer, StatusCode::UNAUTHORIZED);
+    let answer = peers::post_raw(fleet.peers[owner], &message).await;
+    assert_eq!(answer, 401);
     let auth_after = fleet
         .metric("tollgate_peer_errors_total{kind=\"auth\"}")
         .await;
@@ -329,22 +329,6 @@ fn refund_item(policy: &str, key: &str, cost: u32) -> Item {
         op: Op::Refund,
         data: b.freeze(),
     }
-}
-
-/// POST one message to a peer port over h2c; the answer's status.
-async fn post(peer: SocketAddr, message: Bytes) -> StatusCode {
-    let stream = tokio::net::TcpStream::connect(peer).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::post(format!("http://{peer}{}", wire::PATH))
-        .body(http_body_util::Full::new(message))
-        .unwrap();
-    send.send_request(req).await.unwrap().status()
 }
 
 /// An owner policy in shadow mode forwards what it would deny and counts it; its 429s in

@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use prometheus_client::registry::Registry;
 use tollgate::limit::peer::wire::{self, Item, Op, Secret};
 use tollgate::limit::peer::{
@@ -179,21 +177,14 @@ async fn concurrent_calls_to_one_peer_share_messages() {
     );
 }
 
-/// Post raw bytes to a peer over h2c, as an attacker on the peer network could.
+/// Send one framed message to a peer, as an attacker on the peer network could.
 async fn post(addr: SocketAddr, message: Bytes) -> u16 {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::post(format!("http://{addr}{}", wire::PATH))
-        .body(Full::new(message))
-        .unwrap();
-    let res = sender.send_request(req).await.unwrap();
-    let status = res.status().as_u16();
-    let _ = res.into_body().collect().await;
-    status
+    use tollgate::limit::peer::frame;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    frame::write(&mut stream, None, &message).await.unwrap();
+    let len = frame::read_len(&mut stream).await.unwrap();
+    let reply = frame::read_body(&mut stream, len).await.unwrap();
+    frame::status_code(reply[0])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -71,6 +71,17 @@ fn spawn(config: &std::path::Path) -> GatewayProcess {
     spawn_serve_with_env(config, &[("TOLLGATE_PEER_SECRET", SECRET)])
 }
 
+/// Send one framed message to a peer port, as anyone on the peer network could; the
+/// reply's status as HTTP would say it (200, 401, 400, 500).
+pub async fn post_raw(peer: SocketAddr, message: &[u8]) -> u16 {
+    use tollgate::limit::peer::frame;
+    let mut stream = tokio::net::TcpStream::connect(peer).await.unwrap();
+    frame::write(&mut stream, None, message).await.unwrap();
+    let len = frame::read_len(&mut stream).await.unwrap();
+    let reply = frame::read_body(&mut stream, len).await.unwrap();
+    frame::status_code(reply[0])
+}
+
 impl PeerFleet {
     /// Start node `i` again from its config (same peer address), at the end of `nodes`.
     pub fn start_again(&mut self, i: usize) -> &GatewayProcess {

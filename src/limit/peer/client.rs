@@ -1,4 +1,4 @@
-//! The calling side: one h2c connection per peer and one message in flight per peer, with
+//! The calling side: one TCP connection per peer and one message in flight per peer, with
 //! the calls that arrive meanwhile queued for the next message — per calling thread. The
 //! gateway's workers each run a runtime on their own thread; a worker's asks queue, leave,
 //! and are answered on its own connection, driven on its own thread, so an ask never wakes
@@ -14,13 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::StatusCode;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::client::conn::http2::{self, SendRequest};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+use super::frame;
 use super::metrics::PeerMetrics;
 use super::wire::{self, Item, MAX_MESSAGE_BYTES, Op, Secret, WireError};
 
@@ -91,13 +88,18 @@ pub type Observer = Box<dyn Fn(SocketAddr, bool) + Send + Sync>;
 /// Everything about one peer.
 struct Link {
     addr: SocketAddr,
-    /// `addr` as messages name their recipient, and the URI they are posted to (made once).
+    /// `addr` as messages name their recipient (made once).
     to: String,
-    uri: http::Uri,
     queue: Mutex<Queue>,
-    /// The live connection, if any; only the flushing task uses it.
-    conn: Mutex<Option<SendRequest<Full<Bytes>>>>,
+    /// The open connection between messages, and when it last carried one; only the
+    /// flushing task uses it, taking it out for a message (a message cut short by a timeout
+    /// so drops its connection: the next reply read can never be another message's).
+    conn: Mutex<Option<(TcpStream, Instant)>>,
 }
+
+/// A connection idle this long is not reused (the server closes idle connections after
+/// twice as long, so a reused one is never closed under a message).
+const REUSE_IDLE: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
 struct Queue {
@@ -192,9 +194,6 @@ impl Inner {
                     Arc::new(Link {
                         addr: peer,
                         to: peer.to_string(),
-                        uri: format!("http://{peer}{}", wire::PATH)
-                            .parse()
-                            .expect("a socket address and a fixed path make a URI"),
                         queue: Mutex::new(Queue::default()),
                         conn: Mutex::new(None),
                     })
@@ -235,13 +234,6 @@ async fn flush(inner: Arc<Inner>, link: Arc<Link>) {
         if let Some(observe) = &inner.observer {
             observe(link.addr, answer.is_ok());
         }
-        if matches!(
-            answer,
-            Err(PeerError::Timeout | PeerError::Send(_) | PeerError::Connect(_))
-        ) {
-            // The next message starts on a new connection.
-            *lock(&link.conn) = None;
-        }
         match answer {
             Ok(replies) => {
                 let mut replies = replies.into_iter();
@@ -273,9 +265,21 @@ fn take_batch(waiting: &mut VecDeque<Waiter>) -> Vec<Waiter> {
     batch
 }
 
-/// One message and its reply.
+/// One message and its reply, on the link's connection (opened if there is none).
 async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
-    let mut sender = connection(link).await?;
+    let reuse = lock(&link.conn)
+        .take()
+        .filter(|(_, used)| used.elapsed() < REUSE_IDLE);
+    let mut stream = match reuse {
+        Some((stream, _)) => stream,
+        None => {
+            let stream = TcpStream::connect(link.addr)
+                .await
+                .map_err(|e| PeerError::Connect(e.to_string()))?;
+            let _ = stream.set_nodelay(true);
+            stream
+        }
+    };
     let nonce = inner.nonce.fetch_add(1, Ordering::Relaxed);
     let (mac, message) = wire::seal_request(
         &inner.secret,
@@ -285,59 +289,30 @@ async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
         nonce,
         items,
     );
-    let req = http::Request::post(link.uri.clone())
-        .header(http::header::CONTENT_TYPE, "application/octet-stream")
-        .body(Full::new(message))
-        .map_err(|e| PeerError::Send(e.to_string()))?;
-    sender
-        .ready()
+    let send = |e: std::io::Error| PeerError::Send(e.to_string());
+    frame::write(&mut stream, None, &message)
         .await
-        .map_err(|e| PeerError::Send(e.to_string()))?;
-    let res = sender
-        .send_request(req)
-        .await
-        .map_err(|e| PeerError::Send(e.to_string()))?;
-    if res.status() != StatusCode::OK {
-        return Err(PeerError::Status(res.status().as_u16()));
+        .map_err(send)?;
+    let len = frame::read_len(&mut stream).await.map_err(send)?;
+    if len == 0 || len > MAX_MESSAGE_BYTES + 1 {
+        return Err(PeerError::Decode);
     }
-    let body = Limited::new(res.into_body(), MAX_MESSAGE_BYTES)
-        .collect()
-        .await
-        .map_err(|e| PeerError::Send(e.to_string()))?
-        .to_bytes();
-    let replies = wire::open_reply(&inner.secret, &body, &mac).map_err(|e| match e {
-        WireError::Malformed => PeerError::Decode,
-        WireError::Stale | WireError::BadMac | WireError::Replayed | WireError::Misdirected => {
-            PeerError::Auth
-        }
-    })?;
+    let reply = frame::read_body(&mut stream, len).await.map_err(send)?;
+    if reply[0] != frame::OK {
+        return Err(PeerError::Status(frame::status_code(reply[0])));
+    }
+    let replies =
+        wire::open_reply(&inner.secret, &reply.slice(1..), &mac).map_err(|e| match e {
+            WireError::Malformed => PeerError::Decode,
+            WireError::Stale | WireError::BadMac | WireError::Replayed | WireError::Misdirected => {
+                PeerError::Auth
+            }
+        })?;
     if replies.len() != items.len() {
         return Err(PeerError::Decode);
     }
+    *lock(&link.conn) = Some((stream, Instant::now()));
     Ok(replies)
-}
-
-/// The peer's live connection, opened if there is none.
-async fn connection(link: &Link) -> Result<SendRequest<Full<Bytes>>, PeerError> {
-    if let Some(sender) = lock(&link.conn).as_ref().filter(|s| !s.is_closed()) {
-        return Ok(sender.clone());
-    }
-    let stream = TcpStream::connect(link.addr)
-        .await
-        .map_err(|e| PeerError::Connect(e.to_string()))?;
-    let _ = stream.set_nodelay(true);
-    let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| PeerError::Connect(e.to_string()))?;
-    let addr = link.addr;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(peer = %addr, error = %e, "peer connection closed");
-        }
-    });
-    *lock(&link.conn) = Some(sender.clone());
-    Ok(sender)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

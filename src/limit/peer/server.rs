@@ -1,55 +1,45 @@
-//! The receiving side: an h2c listener that authenticates each message before its handler
-//! sees it.
+//! The receiving side: a TCP listener that reads framed messages (`frame.rs`) and
+//! authenticates each before its handler sees it.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http2;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::frame;
 use super::metrics::PeerMetrics;
 use super::replay::ReplayGuard;
 use super::wire::{self, MAX_MESSAGE_BYTES, Secret, WireError};
 use super::{PeerHandler, Request};
 
-/// Open peer connections per process: a fleet needs one per peer; the rest of the bound
-/// keeps a stray client from exhausting descriptors.
+/// Open peer connections per process: a fleet needs one per peer and worker thread; the
+/// rest of the bound keeps a stray client from exhausting descriptors.
 const MAX_CONNECTIONS: usize = 1024;
 
-/// Open connections per source address: a peer keeps one; the bound keeps one host that
-/// does not hold the secret from taking every place above.
+/// Open connections per source address: a peer keeps one per worker thread; the bound
+/// keeps one host that does not hold the secret from taking every place above.
 const MAX_PER_SOURCE: usize = 32;
 
-/// Streams per connection: a client sends one message at a time per peer (`client.rs`).
-const MAX_STREAMS: u32 = 8;
-
-/// Longest a message body may take to arrive, and how long a new connection has to deliver
-/// its first authentic message before it is closed (a client sends one as soon as it
-/// connects: connections are opened for a message).
+/// Longest a message may take to arrive once its length is read, and how long a new
+/// connection has to deliver its first message (a client sends one as soon as it
+/// connects: connections are opened for a message). A refused message closes its
+/// connection, so a connection that stays open has proved it holds the secret.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Bytes of message bodies held, across every connection, before their MAC is checked:
-/// bodies are read in full first, so without this bound anyone who can reach the port could
-/// make the process buffer 16 MiB per stream. A reader past the budget waits (its sender
-/// stalls on h2 flow control) until `READ_TIMEOUT`.
-const READ_BUDGET: usize = 64 << 20;
+/// An authenticated connection with no message this long is closed (the client stops
+/// reusing a connection after half of it, `client.rs`).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Idle connections are pinged this often (h2 PING), and closed when a ping is not answered
-/// within `KEEP_ALIVE_TIMEOUT`: a peer that vanished without a FIN frees its place.
-const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
-const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes of messages held, across every connection, before their MAC is checked: a
+/// message's length comes first, and its bytes are taken from this budget before they are
+/// allocated, so whoever can reach the port cannot make the process buffer more. A reader
+/// past the budget waits until `READ_TIMEOUT`, then closes its connection.
+const READ_BUDGET: usize = 64 << 20;
 
 /// A running peer listener; dropping it stops accepting and closes its connections.
 pub struct PeerServer {
@@ -171,56 +161,33 @@ impl<H> Drop for Source<H> {
     }
 }
 
-/// Serve one connection; closed after [`READ_TIMEOUT`] unless an authentic message came.
-async fn connection<H: PeerHandler>(stream: TcpStream, shared: Arc<Shared<H>>) {
+/// Serve one connection: messages one after another until it is idle, broken, or sends a
+/// message that is refused.
+async fn connection<H: PeerHandler>(mut stream: TcpStream, shared: Arc<Shared<H>>) {
     let _ = stream.set_nodelay(true);
-    let authentic = Arc::new(AtomicBool::new(false));
-    let seen = authentic.clone();
-    let service = service_fn(move |req| {
-        let (shared, seen) = (shared.clone(), seen.clone());
-        async move { Ok::<_, Infallible>(serve(&shared, &seen, req).await) }
-    });
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
-        .max_concurrent_streams(MAX_STREAMS)
-        .timer(TokioTimer::new())
-        .keep_alive_interval(KEEP_ALIVE_INTERVAL)
-        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let ended = tokio::select! {
-        ended = &mut conn => Some(ended),
-        () = tokio::time::sleep(READ_TIMEOUT) => None,
-    };
-    let ended = match ended {
-        Some(ended) => ended,
-        // Dropping the connection closes it.
-        None if !authentic.load(Ordering::Relaxed) => {
-            tracing::debug!("peer connection closed: no authentic message in time");
+    let mut wait = READ_TIMEOUT;
+    loop {
+        let Ok(Ok(len)) = tokio::time::timeout(wait, frame::read_len(&mut stream)).await else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+        let (status, reply) = match read(&mut stream, len, &shared.budget, deadline).await {
+            Some((message, _held)) => serve(&shared, message).await,
+            None => (frame::MALFORMED, Bytes::new()),
+        };
+        let write = frame::write(&mut stream, Some(status), &reply);
+        if !matches!(tokio::time::timeout_at(deadline, write).await, Ok(Ok(()))) {
             return;
         }
-        None => conn.await,
-    };
-    if let Err(e) = ended {
-        tracing::debug!(error = %e, "peer connection ended");
+        if status != frame::OK {
+            return;
+        }
+        wait = IDLE_TIMEOUT;
     }
 }
 
-async fn serve<H: PeerHandler>(
-    shared: &Shared<H>,
-    authentic: &AtomicBool,
-    req: http::Request<Incoming>,
-) -> http::Response<Full<Bytes>> {
-    if req.uri().path() != wire::PATH {
-        return status(StatusCode::NOT_FOUND);
-    }
-    if req.method() != Method::POST {
-        return status(StatusCode::METHOD_NOT_ALLOWED);
-    }
-    let (message, _held) = match read(req.into_body(), &shared.budget).await {
-        Some(read) => read,
-        None => return refuse(shared, WireError::Malformed),
-    };
+/// Authenticate one message and hand it to the handler: the reply's status and body.
+async fn serve<H: PeerHandler>(shared: &Shared<H>, message: Bytes) -> (u8, Bytes) {
     let opened = match wire::open_request(&shared.secret, &message, wire::now_ms()) {
         Ok(opened) => opened,
         Err(e) => return refuse(shared, e),
@@ -235,7 +202,6 @@ async fn serve<H: PeerHandler>(
     let Ok(from) = opened.sender.parse::<SocketAddr>() else {
         return refuse(shared, WireError::Malformed);
     };
-    authentic.store(true, Ordering::Relaxed);
     let asked = opened.items.len();
     let request = Request {
         items: opened.items,
@@ -247,7 +213,7 @@ async fn serve<H: PeerHandler>(
             answered = response.items.len(),
             "peer handler answered a different number of items"
         );
-        return status(StatusCode::INTERNAL_SERVER_ERROR);
+        return (frame::FAILED, Bytes::new());
     }
     let reply = wire::seal_reply(
         &shared.secret,
@@ -256,44 +222,36 @@ async fn serve<H: PeerHandler>(
         &opened.mac,
         &response.items,
     );
-    let mut res = http::Response::new(Full::new(reply));
-    res.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/octet-stream"),
-    );
-    res
+    (frame::OK, reply)
 }
 
-/// A whole message body within [`MAX_MESSAGE_BYTES`] and [`READ_TIMEOUT`], its bytes taken
+/// A message of `len` bytes within [`MAX_MESSAGE_BYTES`] and `deadline`, its bytes taken
 /// from the read budget until the returned holder is dropped; `None` when too long, too
 /// slow or broken.
-async fn read(mut body: Incoming, budget: &Arc<Semaphore>) -> Option<(Bytes, Held)> {
-    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
-    let mut held = Held {
-        budget: budget.clone(),
-        bytes: 0,
-    };
-    let mut buf = BytesMut::new();
-    loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await.ok()? {
-            None => return Some((buf.freeze(), held)),
-            Some(frame) => frame.ok()?,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        if buf.len() + data.len() > MAX_MESSAGE_BYTES {
-            return None;
-        }
-        let n = u32::try_from(data.len()).ok()?;
-        let permit = tokio::time::timeout_at(deadline, budget.acquire_many(n))
-            .await
-            .ok()?
-            .ok()?;
-        permit.forget();
-        held.bytes += n as usize;
-        buf.extend_from_slice(&data);
+async fn read(
+    stream: &mut TcpStream,
+    len: usize,
+    budget: &Arc<Semaphore>,
+    deadline: tokio::time::Instant,
+) -> Option<(Bytes, Held)> {
+    if len > MAX_MESSAGE_BYTES {
+        return None;
     }
+    let n = u32::try_from(len).ok()?;
+    let permit = tokio::time::timeout_at(deadline, budget.acquire_many(n))
+        .await
+        .ok()?
+        .ok()?;
+    permit.forget();
+    let held = Held {
+        budget: budget.clone(),
+        bytes: len,
+    };
+    let message = tokio::time::timeout_at(deadline, frame::read_body(stream, len))
+        .await
+        .ok()?
+        .ok()?;
+    Some((message, held))
 }
 
 /// Bytes taken from the read budget; given back on drop.
@@ -309,17 +267,12 @@ impl Drop for Held {
 }
 
 /// Count a refused message and answer without a word on why.
-fn refuse<H>(shared: &Shared<H>, e: WireError) -> http::Response<Full<Bytes>> {
+fn refuse<H>(shared: &Shared<H>, e: WireError) -> (u8, Bytes) {
     shared.metrics.error(e.kind());
     tracing::debug!(error = %e, "peer message refused");
-    status(match e.kind() {
-        "auth" => StatusCode::UNAUTHORIZED,
-        _ => StatusCode::BAD_REQUEST,
-    })
-}
-
-fn status(code: StatusCode) -> http::Response<Full<Bytes>> {
-    let mut res = http::Response::new(Full::new(Bytes::new()));
-    *res.status_mut() = code;
-    res
+    let status = match e.kind() {
+        "auth" => frame::REFUSED,
+        _ => frame::MALFORMED,
+    };
+    (status, Bytes::new())
 }

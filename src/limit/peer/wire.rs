@@ -1,10 +1,10 @@
 //! The peer message format: length-delimited binary, sealed with HMAC-SHA256.
 //!
-//! One message is the body of one HTTP/2 `POST` to [`PATH`]:
+//! One message is one frame on a peer connection (`frame.rs`):
 //!
 //! ```text
 //! mac        32 bytes  HMAC-SHA256(secret, everything below [+ the request's mac, in a reply])
-//! version     u8       1
+//! version     u8       2
 //! kind        u8       1 = request, 2 = reply
 //! timestamp   u64      sender's wall clock, Unix milliseconds
 //! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
@@ -20,8 +20,9 @@
 //! from being identical. The MAC covers the recipient, and a receiver refuses a request
 //! addressed to another peer: a message captured on its way to one node cannot be replayed
 //! to another (each node's replay guard is its own). Messages are signed, not encrypted:
-//! keys (client addresses, hashed accounts) cross the peer network in the clear. A reply's MAC also covers the MAC of the request it answers, so a
-//! reply cannot be replayed as the answer to another request. Item bytes are opaque here: the
+//! keys (client addresses, hashed accounts) cross the peer network in the clear. A reply's
+//! MAC also covers the MAC of the request it answers, so a reply cannot be replayed as the
+//! answer to another request. Item bytes are opaque here: the
 //! decision sites above define them.
 //!
 //! Binary rather than JSON: keys are arbitrary bytes (hashed accounts, header values) that
@@ -34,9 +35,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
-
-/// The HTTP path peer messages are posted to.
-pub const PATH: &str = "/tollgate/peer/v1";
 
 /// The format version (2: the recipient is signed).
 pub const VERSION: u8 = 2;
