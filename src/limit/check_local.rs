@@ -96,8 +96,7 @@ impl Check<'_> {
                 && self.asks[w.ask].entry.site == Site::Gossip
                 && let Some(fleet) = &self.sites.fleet
             {
-                let headroom = item.headroom.get();
-                fleet.record(item.policy, &policy.name, headroom, &item.key, item.cost);
+                fleet.record(item.policy, item.headroom.get(), &item.key, item.cost);
             }
             if r.committed && policy.algorithm(item.headroom).is_concurrency() {
                 self.held.push(item);

@@ -60,8 +60,9 @@ pub struct FleetSite {
     metrics: PeerMetrics,
     handler: Arc<FleetHandler>,
     outbox: gossip::Outbox,
-    /// Each policy's fingerprint, sent with every item (`codec::fingerprint`).
+    /// Each policy's fingerprint, sent with every item (`codec::fingerprint`), and name.
     specs: Vec<u64>,
+    names: Vec<Arc<str>>,
     /// Last time (Unix ms) a fleet configuration error was logged.
     mismatch_logged: std::sync::atomic::AtomicU64,
     gossip_interval: Duration,
@@ -119,6 +120,7 @@ impl FleetSite {
             ),
             secret,
             metrics,
+            names: policies.iter().map(|p| p.name.clone()).collect(),
             specs: policies
                 .iter()
                 .map(|p| codec::fingerprint(&p.spec))
@@ -202,10 +204,9 @@ impl FleetSite {
             .map(drop)
     }
 
-    /// This node admitted `cost` cells of a gossip key of policy `index` (named `name`).
-    pub fn record(&self, index: usize, name: &Arc<str>, headroom: u32, key: &str, cost: u32) {
-        self.outbox
-            .record(name, self.specs[index], headroom, key, cost);
+    /// This node admitted `cost` cells of a gossip key of policy `index`.
+    pub fn record(&self, index: usize, headroom: u32, key: &str, cost: u32) {
+        self.outbox.record(index, headroom, key, cost);
     }
 
     /// Policy `index`'s fingerprint, as its items carry it.
@@ -237,7 +238,12 @@ impl FleetSite {
     }
 
     fn push_gossip(self: &Arc<Self>) {
-        let items = self.outbox.take();
+        let items: Vec<KeyItem> = self
+            .outbox
+            .take()
+            .into_iter()
+            .flat_map(|d| self.delta_items(d))
+            .collect();
         if items.is_empty() {
             return;
         }
@@ -258,6 +264,25 @@ impl FleetSite {
                 });
             }
         }
+    }
+
+    /// One key's delta as items (a count above `u32::MAX` is split over several).
+    fn delta_items(&self, d: gossip::Delta) -> Vec<KeyItem> {
+        let (policy, spec) = (self.names[d.policy].clone(), self.specs[d.policy]);
+        let mut cells = d.cells;
+        let mut items = Vec::with_capacity(1);
+        while cells > 0 {
+            let cost = u32::try_from(cells).unwrap_or(u32::MAX);
+            cells -= u64::from(cost);
+            items.push(KeyItem {
+                policy: policy.clone(),
+                spec,
+                headroom: d.headroom,
+                cost,
+                key: d.key.clone(),
+            });
+        }
+        items
     }
 
     /// `peer` refused our gossip: it runs other numbers for a gossip policy (or none).
