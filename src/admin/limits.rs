@@ -5,7 +5,7 @@
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
-use super::text;
+use super::method_not_allowed;
 use crate::body::{ResponseBody, full};
 use crate::limit::Limiter;
 use crate::limit::inspect::{InspectError, KeyQuery};
@@ -15,16 +15,7 @@ pub async fn answer<B>(limiter: &Limiter, req: &Request<B>) -> Response<Response
     let reset = match *req.method() {
         Method::GET => false,
         Method::DELETE => true,
-        _ => {
-            let mut resp = text(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed\n".into(),
-                "text/plain",
-            );
-            resp.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, DELETE"));
-            return resp;
-        }
+        _ => return method_not_allowed("GET, DELETE"),
     };
     let policy = req.uri().path().trim_start_matches("/limits/");
     let query = match parse(req.uri().query().unwrap_or("")) {

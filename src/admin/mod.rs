@@ -106,20 +106,25 @@ fn encode(registry: &Registry) -> String {
 /// A JSON body for `GET`; any other method gets 405 with `Allow: GET`.
 fn get_json(method: &Method, body: &Bytes) -> Response<ResponseBody> {
     if method != Method::GET {
-        let mut resp = text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method not allowed\n".into(),
-            "text/plain",
-        );
-        resp.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET"));
-        return resp;
+        return method_not_allowed("GET");
     }
     let mut resp = Response::new(full(body.clone()));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    resp
+}
+
+/// 405 with the methods the path answers.
+fn method_not_allowed(allow: &'static str) -> Response<ResponseBody> {
+    let mut resp = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed\n".into(),
+        "text/plain",
+    );
+    resp.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
     resp
 }
 

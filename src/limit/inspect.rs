@@ -146,7 +146,6 @@ impl Limiter {
         reset: bool,
     ) -> Result<(String, u64, Nanos), InspectError> {
         let p = &self.sites().policies[index];
-        let unavailable = |e: super::store::StoreError| InspectError::Unavailable(e.to_string());
         let Some(site) = self.central() else {
             // The memory store: central keys are local state, leased ones the in-process
             // coordinator's, which is not readable here.
@@ -193,13 +192,10 @@ impl Limiter {
             fleet
                 .refund_now(owner, item(u32::MAX))
                 .await
-                .map_err(|e| InspectError::Unavailable(e.to_string()))?;
+                .map_err(unavailable)?;
         }
         // An ask of no cells admits and spends nothing: the owner's numbers.
-        let answers = fleet
-            .ask(owner, &[item(0)])
-            .await
-            .map_err(|e| InspectError::Unavailable(e.to_string()))?;
+        let answers = fleet.ask(owner, &[item(0)]).await.map_err(unavailable)?;
         match answers.first() {
             Some(
                 Answer::Admitted {
@@ -218,4 +214,9 @@ impl Limiter {
             ))),
         }
     }
+}
+
+/// A store or peer that could not answer.
+fn unavailable(e: impl std::fmt::Display) -> InspectError {
+    InspectError::Unavailable(e.to_string())
 }
