@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Instructions per request of one gateway of a fleet of three, by decision site: a local
+# policy against a gossip policy and an owner policy, counted by valgrind's callgrind.
+#
+#   benches/instructions_sites.sh [BINARY]        # BINARY defaults to target/release/tollgate
+#
+# Why: the load bench's gossip / local throughput ratio drifts between runs on these shared
+# 2-core machines by more than the difference it is meant to show; user-space instructions
+# per request are repeatable. Kernel time is not counted.
+#
+# Node A runs under callgrind with one worker thread; B and C run normally. Each row is its
+# own run of A: wrk -t1 -c8 -d8s with X-Forwarded-For spread over 1 000 clients (limits never
+# reached), through an nginx upstream; an idle run of A is subtracted:
+#   per request = (instructions(row) - instructions(idle)) / requests(row).
+# Binds free 127.0.0.1 ports; kills what it started by pid; takes about 2 minutes.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${1:-$ROOT/target/release/tollgate}"
+NGINX="${NGINX:-/usr/sbin/nginx}"
+log() { printf '[instructions_sites.sh] %s\n' "$*" >&2; }
+for c in valgrind wrk "$NGINX" callgrind_annotate python3; do
+    command -v "$c" >/dev/null 2>&1 || { log "error: $c missing (apt-get install valgrind wrk nginx)"; exit 1; }
+done
+[ -x "$BIN" ] || { log "error: $BIN is not an executable"; exit 1; }
+
+TMP="$(mktemp -d)"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+read -r UP L0 L1 L2 P0 P1 P2 <<<"$(python3 -c '
+import socket
+s = [socket.socket() for _ in range(7)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))')"
+export TOLLGATE_PEER_SECRET="instructions bench: a peer secret of 32+ bytes"
+
+printf '%s\n' "worker_processes 1;" "daemon off;" "pid $TMP/nginx.pid;" "error_log $TMP/error.log;" \
+    "events { worker_connections 4096; }" \
+    "http { access_log off; server { listen 127.0.0.1:$UP; location / { return 200 \"hello\\n\"; } } }" \
+    >"$TMP/nginx.conf"
+LISTENS=("$L0" "$L1" "$L2")
+PEERS=("$P0" "$P1" "$P2")
+for i in 0 1 2; do
+    {
+        printf '[server]\nlisten = "127.0.0.1:%s"\n' "${LISTENS[$i]}"
+        printf '[client_ip]\ntrusted_proxies = ["127.0.0.1/32"]\n'
+        printf '[cluster]\nnode_id = "n%s"\npeer_listen = "127.0.0.1:%s"\n' "$i" "${PEERS[$i]}"
+        printf 'peers = ["127.0.0.1:%s", "127.0.0.1:%s", "127.0.0.1:%s"]\n' "$P0" "$P1" "$P2"
+        printf 'peer_secret_env = "TOLLGATE_PEER_SECRET"\n'
+        printf '[upstreams.app]\nurls = ["http://127.0.0.1:%s"]\n' "$UP"
+        for site in local gossip owner; do
+            printf '[policies.%s_ip]\nkey = ["ip"]\nalgorithm = "gcra"\nlimit = 100000000\n' "$site"
+            printf 'period = "1s"\nburst = 1000000\nsite = "%s"\n' "$site"
+            printf '[[routes]]\nname = "%s"\nmatch = { path_prefix = "/%s" }\n' "$site" "$site"
+            printf 'upstream = "app"\npolicies = ["%s_ip"]\n' "$site"
+        done
+    } >"$TMP/n$i.toml"
+done
+"$BIN" check -c "$TMP/n0.toml" >/dev/null
+printf '%s\n' 'local ips = {}' \
+    'for i = 0, 999 do ips[i + 1] = string.format("10.%d.%d.%d", i % 7, math.floor(i / 7) % 256, i % 251) end' \
+    'local n = 0' \
+    'request = function()' \
+    '  n = n + 1' \
+    '  return wrk.format(nil, nil, { ["X-Forwarded-For"] = ips[(n % 1000) + 1] })' \
+    'end' >"$TMP/spread.lua"
+"$NGINX" -p "$TMP" -c "$TMP/nginx.conf" & PIDS+=($!)
+for i in 1 2; do
+    RUST_LOG=warn TOLLGATE_WORKERS=1 "$BIN" serve -c "$TMP/n$i.toml" 2>/dev/null & PIDS+=($!)
+done
+
+# run ROW: prints "REQUESTS INSTRUCTIONS" for node A (under callgrind) serving /ROW.
+run() {
+    local out="$TMP/cg.out" n=0 pid
+    RUST_LOG=warn TOLLGATE_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$BIN" serve -c "$TMP/n0.toml" 2>/dev/null & pid=$!
+    PIDS+=("$pid")
+    sleep 6
+    if [ "$1" = idle ]; then
+        sleep 8
+    else
+        n=$(wrk -t1 -c8 -d8s -s "$TMP/spread.lua" "http://127.0.0.1:$L0/$1" | awk '/requests in/ { print $1 }')
+    fi
+    kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+    echo "$n $(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
+}
+
+read -r _ idle <<<"$(run idle)"
+log "idle: $idle instructions"
+declare -A PER
+for row in local gossip owner; do
+    read -r n total <<<"$(run "$row")"
+    PER[$row]=$(( (total - idle) / n ))
+    log "$row: $n requests, $total instructions"
+done
+echo "| row (node A of three) | instructions/request | / local |"
+echo "| --- | ---: | ---: |"
+for row in local gossip owner; do
+    echo "| $row | ${PER[$row]} | $(awk -v a="${PER[$row]}" -v b="${PER[local]}" 'BEGIN { printf "%.3f", a / b }') |"
+done
+echo
+echo "binary: $BIN"
