@@ -15,7 +15,6 @@ use common::*;
 use http::{Method, Request, StatusCode};
 use http_body_util::Empty;
 use serde_json::Value;
-use tollgate::limit::fleet::ring::{node_hash, pick};
 
 async fn admin(admin: SocketAddr, method: Method, path: &str) -> (StatusCode, Value) {
     let req = Request::builder()
@@ -149,15 +148,7 @@ async fn an_owner_key_is_read_from_its_owner_and_reset_there() {
     let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "admin-owner");
     fleet.settled().await;
     let ip = "203.0.113.50";
-    let owner = pick(
-        &format!("per_ip:ip:{ip}"),
-        fleet
-            .peers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i, node_hash(&p.to_string()))),
-    )
-    .unwrap();
+    let owner = fleet.owner_of(&format!("per_ip:ip:{ip}"));
     let other = &fleet.nodes[(owner + 1) % 3];
     assert_eq!(passes(other.addr, ip, None, 3).await, 3);
     let adm = other.admin.unwrap();

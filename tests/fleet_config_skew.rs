@@ -12,7 +12,6 @@ use common::config::{policy, route};
 use common::peers;
 use common::*;
 use http::StatusCode;
-use tollgate::limit::fleet::ring::{node_hash, pick};
 
 /// Node 2 runs `limit = 6` where nodes 0 and 1 run 5.
 fn skewed(site: &str) -> impl Fn(usize) -> String {
@@ -48,11 +47,7 @@ async fn an_owner_with_other_numbers_refuses_and_the_route_fails_closed() {
     // A client whose key node 2 owns, asked through node 0.
     let ip = (0..=255)
         .map(|i| format!("198.51.100.{i}"))
-        .find(|ip| {
-            let key = format!("p:ip:{ip}");
-            let nodes = fleet.peers.iter().enumerate();
-            pick(&key, nodes.map(|(i, p)| (i, node_hash(&p.to_string())))) == Some(2)
-        })
+        .find(|ip| fleet.owner_of(&format!("p:ip:{ip}")) == 2)
         .unwrap();
     let answer = get_as(fleet.nodes[0].addr, "/api", &ip, None).await;
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);

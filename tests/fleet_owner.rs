@@ -17,19 +17,6 @@ use http::StatusCode;
 use tollgate::limit::fleet::ring::{node_hash, pick};
 use tollgate::limit::peer::wire::{self, Item, Op, Secret};
 
-/// The owner of `key` as every node computes it.
-fn owner_of(fleet: &PeerFleet, key: &str) -> usize {
-    pick(
-        key,
-        fleet
-            .peers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i, node_hash(&p.to_string()))),
-    )
-    .unwrap()
-}
-
 async fn status(addr: SocketAddr, ip: &str, account: Option<&str>) -> StatusCode {
     tokio::time::timeout(Duration::from_secs(5), get_as(addr, "/api", ip, account))
         .await
@@ -74,7 +61,7 @@ async fn the_fleet_admits_exactly_each_keys_limit() {
     let owned = |n: usize, take: usize| {
         (0..=255)
             .map(|i| format!("198.51.100.{i}"))
-            .filter(|c| owner_of(&fleet, &format!("per_ip:ip:{c}")) == n)
+            .filter(|c| fleet.owner_of(&format!("per_ip:ip:{c}")) == n)
             .take(take)
             .collect::<Vec<_>>()
     };
@@ -113,14 +100,14 @@ async fn keys_with_different_owners_are_all_or_nothing() {
     let limits = owner_limits(&policies, &["per_ip", "per_route"], "closed");
     let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-aon");
     fleet.settled().await;
-    let route_owner = owner_of(&fleet, "per_route:api");
+    let route_owner = fleet.owner_of("per_route:api");
     let ips: Vec<String> = (0..100)
         .map(|i| format!("203.0.113.{i}"))
-        .filter(|ip| owner_of(&fleet, &format!("per_ip:ip:{ip}")) != route_owner)
+        .filter(|ip| fleet.owner_of(&format!("per_ip:ip:{ip}")) != route_owner)
         .take(2)
         .collect();
     // Through the node that owns neither key where there is one: every key is a peer ask.
-    let ip_owner = owner_of(&fleet, &format!("per_ip:ip:{}", ips[0]));
+    let ip_owner = fleet.owner_of(&format!("per_ip:ip:{}", ips[0]));
     let entry = fleet.nodes[(0..3)
         .find(|n| ![route_owner, ip_owner].contains(n))
         .unwrap()]
@@ -158,7 +145,7 @@ async fn a_dead_owner_fails_closed_then_its_keys_move() {
     fleet.settled().await;
     let ip = "192.0.2.77";
     let key = format!("per_ip:ip:{ip}");
-    let owner = owner_of(&fleet, &key);
+    let owner = fleet.owner_of(&key);
     // Through the node that takes the key over: it decides it itself once the owner is
     // gone. (Through the third node, the denial it remembered from the interim owner would
     // outlive the key's move back: an asker errs toward denying.)
@@ -243,7 +230,7 @@ async fn denials_are_remembered_without_asking_again() {
     let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-deny");
     fleet.settled().await;
     let ip = "192.0.2.99";
-    let owner = owner_of(&fleet, &format!("per_ip:ip:{ip}"));
+    let owner = fleet.owner_of(&format!("per_ip:ip:{ip}"));
     let entry = &fleet.nodes[(owner + 1) % 3];
     let asks = || async {
         metric_sum(
@@ -280,7 +267,7 @@ async fn forged_peer_messages_change_nothing() {
     let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-forged");
     fleet.settled().await;
     let ip = "192.0.2.5";
-    let owner = owner_of(&fleet, &format!("per_ip:ip:{ip}"));
+    let owner = fleet.owner_of(&format!("per_ip:ip:{ip}"));
     let entry = fleet.nodes[owner].addr;
     for want in [
         StatusCode::OK,
@@ -352,7 +339,7 @@ async fn shadow_mode_and_headers_hold_for_owner_keys() {
     let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-shadow");
     fleet.settled().await;
     let ip = "192.0.2.123";
-    let owner = owner_of(&fleet, &format!("per_ip:ip:{ip}"));
+    let owner = fleet.owner_of(&format!("per_ip:ip:{ip}"));
     let entry = fleet.nodes[(owner + 1) % 3].addr;
     for _ in 0..4 {
         assert_eq!(status(entry, ip, None).await, StatusCode::OK);

@@ -20,6 +20,10 @@ impl Check<'_> {
     /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
     /// request before any call.
     pub(super) async fn owner(&mut self) -> ControlFlow<Stop> {
+        // Most requests have no owner key: they pay one scan of their asks, nothing more.
+        if !self.asks.iter().any(|a| a.entry.site == Site::Owner) {
+            return ControlFlow::Continue(());
+        }
         let Some(fleet) = self.sites.fleet.clone() else {
             return ControlFlow::Continue(());
         };

@@ -83,6 +83,13 @@ pub async fn post_raw(peer: SocketAddr, message: &[u8]) -> u16 {
 }
 
 impl PeerFleet {
+    /// The index of `key`'s owner, as every node computes it (the ring's rendezvous pick).
+    pub fn owner_of(&self, key: &str) -> usize {
+        use tollgate::limit::fleet::ring::{node_hash, pick};
+        let nodes = self.peers.iter().enumerate();
+        pick(key, nodes.map(|(i, p)| (i, node_hash(&p.to_string())))).unwrap()
+    }
+
     /// Start node `i` again from its config (same peer address), at the end of `nodes`.
     pub fn start_again(&mut self, i: usize) -> &GatewayProcess {
         self.nodes.push(spawn(&self.configs[i]));
