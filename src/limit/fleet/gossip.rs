@@ -10,10 +10,10 @@
 //! reported (the other nodes under-count them by at most one interval's worth) and are
 //! counted in `tollgate_gossip_dropped_total`.
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
 
+use hashbrown::{DefaultHashBuilder, HashTable};
 use prometheus_client::metrics::counter::Counter;
 
 /// Keys the outbox holds.
@@ -21,20 +21,19 @@ pub const MAX_KEYS: usize = 100_000;
 
 const SHARDS: usize = 16;
 
-/// One shard: per (policy index, headroom), each key's cells since the last push.
-type Shard = HashMap<(usize, u32), HashMap<Box<str>, u64>>;
-
-/// One key's cells, as a push takes them.
-pub struct Delta {
-    pub policy: usize,
-    pub headroom: u32,
-    pub key: String,
-    pub cells: u64,
+/// One key's cells since the last push. Keyed by (policy, headroom, key): one hash per
+/// record picks both the shard and the slot (the hasher is foldhash, randomly seeded, so a
+/// client choosing its keys cannot aim them at one slot).
+struct Entry {
+    policy: u32,
+    headroom: u32,
+    key: Box<str>,
+    cells: u64,
 }
 
 pub struct Outbox {
-    shards: Vec<Mutex<Shard>>,
-    hasher: std::collections::hash_map::RandomState,
+    shards: Vec<Mutex<HashTable<Entry>>>,
+    hasher: DefaultHashBuilder,
     /// `tollgate_gossip_dropped_total`.
     pub dropped: Counter,
     /// `tollgate_gossip_sent_cells_total`: cells pushed, counted once per peer sent to.
@@ -44,7 +43,7 @@ pub struct Outbox {
 impl Default for Outbox {
     fn default() -> Self {
         Outbox {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
             hasher: Default::default(),
             dropped: Counter::default(),
             sent: Counter::default(),
@@ -55,48 +54,52 @@ impl Default for Outbox {
 impl Outbox {
     /// This node admitted `cost` cells of `key` (policy `policy`, at `headroom`).
     pub fn record(&self, policy: usize, headroom: u32, key: &str, cost: u32) {
-        let shard = (self.hasher.hash_one(key) as usize) % SHARDS;
+        let policy = policy as u32;
+        let hash = self.hasher.hash_one((policy, headroom, key));
+        // The table's slot uses the low bits and its control bytes the top 7: the shard
+        // takes bits from the middle.
+        let shard = (hash >> 32) as usize % SHARDS;
         let mut shard = self.shards[shard].lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cells) = shard
-            .get_mut(&(policy, headroom))
-            .and_then(|keys| keys.get_mut(key))
-        {
-            *cells += u64::from(cost);
+        let same = |e: &Entry| e.policy == policy && e.headroom == headroom && *e.key == *key;
+        if let Some(e) = shard.find_mut(hash, same) {
+            e.cells += u64::from(cost);
             return;
         }
-        let held: usize = shard.values().map(HashMap::len).sum();
-        if held >= MAX_KEYS / SHARDS {
+        if shard.len() >= MAX_KEYS / SHARDS {
             self.dropped.inc_by(u64::from(cost));
             return;
         }
-        shard
-            .entry((policy, headroom))
-            .or_default()
-            .insert(key.into(), u64::from(cost));
+        let entry = Entry {
+            policy,
+            headroom,
+            key: key.into(),
+            cells: u64::from(cost),
+        };
+        let hasher = &self.hasher;
+        shard.insert_unique(hash, entry, |e| {
+            hasher.hash_one((e.policy, e.headroom, &*e.key))
+        });
     }
 
-    /// Every key's cells since the last take; keys with none since then are dropped.
-    pub fn take(&self) -> Vec<Delta> {
-        let mut out = Vec::new();
+    /// Hands `each(policy, headroom, key, cells)` every key's cells since the last take,
+    /// zeroing them; keys with none since then are dropped. Called under each shard's lock
+    /// in turn: `each` should only copy (it encodes the push).
+    pub fn take(&self, mut each: impl FnMut(usize, u32, &str, u64)) {
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-            for (&(policy, headroom), keys) in shard.iter_mut() {
-                keys.retain(|key, cells| {
-                    if *cells == 0 {
-                        return false;
-                    }
-                    out.push(Delta {
-                        policy,
-                        headroom,
-                        key: key.to_string(),
-                        cells: std::mem::take(cells),
-                    });
-                    true
-                });
-            }
-            shard.retain(|_, keys| !keys.is_empty());
+            shard.retain(|e| {
+                if e.cells == 0 {
+                    return false;
+                }
+                each(
+                    e.policy as usize,
+                    e.headroom,
+                    &e.key,
+                    std::mem::take(&mut e.cells),
+                );
+                true
+            });
         }
-        out
     }
 }
 
@@ -104,24 +107,31 @@ impl Outbox {
 mod tests {
     use super::*;
 
+    fn taken(outbox: &Outbox) -> Vec<(usize, u32, u64)> {
+        let mut out = Vec::new();
+        outbox.take(|policy, headroom, _, cells| out.push((policy, headroom, cells)));
+        out
+    }
+
     #[test]
     fn the_outbox_adds_up_per_key_and_stays_bounded() {
         let outbox = Outbox::default();
         outbox.record(0, 1, "a", 2);
         outbox.record(0, 1, "a", 3);
         outbox.record(0, 4, "a", 1);
-        let mut items = outbox.take();
-        items.sort_by_key(|i| i.headroom);
-        let cells: Vec<(u32, u64)> = items.iter().map(|i| (i.headroom, i.cells)).collect();
-        assert_eq!(cells, [(1, 5), (4, 1)]);
-        assert!(outbox.take().is_empty(), "taken once");
+        outbox.record(1, 1, "a", 7);
+        let mut cells = taken(&outbox);
+        cells.sort();
+        assert_eq!(cells, [(0, 1, 5), (0, 4, 1), (1, 1, 7)]);
+        assert!(taken(&outbox).is_empty(), "taken once");
         // Idle for a whole interval: the keys are gone, so the bound counts live keys.
-        assert!(outbox.take().is_empty());
+        assert!(taken(&outbox).is_empty());
+        assert!(outbox.shards.iter().all(|s| s.lock().unwrap().is_empty()));
         for i in 0..2 * MAX_KEYS {
             outbox.record(0, 1, &i.to_string(), 1);
         }
         outbox.record(0, 1, "0", 1);
-        let kept = outbox.take();
+        let kept = taken(&outbox);
         assert!(kept.len() <= MAX_KEYS, "{} keys held", kept.len());
         assert!(kept.len() > MAX_KEYS * 9 / 10, "{} keys held", kept.len());
         assert_eq!(

@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::codec::{Answer, KeyItem, fingerprint};
+use super::codec::{Answer, KeyItem, Report, fingerprint};
 
-/// A gossip item's answer when this node refuses it (no such gossip policy here, or other
+/// A gossip report's answer when this node refuses it (no such gossip policy here, or other
 /// numbers).
 pub const REFUSED: &[u8] = b"?";
 use crate::config::Site;
@@ -70,6 +70,35 @@ impl FleetHandler {
         })
     }
 
+    /// Weigh a peer's gossip report on this node's state; `false` (refused) when the
+    /// policy is unknown here, not a gossip policy, or runs other numbers. A malformed
+    /// entry ends the report (the entries before it were spends all the same).
+    fn gossip(&self, data: Bytes) -> bool {
+        let Some(report) = Report::decode(data) else {
+            return false;
+        };
+        let Some(&policy) = std::str::from_utf8(&report.policy)
+            .ok()
+            .and_then(|name| self.by_name.get(name))
+        else {
+            return false;
+        };
+        if self.policies[policy].spec.site != Site::Gossip || report.spec != self.specs[policy] {
+            return false;
+        }
+        for spent in report.entries() {
+            let Ok(spent) = spent else { break };
+            self.local.debit(&CheckItem {
+                policy,
+                headroom: NonZeroU32::new(spent.headroom).unwrap_or(NonZeroU32::MIN),
+                key: spent.key.to_owned(),
+                cost: spent.cells,
+                fallback: false,
+            });
+        }
+        true
+    }
+
     /// Decide one asked key as its owner: spend if it conforms.
     fn ask(&self, data: Bytes) -> Answer {
         let Some(item) = self.item(data, Site::Owner) else {
@@ -113,13 +142,8 @@ impl PeerHandler for FleetHandler {
                     }
                     Bytes::new()
                 }
-                Op::Gossip => match self.item(item.data, Site::Gossip) {
-                    Some(it) => {
-                        self.local.debit(&it);
-                        Bytes::new()
-                    }
-                    None => Bytes::from_static(REFUSED),
-                },
+                Op::Gossip if self.gossip(item.data) => Bytes::new(),
+                Op::Gossip => Bytes::from_static(REFUSED),
                 Op::Ping => self.me.clone(),
             })
             .collect();

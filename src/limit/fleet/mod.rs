@@ -30,13 +30,37 @@ use tracing::warn;
 use crate::config::Cluster;
 use crate::limit::local::LocalStore;
 use crate::limit::peer::{
-    MAX_BATCH_ITEMS, Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer, Secret,
+    MAX_BATCH_BYTES, MAX_BATCH_ITEMS, Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer,
+    Secret,
 };
 use crate::limit::policy::PolicyRuntime;
 use crate::shutdown::Shutdown;
+use codec::ReportWriter;
 pub use codec::{Answer, KeyItem};
 use handler::FleetHandler;
 use ring::Ring;
+
+/// Bytes of one gossip report before the push starts another for the same policy.
+const REPORT_BYTES: usize = 1 << 20;
+
+/// Reports grouped into calls the transport sends whole (each within its batch bounds).
+fn calls(reports: Vec<Bytes>) -> Vec<Vec<Bytes>> {
+    let mut calls: Vec<Vec<Bytes>> = Vec::new();
+    let mut bytes = 0;
+    for r in reports {
+        match calls.last_mut() {
+            Some(call) if call.len() < MAX_BATCH_ITEMS && bytes + r.len() <= MAX_BATCH_BYTES => {
+                bytes += r.len();
+                call.push(r);
+            }
+            _ => {
+                bytes = r.len();
+                calls.push(vec![r]);
+            }
+        }
+    }
+    calls
+}
 
 /// Why the owner of a key could not decide it.
 #[derive(Debug, thiserror::Error)]
@@ -238,21 +262,27 @@ impl FleetSite {
     }
 
     fn push_gossip(self: &Arc<Self>) {
-        let items: Vec<KeyItem> = self
-            .outbox
-            .take()
-            .into_iter()
-            .flat_map(|d| self.delta_items(d))
-            .collect();
-        if items.is_empty() {
+        let mut reports: Vec<Option<ReportWriter>> = (0..self.names.len()).map(|_| None).collect();
+        let mut done: Vec<Bytes> = Vec::new();
+        let mut cells = 0;
+        self.outbox.take(|policy, headroom, key, n| {
+            let report = reports[policy]
+                .get_or_insert_with(|| ReportWriter::new(&self.names[policy], self.specs[policy]));
+            report.push(headroom, n, key);
+            cells += n;
+            if report.bytes() >= REPORT_BYTES {
+                done.extend(reports[policy].take().map(ReportWriter::finish));
+            }
+        });
+        done.extend(reports.into_iter().flatten().map(ReportWriter::finish));
+        if done.is_empty() {
             return;
         }
-        let data: Vec<Bytes> = items.iter().map(KeyItem::encode).collect();
-        let cells: u64 = items.iter().map(|i| u64::from(i.cost)).sum();
+        let calls = calls(done);
         for peer in self.ring.live_others() {
             self.outbox.sent.inc_by(cells);
-            for chunk in data.chunks(MAX_BATCH_ITEMS) {
-                let (me, chunk) = (self.clone(), chunk.to_vec());
+            for chunk in &calls {
+                let (me, chunk) = (self.clone(), chunk.clone());
                 // Not retried: a push that may have landed must not count twice; a lost one
                 // under-counts by one interval, which the documented bound already allows.
                 tokio::spawn(async move {
@@ -264,25 +294,6 @@ impl FleetSite {
                 });
             }
         }
-    }
-
-    /// One key's delta as items (a count above `u32::MAX` is split over several).
-    fn delta_items(&self, d: gossip::Delta) -> Vec<KeyItem> {
-        let (policy, spec) = (self.names[d.policy].clone(), self.specs[d.policy]);
-        let mut cells = d.cells;
-        let mut items = Vec::with_capacity(1);
-        while cells > 0 {
-            let cost = u32::try_from(cells).unwrap_or(u32::MAX);
-            cells -= u64::from(cost);
-            items.push(KeyItem {
-                policy: policy.clone(),
-                spec,
-                headroom: d.headroom,
-                cost,
-                key: d.key.clone(),
-            });
-        }
-        items
     }
 
     /// `peer` refused our gossip: it runs other numbers for a gossip policy (or none).

@@ -25,6 +25,10 @@ use super::wire::{self, Item, MAX_MESSAGE_BYTES, Op, Secret, WireError};
 /// still goes whole).
 pub const MAX_BATCH_ITEMS: usize = 4096;
 
+/// Item bytes per message, the same way: a quarter of what a receiver reads, so headers,
+/// per-item framing and one large call on top stay within [`MAX_MESSAGE_BYTES`].
+pub const MAX_BATCH_BYTES: usize = MAX_MESSAGE_BYTES / 4;
+
 /// Why a call failed. Cloned to every call a failed message carried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PeerError {
@@ -251,15 +255,19 @@ async fn flush(inner: Arc<Inner>, link: Arc<Link>) {
     }
 }
 
-/// Waiters from the front until [`MAX_BATCH_ITEMS`] (at least one).
+/// Waiters from the front until [`MAX_BATCH_ITEMS`] or [`MAX_BATCH_BYTES`] (at least one).
 fn take_batch(waiting: &mut VecDeque<Waiter>) -> Vec<Waiter> {
     let mut batch = Vec::new();
-    let mut items = 0;
+    let (mut items, mut bytes) = (0, 0);
     while let Some(w) = waiting.front() {
-        if !batch.is_empty() && items + w.items.len() > MAX_BATCH_ITEMS {
+        let size: usize = w.items.iter().map(Bytes::len).sum();
+        if !batch.is_empty()
+            && (items + w.items.len() > MAX_BATCH_ITEMS || bytes + size > MAX_BATCH_BYTES)
+        {
             break;
         }
         items += w.items.len();
+        bytes += size;
         batch.extend(waiting.pop_front());
     }
     batch

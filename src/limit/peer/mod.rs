@@ -34,7 +34,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 
-pub use client::{MAX_BATCH_ITEMS, Observer, PeerClient, PeerError};
+pub use client::{MAX_BATCH_BYTES, MAX_BATCH_ITEMS, Observer, PeerClient, PeerError};
 pub use metrics::PeerMetrics;
 pub use server::PeerServer;
 pub use wire::{Item, Op, Secret};

@@ -36,8 +36,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-/// The format version (2: the recipient is signed).
-pub const VERSION: u8 = 2;
+/// The format version (2: the recipient is signed; 3: gossip travels as one report per
+/// policy, `fleet/codec.rs`, so a node of 2 and one of 3 refuse each other's messages).
+pub const VERSION: u8 = 3;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
 pub const MAX_SKEW: Duration = Duration::from_secs(5);
