@@ -5,7 +5,7 @@
 //! [`router`], limit, forward, observe), which asks [`limit`] (keys, algorithms, decision
 //! sites) and has [`respond`] turn errors and 429s into HTTP; [`admin`] answers health and
 //! metrics. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by every
-//! layer. [`demo`], [`simulate`] and [`certs`] serve the command line.
+//! layer. [`demo`], [`simulate`], [`replay`] and [`certs`] serve the command line.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +18,7 @@ pub mod demo;
 pub mod limit;
 pub mod normalize;
 mod proxy;
+pub mod replay;
 mod respond;
 mod router;
 pub mod server;

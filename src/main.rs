@@ -47,10 +47,18 @@ enum Command {
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
     },
+    /// Validate a config, then ask the gateway running it to reload it (POST /reload on its
+    /// admin_listen): exit 0 when reloaded, 2 when the file is invalid, 1 otherwise.
+    Reload {
+        #[arg(short, long, env = "TOLLGATE_CONFIG")]
+        config: PathBuf,
+    },
     /// Run the shipped config against a built-in sample upstream and show what happens.
     Demo,
     /// Compare the decision sites (central, static L/N, leases, owner, gossip) on one virtual-clock trace.
     Simulate(SimulateArgs),
+    /// Replay access logs through the router and limiter on a virtual clock: what a config would have allowed and denied.
+    Replay(tollgate::replay::Args),
     /// Write a self-signed development certificate for localhost.
     #[cfg(feature = "dev-certs")]
     Certs {
@@ -259,7 +267,9 @@ fn main() -> ExitCode {
                     .and_then(|rt| rt.block_on(tollgate::demo::run()).map_err(Into::into)),
             )
         }
+        Command::Reload { config } => reload(&config),
         Command::Simulate(args) => report(simulate(args)),
+        Command::Replay(args) => tollgate::replay::cli(args),
         #[cfg(feature = "dev-certs")]
         Command::Certs { out } => report(
             tollgate::certs::write(&out)
@@ -271,14 +281,43 @@ fn main() -> ExitCode {
 
 async fn serve(cfg: tollgate::config::Config, workers: Option<usize>) -> anyhow::Result<()> {
     // Signal handlers first: a SIGHUP during startup must not kill the process.
-    let stop = tollgate::shutdown::signal();
+    let (stop, hangups) = tollgate::shutdown::signal();
     let mut server = tollgate::server::Server::bind(cfg)
         .await
-        .context("starting tollgate")?;
+        .context("starting tollgate")?
+        .reload_on(hangups);
     if let Some(n) = workers {
         server = server.workers(n);
     }
     server.try_run(stop).await.context("starting tollgate")
+}
+
+/// `tollgate reload`: the file is checked here first (the same messages and exit code as
+/// `check`), so a typo is caught before the running gateway is asked.
+fn reload(path: &std::path::Path) -> ExitCode {
+    let cfg = match tollgate::config::load_file(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    let asked = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+        .and_then(|rt| Ok(rt.block_on(tollgate::server::request_reload(&cfg))?));
+    match asked {
+        Ok((200, body)) => {
+            print!("{body}");
+            ExitCode::SUCCESS
+        }
+        Ok((status, body)) => {
+            eprint!("reload refused ({status}): {body}");
+            ExitCode::FAILURE
+        }
+        Err(e) => report(Err(e)),
+    }
 }
 
 /// `TOLLGATE_WORKERS=N`: how many worker threads serve connections (benchmarks use 2);

@@ -4,7 +4,7 @@
 //! loop (and the membership heartbeat) holds a [`Shutdown`] and stops when the sender fires
 //! (or is dropped). Connections hear it from their worker (a `watch` in
 //! `server/workers.rs`) and close gracefully. [`signal`] is the process-level trigger:
-//! SIGTERM or SIGINT; SIGHUP is ignored. This module imports nothing else of tollgate, so
+//! SIGTERM or SIGINT; SIGHUP asks for a config reload. This module imports nothing else of tollgate, so
 //! every layer may hold a [`Shutdown`].
 
 use std::future::Future;
@@ -42,13 +42,17 @@ impl Shutdown {
     }
 }
 
-/// What `tollgate serve` hands to `server::Server::run`: resolves on SIGTERM or SIGINT.
-/// SIGHUP is logged and ignored until reloading exists. Every handler is installed by this
-/// call, not at the first poll, so that a SIGHUP arriving while the server is still
-/// binding does not kill the process (the default action of SIGHUP is to terminate). Call
-/// it inside the runtime, early.
+/// What `tollgate serve` hands to `server::Server::run`: resolves on SIGTERM or SIGINT;
+/// each SIGHUP is sent on the receiver (`Server::reload_on`; hangups arriving while a
+/// reload is pending make one more reload, not one each). Every handler is installed by
+/// this call, not at the first poll, so that a SIGHUP arriving while the server is still
+/// binding does not kill the process (the default action of SIGHUP is to terminate): it
+/// is kept and reloads once serving. Call it inside the runtime, early; poll the future.
 #[cfg(unix)]
-pub fn signal() -> impl Future<Output = ()> + Send + 'static {
+pub fn signal() -> (
+    impl Future<Output = ()> + Send + 'static,
+    tokio::sync::mpsc::Receiver<()>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let install = |kind: SignalKind, name: &str| match signal(kind) {
         Ok(s) => Some(s),
@@ -60,17 +64,20 @@ pub fn signal() -> impl Future<Output = ()> + Send + 'static {
     let mut term = install(SignalKind::terminate(), "SIGTERM");
     let mut int = install(SignalKind::interrupt(), "SIGINT");
     let mut hup = install(SignalKind::hangup(), "SIGHUP");
-    async move {
+    let (hangups, rx) = tokio::sync::mpsc::channel(1);
+    let stop = async move {
         loop {
             tokio::select! {
                 () = next(&mut term) => return,
                 () = next(&mut int) => return,
                 () = next(&mut hup) => {
-                    tracing::warn!("SIGHUP: reload is not supported yet; ignored");
+                    tracing::info!("SIGHUP: reloading the config");
+                    let _ = hangups.try_send(());
                 }
             }
         }
-    }
+    };
+    (stop, rx)
 }
 
 /// The next delivery of a watched signal; never, if it could not be watched.
@@ -88,8 +95,15 @@ async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
 
 /// Resolves on Ctrl-C, where Unix signals do not exist.
 #[cfg(not(unix))]
-pub fn signal() -> impl Future<Output = ()> + Send + 'static {
-    async {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+pub fn signal() -> (
+    impl Future<Output = ()> + Send + 'static,
+    tokio::sync::mpsc::Receiver<()>,
+) {
+    let (_, rx) = tokio::sync::mpsc::channel(1);
+    (
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+        rx,
+    )
 }

@@ -1,7 +1,7 @@
 //! Connection bounds against real sockets: `header_timeout` from accept to the first head
 //! (silent sockets, half an HTTP/2 preface, silence after TLS), `idle_timeout` on HTTP/1.1
 //! and HTTP/2 (and never under a slow request), `max_connections` without spinning,
-//! heads hyper refuses counted, SIGHUP ignored, `TOLLGATE_WORKERS` checked.
+//! heads hyper refuses counted, `TOLLGATE_WORKERS` checked (SIGHUP reloads: `reload.rs`).
 
 mod common;
 #[path = "connections/wire.rs"]
@@ -344,35 +344,6 @@ async fn a_head_hyper_refuses_is_counted_as_431() {
         );
         tokio::task::yield_now().await;
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sighup_is_logged_and_ignored() {
-    let up = echo_upstream().await;
-    let cfg = common::process::temp_file("hup.toml", &config(up, "", ""));
-    let mut gw = wire::serve(&cfg, None, 2);
-    let pid = gw.child.id().to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-HUP", &pid])
-        .status();
-    assert!(kill.unwrap().success());
-    let deadline = Instant::now() + BOUND;
-    while gw.count("SIGHUP: reload is not supported yet; ignored") == 0 {
-        assert!(
-            gw.child.try_wait().unwrap().is_none(),
-            "SIGHUP killed tollgate"
-        );
-        assert!(Instant::now() < deadline, "SIGHUP was not logged");
-        tokio::task::yield_now().await;
-    }
-    let resp = timeout(
-        BOUND,
-        send_h1(gw.addr, get(&format!("http://{}/after-hup", gw.addr))),
-    )
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert!(gw.child.try_wait().unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

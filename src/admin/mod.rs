@@ -1,6 +1,6 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
 //! running config with its secrets masked (`/config`) and one key's state, read or reset
-//! (`/limits/{policy}`, `limits.rs`); all but health behind the optional
+//! (`/limits/{policy}`, `limits.rs`), and `POST /reload`; all but health behind the optional
 //! bearer token of `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
@@ -11,6 +11,7 @@ mod views;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use prometheus_client::registry::Registry;
@@ -26,12 +27,55 @@ pub struct State {
     pub registry: Arc<Registry>,
     /// Listeners bound and config loaded; false again while shutting down so balancers drain.
     pub ready: Arc<AtomicBool>,
-    /// `/routes` and `/config`, rendered once: the config does not change while running.
-    pub views: Arc<Views>,
+    /// `/routes` and `/config` of the running config, rendered once per config.
+    pub views: Arc<ArcSwap<Views>>,
     /// `[server] admin_token_env`: what every endpoint but health requires.
     pub token: Option<AdminToken>,
-    /// `/limits/{policy}` reads and resets keys through it.
-    pub limiter: Arc<Limiter>,
+    /// `/limits/{policy}` reads and resets keys through the running limiter.
+    pub limiter: Arc<ArcSwap<Limiter>>,
+    /// `POST /reload`: the server's reload.
+    pub reload: Reload,
+}
+
+/// Reloads the config and says how it went (the server's reloader).
+pub type Reload = Arc<dyn Fn() -> ReloadOutcome + Send + Sync>;
+
+/// How a reload went, as `POST /reload` answers it.
+pub enum ReloadOutcome {
+    /// Running the new config: each policy and what its state did (`kept`, `new`, …).
+    Reloaded(Vec<(String, String)>),
+    /// The file does not load (`check`'s message): 422.
+    Invalid(String),
+    /// The file changes what only a restart can: 409.
+    Refused(String),
+    /// The new config could not be built: 500.
+    Failed(String),
+}
+
+/// Keys of `sections` (top-level keys of the `/config` view) whose values differ between
+/// two configs, as `section.key`. Secrets are compared masked, so a changed secret is not
+/// seen (they come from the environment, which a reload does not change).
+pub fn changed_keys(old: &Config, new: &Config, sections: &[&str]) -> Vec<String> {
+    let (old, new) = (views::config(old), views::config(new));
+    let mut changed = Vec::new();
+    for &section in sections {
+        let (a, b) = (&old[section], &new[section]);
+        match (a.as_object(), b.as_object()) {
+            (Some(a), Some(b)) => {
+                let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                changed.extend(
+                    keys.into_iter()
+                        .filter(|k| a.get(*k) != b.get(*k))
+                        .map(|k| format!("[{section}] {k}")),
+                );
+            }
+            _ if a != b => changed.push(format!("[{section}]")),
+            _ => {}
+        }
+    }
+    changed
 }
 
 /// The JSON bodies of `/routes` and `/config`.
@@ -88,11 +132,39 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
             encode(&state.registry),
             "text/plain; version=0.0.4; charset=utf-8",
         ),
-        "/routes" => get_json(req.method(), &state.views.routes),
-        "/config" => get_json(req.method(), &state.views.config),
-        p if p.starts_with("/limits/") => limits::answer(&state.limiter, &req).await,
+        "/routes" => get_json(req.method(), &state.views.load().routes),
+        "/config" => get_json(req.method(), &state.views.load().config),
+        "/reload" if req.method() == Method::POST => reload(state),
+        "/reload" => method_not_allowed("POST"),
+        p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
+}
+
+/// `POST /reload`: 200 with each policy's state, or why nothing changed.
+fn reload(state: &State) -> Response<ResponseBody> {
+    let (status, body) = match (state.reload)() {
+        ReloadOutcome::Reloaded(policies) => {
+            let policies: serde_json::Map<String, serde_json::Value> = policies
+                .into_iter()
+                .map(|(p, s)| (p, serde_json::Value::String(s)))
+                .collect();
+            (
+                StatusCode::OK,
+                serde_json::json!({ "result": "ok", "policies": policies }),
+            )
+        }
+        ReloadOutcome::Invalid(e) => (StatusCode::UNPROCESSABLE_ENTITY, error_json(e)),
+        ReloadOutcome::Refused(e) => (StatusCode::CONFLICT, error_json(e)),
+        ReloadOutcome::Failed(e) => (StatusCode::INTERNAL_SERVER_ERROR, error_json(e)),
+    };
+    let mut body = serde_json::to_string_pretty(&body).unwrap_or_default();
+    body.push('\n');
+    text(status, body, "application/json")
+}
+
+fn error_json(e: String) -> serde_json::Value {
+    serde_json::json!({ "result": "error", "error": e })
 }
 
 /// Prometheus text exposition of everything registered.

@@ -288,6 +288,11 @@ impl AdminToken {
         AdminToken(token)
     }
 
+    /// The token itself, for `tollgate reload` to send (never logged or shown).
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+
     /// Whether an `Authorization` header value is `Bearer <this token>`, in time that does
     /// not depend on where the first difference is.
     pub fn admits(&self, authorization: &[u8]) -> bool {

@@ -96,7 +96,7 @@ impl Check<'_> {
                 && self.asks[w.ask].entry.site == Site::Gossip
                 && let Some(fleet) = &self.sites.fleet
             {
-                fleet.record(item.policy, item.headroom.get(), &item.key, item.cost);
+                fleet.record(&policy.name, item.headroom.get(), &item.key, item.cost);
             }
             if r.committed && policy.algorithm(item.headroom).is_concurrency() {
                 self.held.push(item);

@@ -28,7 +28,7 @@ impl Check<'_> {
             return ControlFlow::Continue(());
         };
         let groups = self.remote_owners(fleet.ring.me(), |key| fleet.ring.owner(key));
-        let spec = |policy: usize| fleet.spec(policy);
+        let spec = |policy: usize| self.sites.specs[policy];
         self.go_on()?;
         if groups.is_empty() {
             return ControlFlow::Continue(());

@@ -182,7 +182,7 @@ impl Limiter {
         }
         let item = |cost| KeyItem {
             policy: self.sites().policies[index].name.clone(),
-            spec: fleet.spec(index),
+            spec: self.sites().specs[index],
             headroom: headroom.get(),
             cost,
             key: key.to_string(),

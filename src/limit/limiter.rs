@@ -14,11 +14,12 @@ use prometheus_client::registry::Registry;
 use super::admission::Admission;
 use super::algorithm::QuotaError;
 use super::ask::Ask;
+use super::carry::{PolicyCarry, describe};
 use super::central::{CHECK_LUA, CentralSite};
 use super::check::{Check, Stop};
 use super::clock::Clock;
 use super::deny_cache::DenyCache;
-use super::fleet::FleetSite;
+use super::fleet::{FleetSite, fingerprint};
 use super::keys::KeyBuilder;
 use super::lease::LeaseSite;
 use super::local::LocalStore;
@@ -48,6 +49,10 @@ pub struct Limiter {
     sites: Sites,
     /// `tollgate_cluster_nodes`: N of the L/N split.
     nodes_gauge: Gauge,
+    /// The decision counters, registered once: a reloaded limiter counts on them too.
+    metrics: LimitMetrics,
+    /// The per-policy series, registered once (a reload takes its policies' handles).
+    gauges: Arc<PolicyGauges>,
 }
 
 /// Keys remembered as denied, across policies.
@@ -60,14 +65,7 @@ impl Limiter {
         registry: &mut Registry,
     ) -> Result<Self, LimiterError> {
         let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
-        let headrooms = keys.headrooms();
-        let policies: Arc<[PolicyRuntime]> = config
-            .policies
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PolicyRuntime::with_nodes(i, p, &headrooms, config.expected_nodes))
-            .collect::<Result<Vec<_>, _>>()?
-            .into();
+        let policies = build_policies(config, &keys, config.expected_nodes)?;
         let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
         let gauges = Arc::new(PolicyGauges::register(registry, &names));
         // One store for every site and membership: the fallback's debts are paid through
@@ -94,11 +92,6 @@ impl Limiter {
             "Gateways sharing the limits (N of the L/N split): membership, else expected_nodes",
             nodes_gauge.clone(),
         );
-        let routes = config
-            .routes
-            .iter()
-            .map(|r| RouteLimits::new(r, &policies, central.is_some(), &metrics))
-            .collect();
         let lease = Arc::new(
             match store {
                 Some(s) => LeaseSite::redis(s, clock.clone(), config.store.timeout),
@@ -106,7 +99,7 @@ impl Limiter {
             }
             .with_gauges(gauges.clone()),
         );
-        let local = Arc::new(LocalStore::new(policies.clone(), clock, gauges));
+        let local = Arc::new(LocalStore::new(policies.clone(), clock, gauges.clone()));
         let fleet = FleetSite::new(
             &config.cluster,
             config.store.timeout,
@@ -114,8 +107,85 @@ impl Limiter {
             policies.clone(),
             registry,
         );
+        let parts = Parts {
+            policies,
+            local,
+            central,
+            lease,
+            fleet,
+        };
+        Ok(Self::assemble(
+            config,
+            keys,
+            parts,
+            nodes_gauge,
+            metrics,
+            gauges,
+        ))
+    }
+
+    /// The limiter of a reloaded `config` (validated, with this one's `[store]` and
+    /// `[cluster]`): the same store, fleet and metrics, this node's current N, and each
+    /// kept policy's very state (`local_reload.rs` says what changed policies keep). The
+    /// fleet answers peers from the new policies at once; the caller swaps the result in.
+    pub fn reload(&self, config: &Config) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
+        let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
+        let policies = build_policies(config, &keys, self.nodes())?;
+        let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
+        let gauges = Arc::new(self.gauges.renamed(&names));
+        let (local, carried) = self.sites.local.reload(policies.clone(), gauges.clone());
+        let local = Arc::new(local);
+        let lease = Arc::new(self.sites.lease.reloaded().with_gauges(gauges.clone()));
+        let fleet = self.sites.fleet.clone();
+        if let Some(f) = &fleet {
+            f.rebind(local.clone(), policies.clone());
+        }
+        let store = self.sites.central.is_some();
+        let report = names
+            .into_iter()
+            .zip(carried)
+            .zip(&config.policies)
+            .map(|((policy, local), new)| {
+                let old = self.sites.policies.iter().find(|o| o.name == policy);
+                let state = describe(old.map(|o| &o.spec), new, local, store);
+                PolicyCarry { policy, state }
+            })
+            .collect();
+        let parts = Parts {
+            policies,
+            local,
+            central: self.sites.central.clone(),
+            lease,
+            fleet,
+        };
+        let (metrics, gauge) = (self.metrics.clone(), self.nodes_gauge.clone());
+        let limiter = Self::assemble(config, keys, parts, gauge, metrics, gauges);
+        Ok((limiter, report))
+    }
+
+    fn assemble(
+        config: &Config,
+        keys: KeyBuilder,
+        parts: Parts,
+        nodes_gauge: Gauge,
+        metrics: LimitMetrics,
+        gauges: Arc<PolicyGauges>,
+    ) -> Limiter {
+        let Parts {
+            policies,
+            local,
+            central,
+            lease,
+            fleet,
+        } = parts;
+        let routes = config
+            .routes
+            .iter()
+            .map(|r| RouteLimits::new(r, &policies, central.is_some(), &metrics))
+            .collect();
         let sites = Sites {
             logs: Logs::new(policies.len()),
+            specs: policies.iter().map(|p| fingerprint(&p.spec)).collect(),
             local,
             fleet,
             lease,
@@ -127,12 +197,14 @@ impl Limiter {
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
         };
-        Ok(Limiter {
+        Limiter {
             keys,
             routes,
             sites,
             nodes_gauge,
-        })
+            metrics,
+            gauges,
+        }
     }
 
     /// The local site, for tests and diagnostics.
@@ -206,6 +278,31 @@ impl Limiter {
     pub fn denied_keys(&self) -> usize {
         self.sites.denied_until.len()
     }
+}
+
+/// The sites a limiter is assembled from (fresh at start, carried over by a reload).
+struct Parts {
+    policies: Arc<[PolicyRuntime]>,
+    local: Arc<LocalStore>,
+    central: Option<Arc<CentralSite>>,
+    lease: Arc<LeaseSite>,
+    fleet: Option<Arc<FleetSite>>,
+}
+
+/// Every policy of `config` at `nodes` gateways.
+fn build_policies(
+    config: &Config,
+    keys: &KeyBuilder,
+    nodes: NonZeroU32,
+) -> Result<Arc<[PolicyRuntime]>, QuotaError> {
+    let headrooms = keys.headrooms();
+    Ok(config
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PolicyRuntime::with_nodes(i, p, &headrooms, nodes))
+        .collect::<Result<Vec<_>, _>>()?
+        .into())
 }
 
 impl Limiter {

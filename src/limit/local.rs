@@ -69,9 +69,13 @@ pub type Spends = SmallVec<[bool; INLINE]>;
 struct Entry {
     key: Box<str>,
     state: AnyState,
+    /// The headroom level that decided it: a reload that changes the policy's numbers
+    /// converts the state with this level's old and new algorithms (`local_reload.rs`).
+    headroom: NonZeroU32,
 }
 
-/// One lock shard: a table per policy (own state, then the L/N fallback state).
+/// One lock shard: a table per slot (`LocalStore::slots`: each policy's own state and its
+/// L/N fallback state).
 struct Shard {
     tables: Vec<HashTable<Entry>>,
 }
@@ -81,12 +85,24 @@ struct Shard {
 #[repr(align(64))]
 struct Padded(Mutex<Shard>);
 
+/// The shards, shared by the local stores of successive configs: a reload builds a new
+/// store on the same shards, and a policy it keeps reads and writes the same tables
+/// (`local_reload.rs`).
+struct Shared {
+    shards: Box<[Padded]>,
+    hasher: DefaultHashBuilder,
+    /// Per slot: the stores using it. A slot no store uses is emptied and reused.
+    users: Mutex<Vec<u32>>,
+}
+
 /// In-process state of every policy.
 pub struct LocalStore {
     /// The policies whose algorithms decide; indexed by `CheckItem::policy`.
     policies: Arc<[PolicyRuntime]>,
-    shards: Box<[Padded]>,
-    hasher: DefaultHashBuilder,
+    shared: Arc<Shared>,
+    /// Each policy's table slot, then each policy's L/N table slot
+    /// (`slots[policies.len() + policy]`).
+    slots: Vec<usize>,
     /// Time source: system time in production, a manual clock in tests.
     clock: Arc<dyn Clock>,
     /// `tollgate_limiter_keys` and evictions, per policy.
@@ -95,6 +111,9 @@ pub struct LocalStore {
 
 #[path = "local_inspect.rs"]
 mod inspect;
+#[path = "local_reload.rs"]
+mod reload;
+pub use reload::Carry;
 
 impl LocalStore {
     pub fn new(
@@ -102,17 +121,22 @@ impl LocalStore {
         clock: Arc<dyn Clock>,
         gauges: Arc<PolicyGauges>,
     ) -> Self {
+        let slots = 2 * policies.len();
         let shards = (0..SHARDS)
             .map(|_| {
                 Padded(Mutex::new(Shard {
-                    tables: (0..2 * policies.len()).map(|_| HashTable::new()).collect(),
+                    tables: (0..slots).map(|_| HashTable::new()).collect(),
                 }))
             })
             .collect();
         LocalStore {
             policies,
-            shards,
-            hasher: DefaultHashBuilder::default(),
+            shared: Arc::new(Shared {
+                shards,
+                hasher: DefaultHashBuilder::default(),
+                users: Mutex::new(vec![1; slots]),
+            }),
+            slots: (0..slots).collect(),
             clock,
             gauges,
         }
@@ -123,7 +147,7 @@ impl LocalStore {
     }
 
     fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
+        self.shared.hasher.hash_one(key)
     }
 
     /// The table's index uses the hash's low bits and its control bytes the top 7: the
@@ -133,11 +157,16 @@ impl LocalStore {
     }
 
     fn table_of(&self, it: &CheckItem) -> usize {
-        if it.fallback {
-            self.policies.len() + it.policy
+        self.slot(it.policy, it.fallback)
+    }
+
+    /// The table slot of `policy`'s own state, or of its L/N state.
+    fn slot(&self, policy: usize, fallback: bool) -> usize {
+        self.slots[if fallback {
+            self.policies.len() + policy
         } else {
-            it.policy
-        }
+            policy
+        }]
     }
 
     fn algorithm_of(&self, it: &CheckItem) -> AnyAlgorithm {
@@ -152,7 +181,7 @@ impl LocalStore {
     /// Forget every L/N state of `policy`: after N changed they are in another rate's
     /// units. Each key starts again from a full `burst / N`.
     pub fn clear_split(&self, policy: usize) {
-        let table = self.policies.len() + policy;
+        let table = self.slot(policy, true);
         let mut removed = 0;
         for i in 0..SHARDS {
             let mut shard = self.lock(i);
@@ -165,7 +194,10 @@ impl LocalStore {
     fn lock(&self, i: usize) -> MutexGuard<'_, Shard> {
         // A panic while holding a shard cannot leave a state half-written (states are
         // Copy values swapped in one step), so a poisoned lock is safe to keep using.
-        self.shards[i].0.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared.shards[i]
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Decide every item at one instant; then write back the states of the items `spends`
@@ -329,12 +361,13 @@ impl LocalStore {
                 self.make_room(it.policy, &policy.algorithms, table, cap, now);
             }
         }
-        let hasher = &self.hasher;
+        let hasher = &self.shared.hasher;
         table.insert_unique(
             hash,
             Entry {
                 key: it.key.as_str().into(),
                 state,
+                headroom: it.headroom,
             },
             |e| hasher.hash_one(&*e.key),
         );

@@ -4,7 +4,7 @@
 
 use std::num::NonZeroU32;
 
-use super::{CheckItem, LocalStore};
+use super::{CheckItem, LocalStore, SHARDS};
 use crate::limit::algorithm::Snapshot;
 use crate::limit::policy::AnyState;
 
@@ -15,7 +15,7 @@ impl LocalStore {
         let hash = self.hash(key);
         let mut shard = self.lock(Self::shard_of(hash));
         let mut removed = 0;
-        for table in [policy, self.policies.len() + policy] {
+        for table in [self.slot(policy, false), self.slot(policy, true)] {
             if let Ok(entry) = shard.tables[table].find_entry(hash, |e| *e.key == *key) {
                 entry.remove();
                 removed += 1;
@@ -45,16 +45,14 @@ impl LocalStore {
     /// Read a key's own state without spending (tests, diagnostics).
     pub fn state(&self, policy: usize, key: &str) -> Option<AnyState> {
         let hash = self.hash(key);
-        self.lock(Self::shard_of(hash)).tables[policy]
+        self.lock(Self::shard_of(hash)).tables[self.slot(policy, false)]
             .find(hash, |e| *e.key == *key)
             .map(|e| e.state)
     }
 
     /// Keys held for `policy` right now.
     pub fn key_count(&self, policy: usize) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).tables[policy].len())
-            .sum()
+        let slot = self.slot(policy, false);
+        (0..SHARDS).map(|i| self.lock(i).tables[slot].len()).sum()
     }
 }

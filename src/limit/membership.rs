@@ -27,6 +27,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use redis::Script;
 use tracing::{info, warn};
 
@@ -43,8 +44,8 @@ const MISSED_BEATS: u32 = 3;
 
 /// This node's membership.
 pub struct Membership {
-    /// Rescaled when N changes.
-    limiter: Arc<Limiter>,
+    /// The running limiter (a reload swaps it), rescaled when N changes.
+    limiter: Arc<ArcSwap<Limiter>>,
     /// The store's connection, breaker and metrics.
     store: Arc<RedisStore>,
     script: Script,
@@ -79,8 +80,11 @@ struct Reply {
 
 impl Membership {
     /// `None` with the memory store: N is `expected_nodes` for good.
-    pub fn new(config: &Config, limiter: Arc<Limiter>) -> Option<Membership> {
-        let store = limiter.store()?.clone();
+    pub fn new(config: &Config, limiter: Arc<ArcSwap<Limiter>>) -> Option<Membership> {
+        let running = limiter.load();
+        let store = running.store()?.clone();
+        let has_fleet = running.fleet().is_some();
+        drop(running);
         let cluster = &config.cluster;
         let mut member = format!("{}#{}", cluster.node_id, instance());
         if let Some(addr) = cluster.peer_listen {
@@ -92,7 +96,7 @@ impl Membership {
             member,
             heartbeat: cluster.heartbeat,
             twins: std::sync::atomic::AtomicU64::new(0),
-            peers_from_members: cluster.peers.is_empty() && limiter.fleet().is_some(),
+            peers_from_members: cluster.peers.is_empty() && has_fleet,
             peers: Mutex::new(Vec::new()),
             shared: Mutex::new(Vec::new()),
             script: Script::new(MEMBERSHIP_LUA),
@@ -109,7 +113,7 @@ impl Membership {
             self.set_peers(peers);
             self.warn_shared(reply.shared);
         }
-        if self.limiter.set_nodes(n) {
+        if self.limiter.load().set_nodes(n) {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
         }
         // The store answers: pay what the outage fallback spent, even with no traffic to
@@ -132,7 +136,7 @@ impl Membership {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = self.beat().await {
-                        warn!(error = %e, nodes = self.limiter.nodes().get(), "membership heartbeat failed; keeping the last N");
+                        warn!(error = %e, nodes = self.limiter.load().nodes().get(), "membership heartbeat failed; keeping the last N");
                     }
                 }
                 _ = shutdown.recv() => break,
@@ -164,7 +168,8 @@ impl Membership {
 
     /// Give the ring the members' peer addresses (this node stays in whatever they say).
     fn set_peers(&self, peers: Vec<SocketAddr>) {
-        let Some(fleet) = self.limiter.fleet() else {
+        let running = self.limiter.load();
+        let Some(fleet) = running.fleet() else {
             return;
         };
         fleet.ring.set_peers(&peers);

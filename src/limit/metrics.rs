@@ -118,6 +118,9 @@ impl OutcomeCounters {
 pub struct PolicyGauges {
     keys: Vec<Gauge>,
     evictions: Vec<Counter>,
+    /// The exported families (`None` when detached): a reloaded config's policies take
+    /// their handles from them, so a kept policy keeps counting on the same series.
+    families: Option<(Family<PolicyLabels, Gauge>, Family<PolicyLabels, Counter>)>,
 }
 
 impl PolicyGauges {
@@ -134,6 +137,14 @@ impl PolicyGauges {
             "Live keys evicted because a policy reached max_keys (each restarts full)",
             evictions.clone(),
         );
+        Self::from_families(keys, evictions, names)
+    }
+
+    fn from_families(
+        keys: Family<PolicyLabels, Gauge>,
+        evictions: Family<PolicyLabels, Counter>,
+        names: &[Arc<str>],
+    ) -> Self {
         let label = |n: &Arc<str>| PolicyLabels { policy: n.clone() };
         PolicyGauges {
             keys: names
@@ -144,6 +155,15 @@ impl PolicyGauges {
                 .iter()
                 .map(|n| evictions.get_or_create(&label(n)).clone())
                 .collect(),
+            families: Some((keys, evictions)),
+        }
+    }
+
+    /// The same series for a reloaded config's policies (`names` in its order).
+    pub fn renamed(&self, names: &[Arc<str>]) -> Self {
+        match &self.families {
+            Some((keys, evictions)) => Self::from_families(keys.clone(), evictions.clone(), names),
+            None => Self::detached(names.len()),
         }
     }
 
@@ -152,6 +172,7 @@ impl PolicyGauges {
         PolicyGauges {
             keys: (0..policies).map(|_| Gauge::default()).collect(),
             evictions: (0..policies).map(|_| Counter::default()).collect(),
+            families: None,
         }
     }
 

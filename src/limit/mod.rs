@@ -10,6 +10,7 @@
 pub(crate) mod admission;
 pub mod algorithm;
 mod ask;
+mod carry;
 mod check;
 mod check_cache;
 mod check_local;
@@ -28,6 +29,7 @@ mod route_limits;
 mod sites;
 
 pub use admission::{Admission, PolicyReport};
+pub use carry::PolicyCarry;
 pub use limiter::{Limiter, LimiterError};
 pub mod central;
 pub(crate) mod deny_cache;

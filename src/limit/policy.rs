@@ -21,7 +21,7 @@ use crate::config::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
 /// Any of the five algorithms (small and `Copy`: the L/N split swaps whole sets of them
 /// when membership changes).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnyAlgorithm {
     Gcra(Gcra),
     TokenBucket(TokenBucket),

@@ -18,6 +18,8 @@ use crate::config::OnStoreError;
 
 pub(super) struct Sites {
     pub policies: Arc<[PolicyRuntime]>,
+    /// Each policy's fingerprint (`fleet::fingerprint`), as owner asks carry it.
+    pub specs: Arc<[u64]>,
     pub local: Arc<LocalStore>,
     /// Present when the store is Redis (with `memory`, central policies decide locally).
     pub central: Option<Arc<CentralSite>>,

@@ -43,6 +43,25 @@ impl UpstreamSlots {
                 .collect(),
         )
     }
+
+    /// The slots of a reloaded config's `new` upstreams: an upstream of the same name and
+    /// `max_connections` as in `old` keeps its slots, so the requests still in flight on
+    /// the old config count against the same bound as the new ones.
+    pub fn reloaded(&self, old: &[Upstream], new: &[Upstream]) -> Self {
+        UpstreamSlots(
+            new.iter()
+                .map(|u| {
+                    old.iter()
+                        .zip(&self.0)
+                        .find(|(o, _)| o.name == u.name && o.max_connections == u.max_connections)
+                        .map_or_else(
+                            || Arc::new(Semaphore::new(u.max_connections.get())),
+                            |(_, s)| s.clone(),
+                        )
+                })
+                .collect(),
+        )
+    }
 }
 
 /// The URLs of one `[upstreams.NAME]`.

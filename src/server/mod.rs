@@ -15,6 +15,8 @@ pub(crate) mod activity;
 mod admin;
 pub(crate) mod conn;
 pub(crate) mod listener;
+mod reload;
+mod reload_request;
 mod tls;
 mod workers;
 
@@ -29,7 +31,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, broadcast};
+use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
@@ -38,12 +40,12 @@ use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
 use crate::limit::peer::PeerServer;
 use crate::limit::{Limiter, LimiterError};
-use crate::proxy::Gateway;
 use crate::proxy::metrics::RequestMetrics;
-use crate::proxy::upstream::UpstreamSlots;
 use crate::shutdown::Shutdown;
 use activity::Timeouts;
 use listener::Listener;
+use reload::Reloader;
+pub use reload_request::{AskError, request_reload};
 use workers::{ConnSettings, Workers};
 
 /// Why the server could not start.
@@ -88,10 +90,10 @@ pub struct Server {
     peer: Option<PeerServer>,
     /// Every metric of the process, registered at bind; `/metrics` encodes it.
     registry: Arc<Registry>,
-    /// The request path's metrics (in `registry`), shared by every worker's gateway.
-    metrics: Arc<RequestMetrics>,
-    /// Every route's policies and their local state.
-    limiter: Arc<Limiter>,
+    /// The running config, limiter and request path; a reload swaps them.
+    reloader: Arc<Reloader>,
+    /// SIGHUPs to reload on (`Server::reload_on`).
+    hangups: Option<mpsc::Receiver<()>>,
     /// Flipped to true once every listener is serving; `/readyz` reads it.
     ready: Arc<AtomicBool>,
     /// Worker threads serving connections (default: one per core).
@@ -117,6 +119,12 @@ impl Server {
         let mut registry = Registry::default();
         let metrics = RequestMetrics::new(&mut registry);
         let limiter = Arc::new(Limiter::new(&config, clock, &mut registry)?);
+        let reloader = Reloader::new(
+            config.clone(),
+            limiter.clone(),
+            Arc::new(metrics),
+            &mut registry,
+        );
         let plain = bind("listen", config.server.listen).await?;
         let tls = match &config.server.tls {
             Some(t) => Some((
@@ -146,16 +154,22 @@ impl Server {
             admin,
             peer,
             registry: Arc::new(registry),
-            metrics: Arc::new(metrics),
-            limiter,
+            reloader,
+            hangups: None,
             ready: Arc::new(AtomicBool::new(false)),
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
     }
 
-    /// The limiter, for tests that inspect limiter state.
-    pub fn limiter(&self) -> &Arc<Limiter> {
-        &self.limiter
+    /// The running limiter, for tests that inspect limiter state.
+    pub fn limiter(&self) -> Arc<Limiter> {
+        self.reloader.limiter.load_full()
+    }
+
+    /// Reload the config file whenever `hangups` yields (`tollgate serve` feeds it SIGHUP).
+    pub fn reload_on(mut self, hangups: mpsc::Receiver<()>) -> Self {
+        self.hangups = Some(hangups);
+        self
     }
 
     pub fn addrs(&self) -> Addrs {
@@ -195,17 +209,9 @@ impl Server {
             timeouts,
             grace: self.config.server.shutdown_grace,
         };
-        let (config, limiter, metrics) = (
-            self.config.clone(),
-            self.limiter.clone(),
-            self.metrics.clone(),
-        );
-        let slots = UpstreamSlots::new(&config.upstreams);
-        let gateway =
-            Arc::new(move || Gateway::new(&config, limiter.clone(), metrics.clone(), &slots));
-        let workers = Arc::new(
-            Workers::start(self.workers, settings, gateway).map_err(ServerError::Workers)?,
-        );
+        let live = self.reloader.live().clone();
+        let workers =
+            Arc::new(Workers::start(self.workers, settings, live).map_err(ServerError::Workers)?);
         let mut tasks = tokio::task::JoinSet::new();
         let places = Arc::new(Semaphore::new(self.config.server.max_connections));
         let listener = |listener, tls| Listener {
@@ -219,29 +225,37 @@ impl Server {
             tasks.spawn(listener(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
         }
         if let Some(l) = self.admin {
+            let reloader = self.reloader.clone();
             let state = crate::admin::State {
                 registry: self.registry.clone(),
                 ready: self.ready.clone(),
-                views: Arc::new(crate::admin::Views::new(&self.config)),
+                views: self.reloader.views.clone(),
                 token: self.config.server.admin_token.clone(),
-                limiter: self.limiter.clone(),
+                limiter: self.reloader.limiter.clone(),
+                reload: Arc::new(move || reload::outcome(reloader.reload("POST /reload"))),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, stop));
         }
-        if let Some(m) = Membership::new(&self.config, self.limiter.clone()) {
+        if let Some(hangups) = self.hangups {
+            let stop = Shutdown::new(notify.subscribe());
+            tasks.spawn(reload::on_hangup(self.reloader.clone(), hangups, stop));
+        }
+        let limiter = self.reloader.limiter.clone();
+        if let Some(m) = Membership::new(&self.config, limiter.clone()) {
             // One beat before serving, so split policies start at the right N.
             if let Err(e) = m.beat().await {
                 tracing::warn!(error = %e, "first membership heartbeat failed; N = expected_nodes until the store answers");
             }
             tasks.spawn(m.run(Shutdown::new(notify.subscribe())));
         }
-        if let Some(fleet) = self.limiter.fleet() {
+        if let Some(fleet) = limiter.load().fleet() {
             // Without a store to meet in, N of the L/N fallback is the live peers.
-            let limiter = Some(self.limiter.clone()).filter(|l| l.store().is_none());
+            let limiter = Some(limiter.clone()).filter(|l| l.load().store().is_none());
             let on_live = move |n: usize| {
                 if let Some(l) = &limiter {
-                    l.set_nodes(NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN));
+                    l.load()
+                        .set_nodes(NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN));
                 }
             };
             tasks.spawn(

@@ -17,7 +17,8 @@ use tracing::{debug, info, warn};
 
 use super::activity::{Activity, Timeouts};
 use super::conn::{self, Ended};
-use crate::proxy::{ConnInfo, Gateway};
+use super::reload::{Live, WorkerGateway};
+use crate::proxy::ConnInfo;
 
 /// An accepted connection on its way to a worker.
 pub(crate) struct Job {
@@ -50,15 +51,12 @@ pub(crate) struct Workers {
 }
 
 impl Workers {
-    /// Start `n` workers; `gateway` builds each one's request path on its own thread.
+    /// Start `n` workers; each builds its request path from `live` on its own thread (and
+    /// again after every reload).
     /// Returns once every worker has its runtime, or with the first failure reported (no
     /// thread, or no runtime: each needs its own descriptors) after stopping the others: a
     /// worker that died at start would silently drop every connection sent to it.
-    pub fn start(
-        n: usize,
-        settings: ConnSettings,
-        gateway: Arc<dyn Fn() -> Gateway + Send + Sync>,
-    ) -> std::io::Result<Workers> {
+    pub fn start(n: usize, settings: ConnSettings, live: Arc<Live>) -> std::io::Result<Workers> {
         let n = n.max(1);
         let mut senders = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
@@ -70,7 +68,7 @@ impl Workers {
         for i in 0..n {
             let (tx, rx) = mpsc::unbounded_channel();
             let settings = settings.clone();
-            let gateway = gateway.clone();
+            let live = live.clone();
             let ready_tx = ready_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{i}"))
@@ -82,7 +80,7 @@ impl Workers {
                         Ok(rt) => {
                             let _ = ready_tx.send(Ok(()));
                             drop(ready_tx);
-                            rt.block_on(work(rx, settings, gateway()));
+                            rt.block_on(work(rx, settings, live.worker()));
                         }
                         Err(e) => {
                             let _ = ready_tx.send(Err(failed("async runtime", i, e)));
@@ -159,7 +157,11 @@ impl Workers {
 /// One worker: serve connections until the channel closes, then drain. Every connection
 /// holds a receiver of `stop`, so `stop.closed()` is "every connection has ended"; those
 /// still open after the grace are dropped with the runtime when this returns.
-async fn work(mut jobs: mpsc::UnboundedReceiver<Job>, settings: ConnSettings, gateway: Gateway) {
+async fn work(
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    settings: ConnSettings,
+    gateway: WorkerGateway,
+) {
     let (stop, _) = watch::channel(false);
     let settings = Arc::new(settings);
     while let Some(job) = jobs.recv().await {
@@ -183,7 +185,7 @@ async fn work(mut jobs: mpsc::UnboundedReceiver<Job>, settings: ConnSettings, ga
 /// deadline), then HTTP through the driver.
 async fn connection(
     job: Job,
-    gateway: Gateway,
+    gateway: WorkerGateway,
     settings: Arc<ConnSettings>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -229,7 +231,7 @@ async fn connection(
         Ended::TimedOut(why) => debug!(%peer, why, "connection closed"),
         Ended::Failed(e) => {
             if let Some(status) = conn::refused_status(&*e) {
-                gateway.record_refused(status, peer.ip());
+                gateway.current().record_refused(status, peer.ip());
             }
             debug!(%peer, error = %e, "connection ended with an error");
         }
@@ -241,7 +243,7 @@ async fn serve<I>(
     io: I,
     tls: bool,
     peer: SocketAddr,
-    gateway: &Gateway,
+    gateway: &WorkerGateway,
     settings: &ConnSettings,
     activity: Arc<Activity>,
     stop: &mut watch::Receiver<bool>,
@@ -251,7 +253,9 @@ where
 {
     let (gateway, info) = (gateway.clone(), ConnInfo::new(peer, tls));
     let handler = move |req| {
-        let (gateway, info) = (gateway.clone(), info.clone());
+        // The running config's request path: a reload applies from the next request on,
+        // on this connection too; a request in flight keeps the one it started with.
+        let (gateway, info) = (gateway.current(), info.clone());
         async move { gateway.handle(req, info).await }
     };
     let t = &settings.timeouts;

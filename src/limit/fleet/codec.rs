@@ -93,6 +93,7 @@ impl KeyItem {
 /// Builds one policy's gossip report.
 pub struct ReportWriter {
     buf: BytesMut,
+    spec: u64,
 }
 
 impl ReportWriter {
@@ -102,7 +103,12 @@ impl ReportWriter {
         buf.put_u16(name.len() as u16);
         buf.put_slice(name);
         buf.put_u64(spec);
-        ReportWriter { buf }
+        ReportWriter { buf, spec }
+    }
+
+    /// The fingerprint this report carries.
+    pub fn spec(&self) -> u64 {
+        self.spec
     }
 
     /// `cells` of `key` spent; a count above `u32::MAX` takes several entries.

@@ -11,7 +11,7 @@
 //! counted in `tollgate_gossip_dropped_total`.
 
 use std::hash::BuildHasher;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use prometheus_client::metrics::counter::Counter;
@@ -25,7 +25,9 @@ const SHARDS: usize = 16;
 /// record picks both the shard and the slot (the hasher is foldhash, randomly seeded, so a
 /// client choosing its keys cannot aim them at one slot).
 struct Entry {
-    policy: u32,
+    /// The policy by name: a record made by a request of an older config (a reload in
+    /// between) still names the policy it spent on, whatever its index is now.
+    policy: Arc<str>,
     headroom: u32,
     key: Box<str>,
     cells: u64,
@@ -53,14 +55,17 @@ impl Default for Outbox {
 
 impl Outbox {
     /// This node admitted `cost` cells of `key` (policy `policy`, at `headroom`).
-    pub fn record(&self, policy: usize, headroom: u32, key: &str, cost: u32) {
-        let policy = policy as u32;
-        let hash = self.hasher.hash_one((policy, headroom, key));
+    pub fn record(&self, policy: &Arc<str>, headroom: u32, key: &str, cost: u32) {
+        let hash = self.hasher.hash_one((&**policy, headroom, key));
         // The table's slot uses the low bits and its control bytes the top 7: the shard
         // takes bits from the middle.
         let shard = (hash >> 32) as usize % SHARDS;
         let mut shard = self.shards[shard].lock().unwrap_or_else(|e| e.into_inner());
-        let same = |e: &Entry| e.policy == policy && e.headroom == headroom && *e.key == *key;
+        let same = |e: &Entry| {
+            e.headroom == headroom
+                && (Arc::ptr_eq(&e.policy, policy) || e.policy == *policy)
+                && *e.key == *key
+        };
         if let Some(e) = shard.find_mut(hash, same) {
             e.cells += u64::from(cost);
             return;
@@ -70,33 +75,28 @@ impl Outbox {
             return;
         }
         let entry = Entry {
-            policy,
+            policy: policy.clone(),
             headroom,
             key: key.into(),
             cells: u64::from(cost),
         };
         let hasher = &self.hasher;
         shard.insert_unique(hash, entry, |e| {
-            hasher.hash_one((e.policy, e.headroom, &*e.key))
+            hasher.hash_one((&*e.policy, e.headroom, &*e.key))
         });
     }
 
     /// Hands `each(policy, headroom, key, cells)` every key's cells since the last take,
     /// zeroing them; keys with none since then are dropped. Called under each shard's lock
     /// in turn: `each` should only copy (it encodes the push).
-    pub fn take(&self, mut each: impl FnMut(usize, u32, &str, u64)) {
+    pub fn take(&self, mut each: impl FnMut(&Arc<str>, u32, &str, u64)) {
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
             shard.retain(|e| {
                 if e.cells == 0 {
                     return false;
                 }
-                each(
-                    e.policy as usize,
-                    e.headroom,
-                    &e.key,
-                    std::mem::take(&mut e.cells),
-                );
+                each(&e.policy, e.headroom, &e.key, std::mem::take(&mut e.cells));
                 true
             });
         }
@@ -107,30 +107,33 @@ impl Outbox {
 mod tests {
     use super::*;
 
-    fn taken(outbox: &Outbox) -> Vec<(usize, u32, u64)> {
+    fn taken(outbox: &Outbox) -> Vec<(String, u32, u64)> {
         let mut out = Vec::new();
-        outbox.take(|policy, headroom, _, cells| out.push((policy, headroom, cells)));
+        outbox.take(|policy, headroom, _, cells| out.push((policy.to_string(), headroom, cells)));
         out
     }
 
     #[test]
     fn the_outbox_adds_up_per_key_and_stays_bounded() {
         let outbox = Outbox::default();
-        outbox.record(0, 1, "a", 2);
-        outbox.record(0, 1, "a", 3);
-        outbox.record(0, 4, "a", 1);
-        outbox.record(1, 1, "a", 7);
+        let (p, q): (Arc<str>, Arc<str>) = ("p".into(), "q".into());
+        outbox.record(&p, 1, "a", 2);
+        // Another Arc of the same name (a reloaded config's) adds to the same entry.
+        outbox.record(&"p".into(), 1, "a", 3);
+        outbox.record(&p, 4, "a", 1);
+        outbox.record(&q, 1, "a", 7);
         let mut cells = taken(&outbox);
         cells.sort();
-        assert_eq!(cells, [(0, 1, 5), (0, 4, 1), (1, 1, 7)]);
+        let row = |n: &str, h, c| (n.to_string(), h, c);
+        assert_eq!(cells, [row("p", 1, 5), row("p", 4, 1), row("q", 1, 7)]);
         assert!(taken(&outbox).is_empty(), "taken once");
         // Idle for a whole interval: the keys are gone, so the bound counts live keys.
         assert!(taken(&outbox).is_empty());
         assert!(outbox.shards.iter().all(|s| s.lock().unwrap().is_empty()));
         for i in 0..2 * MAX_KEYS {
-            outbox.record(0, 1, &i.to_string(), 1);
+            outbox.record(&p, 1, &i.to_string(), 1);
         }
-        outbox.record(0, 1, "0", 1);
+        outbox.record(&p, 1, "0", 1);
         let kept = taken(&outbox);
         assert!(kept.len() <= MAX_KEYS, "{} keys held", kept.len());
         assert!(kept.len() > MAX_KEYS * 9 / 10, "{} keys held", kept.len());

@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 use super::codec::{Answer, KeyItem, Report, fingerprint};
@@ -28,36 +29,69 @@ use crate::limit::policy::PolicyRuntime;
 
 /// Serves peer messages from this node's local state.
 pub struct FleetHandler {
+    /// The running config's policies and state; a reload swaps it (`rebind`).
+    view: ArcSwap<View>,
+    /// This node's `peer_listen`, the answer to a ping: a pinger that dialled another
+    /// address learns that the fleet names this node two ways.
+    me: Bytes,
+}
+
+/// What the handler decides with, for one config.
+struct View {
     local: Arc<LocalStore>,
     policies: Arc<[PolicyRuntime]>,
     /// Policy index by name.
     by_name: HashMap<Arc<str>, usize>,
     /// Each policy's fingerprint, as askers must send it.
     specs: Vec<u64>,
-    /// This node's `peer_listen`, the answer to a ping: a pinger that dialled another
-    /// address learns that the fleet names this node two ways.
-    me: Bytes,
 }
 
-impl FleetHandler {
-    pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>, me: SocketAddr) -> Self {
+impl View {
+    fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) -> Self {
         let by_name = policies.iter().map(|p| (p.name.clone(), p.index)).collect();
         let specs = policies.iter().map(|p| fingerprint(&p.spec)).collect();
-        FleetHandler {
+        View {
             local,
             policies,
             by_name,
             specs,
+        }
+    }
+
+    /// The index and fingerprint of policy `name` if this node runs it at `site`.
+    fn policy(&self, name: &str, site: Site) -> Option<(usize, u64)> {
+        let &i = self.by_name.get(name)?;
+        (self.policies[i].spec.site == site).then(|| (i, self.specs[i]))
+    }
+}
+
+impl FleetHandler {
+    pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>, me: SocketAddr) -> Self {
+        FleetHandler {
+            view: ArcSwap::from_pointee(View::new(local, policies)),
             me: Bytes::from(me.to_string()),
         }
     }
 
+    /// Answer from a reloaded config's policies and state from now on.
+    pub fn rebind(&self, local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) {
+        self.view.store(Arc::new(View::new(local, policies)));
+    }
+
+    /// The fingerprint of gossip policy `name` as this node runs it now; `None` when it
+    /// runs no such gossip policy (its pending spends are then not pushed).
+    pub fn gossip_spec(&self, name: &str) -> Option<u64> {
+        self.view
+            .load()
+            .policy(name, Site::Gossip)
+            .map(|(_, spec)| spec)
+    }
+
     /// The local item for a peer's key item, if its policy exists here at `site`.
-    fn item(&self, data: Bytes, site: Site) -> Option<CheckItem> {
+    fn item(&self, view: &View, data: Bytes, site: Site) -> Option<CheckItem> {
         let k = KeyItem::decode(data)?;
-        let &policy = self.by_name.get(&k.policy)?;
-        let p = &self.policies[policy];
-        if p.spec.site != site || k.spec != self.specs[policy] {
+        let (policy, spec) = view.policy(&k.policy, site)?;
+        if k.spec != spec {
             return None;
         }
         Some(CheckItem {
@@ -73,22 +107,22 @@ impl FleetHandler {
     /// Weigh a peer's gossip report on this node's state; `false` (refused) when the
     /// policy is unknown here, not a gossip policy, or runs other numbers. A malformed
     /// entry ends the report (the entries before it were spends all the same).
-    fn gossip(&self, data: Bytes) -> bool {
+    fn gossip(&self, view: &View, data: Bytes) -> bool {
         let Some(report) = Report::decode(data) else {
             return false;
         };
-        let Some(&policy) = std::str::from_utf8(&report.policy)
+        let Some((policy, spec)) = std::str::from_utf8(&report.policy)
             .ok()
-            .and_then(|name| self.by_name.get(name))
+            .and_then(|name| view.policy(name, Site::Gossip))
         else {
             return false;
         };
-        if self.policies[policy].spec.site != Site::Gossip || report.spec != self.specs[policy] {
+        if report.spec != spec {
             return false;
         }
         for spent in report.entries() {
             let Ok(spent) = spent else { break };
-            self.local.debit(&CheckItem {
+            view.local.debit(&CheckItem {
                 policy,
                 headroom: NonZeroU32::new(spent.headroom).unwrap_or(NonZeroU32::MIN),
                 key: spent.key.to_owned(),
@@ -100,11 +134,11 @@ impl FleetHandler {
     }
 
     /// Decide one asked key as its owner: spend if it conforms.
-    fn ask(&self, data: Bytes) -> Answer {
-        let Some(item) = self.item(data, Site::Owner) else {
+    fn ask(&self, view: &View, data: Bytes) -> Answer {
+        let Some(item) = self.item(view, data, Site::Owner) else {
             return Answer::Unknown;
         };
-        let results = self.local.check(std::slice::from_ref(&item), |ds| {
+        let results = view.local.check(std::slice::from_ref(&item), |ds| {
             ds.iter().map(|d| d.verdict.admits()).collect::<Spends>()
         });
         let r = &results[0];
@@ -131,18 +165,19 @@ impl FleetHandler {
 
 impl PeerHandler for FleetHandler {
     async fn handle(&self, _from: SocketAddr, request: Request) -> Response {
+        let view = self.view.load();
         let items = request
             .items
             .into_iter()
             .map(|item| match item.op {
-                Op::Ask => self.ask(item.data).encode(),
+                Op::Ask => self.ask(&view, item.data).encode(),
                 Op::Refund => {
-                    if let Some(it) = self.item(item.data, Site::Owner) {
-                        self.local.refund(&it);
+                    if let Some(it) = self.item(&view, item.data, Site::Owner) {
+                        view.local.refund(&it);
                     }
                     Bytes::new()
                 }
-                Op::Gossip if self.gossip(item.data) => Bytes::new(),
+                Op::Gossip if self.gossip(&view, item.data) => Bytes::new(),
                 Op::Gossip => Bytes::from_static(REFUSED),
                 Op::Ping => self.me.clone(),
             })

@@ -19,6 +19,7 @@ mod gossip;
 mod handler;
 pub mod ring;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +37,7 @@ use crate::limit::peer::{
 use crate::limit::policy::PolicyRuntime;
 use crate::shutdown::Shutdown;
 use codec::ReportWriter;
-pub use codec::{Answer, KeyItem};
+pub use codec::{Answer, KeyItem, fingerprint};
 use handler::FleetHandler;
 use ring::Ring;
 
@@ -84,9 +85,6 @@ pub struct FleetSite {
     metrics: PeerMetrics,
     handler: Arc<FleetHandler>,
     outbox: gossip::Outbox,
-    /// Each policy's fingerprint, sent with every item (`codec::fingerprint`), and name.
-    specs: Vec<u64>,
-    names: Vec<Arc<str>>,
     /// Last time (Unix ms) a fleet configuration error was logged.
     mismatch_logged: std::sync::atomic::AtomicU64,
     gossip_interval: Duration,
@@ -144,11 +142,6 @@ impl FleetSite {
             ),
             secret,
             metrics,
-            names: policies.iter().map(|p| p.name.clone()).collect(),
-            specs: policies
-                .iter()
-                .map(|p| codec::fingerprint(&p.spec))
-                .collect(),
             mismatch_logged: std::sync::atomic::AtomicU64::new(0),
             handler: Arc::new(FleetHandler::new(local, policies, me)),
             outbox,
@@ -228,14 +221,16 @@ impl FleetSite {
             .map(drop)
     }
 
-    /// This node admitted `cost` cells of a gossip key of policy `index`.
-    pub fn record(&self, index: usize, headroom: u32, key: &str, cost: u32) {
-        self.outbox.record(index, headroom, key, cost);
+    /// This node admitted `cost` cells of a gossip key of `policy`.
+    pub fn record(&self, policy: &Arc<str>, headroom: u32, key: &str, cost: u32) {
+        self.outbox.record(policy, headroom, key, cost);
     }
 
-    /// Policy `index`'s fingerprint, as its items carry it.
-    pub fn spec(&self, index: usize) -> u64 {
-        self.specs[index]
+    /// A reloaded config: answer peers from its policies and state. Pending gossip is
+    /// pushed under the names it was recorded with, at the numbers running then.
+    pub fn rebind(self: &Arc<Self>, local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) {
+        self.push_gossip();
+        self.handler.rebind(local, policies);
     }
 
     /// Push gossip every `gossip_interval` and ping every peer every heartbeat, until
@@ -262,19 +257,25 @@ impl FleetSite {
     }
 
     fn push_gossip(self: &Arc<Self>) {
-        let mut reports: Vec<Option<ReportWriter>> = (0..self.names.len()).map(|_| None).collect();
+        // Per policy name: its report so far, or `None` when this node no longer runs it
+        // as a gossip policy (a reload removed it: its spends are dropped).
+        let mut reports: HashMap<Arc<str>, Option<ReportWriter>> = HashMap::new();
         let mut done: Vec<Bytes> = Vec::new();
         let mut cells = 0;
         self.outbox.take(|policy, headroom, key, n| {
-            let report = reports[policy]
-                .get_or_insert_with(|| ReportWriter::new(&self.names[policy], self.specs[policy]));
-            report.push(headroom, n, key);
+            let report = reports.entry(policy.clone()).or_insert_with(|| {
+                let spec = self.handler.gossip_spec(policy)?;
+                Some(ReportWriter::new(policy, spec))
+            });
+            let Some(writer) = report else { return };
+            writer.push(headroom, n, key);
             cells += n;
-            if report.bytes() >= REPORT_BYTES {
-                done.extend(reports[policy].take().map(ReportWriter::finish));
+            if writer.bytes() >= REPORT_BYTES {
+                let full = std::mem::replace(writer, ReportWriter::new(policy, writer.spec()));
+                done.push(full.finish());
             }
         });
-        done.extend(reports.into_iter().flatten().map(ReportWriter::finish));
+        done.extend(reports.into_values().flatten().map(ReportWriter::finish));
         if done.is_empty() {
             return;
         }

@@ -53,9 +53,11 @@ impl LeaseItem {
 }
 
 /// Who grants cells.
+#[derive(Clone)]
 pub(super) enum Coordinator {
-    /// `[store] kind = "memory"`: this process is the only node.
-    Memory(MemoryCoordinator),
+    /// `[store] kind = "memory"`: this process is the only node (shared with the lease
+    /// site of a reloaded config, which keeps its grants).
+    Memory(Arc<MemoryCoordinator>),
     /// Redis (or a Redis Cluster): one script call per grant.
     Redis {
         store: Arc<RedisStore>,
@@ -102,7 +104,7 @@ impl LeaseSite {
 
     /// Leases from this process (the memory store).
     pub fn memory(clock: Arc<dyn Clock>) -> Self {
-        let coordinator = Coordinator::Memory(MemoryCoordinator::new());
+        let coordinator = Coordinator::Memory(Arc::new(MemoryCoordinator::new()));
         Self::with(coordinator, clock, Duration::ZERO)
     }
 
@@ -122,6 +124,14 @@ impl LeaseSite {
             gauges: None,
             evicted: AtomicU64::new(0),
         }
+    }
+
+    /// The lease site of a reloaded config: the same coordinator (what it granted stays
+    /// granted) with no books. Cells held in this site's books are not carried (policy
+    /// indexes and numbers may have changed): they are stranded at the coordinator and
+    /// expire there unspent, so a reload may under-admit a leased key briefly, never over.
+    pub fn reloaded(&self) -> Self {
+        Self::with(self.coordinator.clone(), self.clock.clone(), self.wait)
     }
 
     pub fn now(&self) -> Nanos {

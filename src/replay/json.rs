@@ -1,0 +1,236 @@
+//! tollgate's own JSON access log (tracing-subscriber JSON, flattened: see `access_log` in
+//! `proxy/mod.rs`) to [`Record`]s:
+//!
+//! `{"timestamp":"2026-11-30T23:28:41.206599Z","level":"INFO","route":"all","method":"GET",
+//! "path":"/a/b","status":502,"duration_ms":0.89,"client":"127.0.0.1","target":"tollgate::access"}`
+//!
+//! Only lines whose `target` is `tollgate::access` are requests; every other JSON line (start-up,
+//! warnings) is skipped. The line is read by serde_json through a map visitor that keeps
+//! just the fields it needs, borrowed when they have no escapes, and skips the rest
+//! unparsed, so no `Value` tree is built per line; the common flat line takes the faster
+//! scanner of `json_scan.rs` first.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use super::json_scan::scan;
+use super::parse::{Malformed, Record};
+use super::time::parse_rfc3339;
+
+/// The target of access-log lines.
+const ACCESS_TARGET: &str = "tollgate::access";
+
+/// The fields of one line that replay reads.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Fields<'a> {
+    pub timestamp: Option<Cow<'a, str>>,
+    pub target: Option<Cow<'a, str>>,
+    pub method: Option<Cow<'a, str>>,
+    pub path: Option<Cow<'a, str>>,
+    pub client: Option<Cow<'a, str>>,
+    pub duration_ms: Option<f64>,
+    pub account: Option<Cow<'a, str>>,
+}
+
+/// Reads a line's map, knowing which key is the account.
+struct LineSeed<'s> {
+    account_field: &'s str,
+}
+
+impl<'de> DeserializeSeed<'de> for LineSeed<'_> {
+    type Value = Fields<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LineSeed<'_> {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut f = Fields::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let slot = match &*key {
+                "timestamp" => &mut f.timestamp,
+                "target" => &mut f.target,
+                "method" => &mut f.method,
+                "path" => &mut f.path,
+                "client" => &mut f.client,
+                "duration_ms" => {
+                    f.duration_ms = map.next_value::<Option<f64>>()?;
+                    continue;
+                }
+                k if k == self.account_field => &mut f.account,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = map.next_value::<Option<BorrowedStr<'de>>>()?.map(|s| s.0);
+        }
+        Ok(f)
+    }
+}
+
+/// A string field, borrowed from the line when it has no escapes.
+struct BorrowedStr<'a>(Cow<'a, str>);
+
+impl<'de> serde::Deserialize<'de> for BorrowedStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BorrowedStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The general parser: serde_json, for every line the fast scanner leaves to it.
+fn general<'a>(line: &'a [u8], account_field: &str) -> Result<Fields<'a>, Malformed> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    LineSeed { account_field }
+        .deserialize(&mut de)
+        .and_then(|f| de.end().map(|()| f))
+        .map_err(|_| Malformed("not a JSON object with string fields"))
+}
+
+/// One JSON line; `Ok(None)` for a line of another target.
+pub fn parse<'a>(line: &'a [u8], account_field: &str) -> Result<Option<Record<'a>>, Malformed> {
+    let f = match scan(line, account_field) {
+        Some(f) => f,
+        None => general(line, account_field)?,
+    };
+    if f.target.as_deref() != Some(ACCESS_TARGET) {
+        return Ok(None);
+    }
+    let at = f
+        .timestamp
+        .as_deref()
+        .and_then(|t| parse_rfc3339(t.as_bytes()))
+        .ok_or(Malformed("no RFC 3339 `timestamp`"))?;
+    let client: IpAddr = f
+        .client
+        .as_deref()
+        .and_then(|c| c.parse().ok())
+        .ok_or(Malformed("no IP address in `client`"))?;
+    let (Some(method), Some(path)) = (f.method, f.path) else {
+        return Err(Malformed("no `method` or `path`"));
+    };
+    let duration = f
+        .duration_ms
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .map(|d| (d * 1e6) as u64);
+    Ok(Some(Record {
+        at,
+        client,
+        request: Some((method_bytes(method), bytes(path))),
+        account: f.account.filter(|a| !a.is_empty()).map(bytes),
+        duration,
+    }))
+}
+
+fn bytes(s: Cow<'_, str>) -> Cow<'_, [u8]> {
+    match s {
+        Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+        Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+    }
+}
+
+/// Methods never carry escapes in practice; an escaped one is interned as a known method
+/// or leaks nothing: it is not a token, so the replay answers it 400 as the gateway would.
+fn method_bytes(m: Cow<'_, str>) -> &[u8] {
+    match m {
+        Cow::Borrowed(m) => m.as_bytes(),
+        Cow::Owned(_) => b"\\",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"timestamp":"2026-11-30T23:28:41.206599Z","level":"INFO","route":"all","method":"GET","path":"/a/b","status":502,"duration_ms":0.89308,"client":"127.0.0.1","target":"tollgate::access"}"#;
+
+    #[test]
+    fn an_access_line() {
+        let r = parse(LINE.as_bytes(), "account").unwrap().unwrap();
+        assert_eq!(r.at, parse_rfc3339(b"2026-11-30T23:28:41.206599Z").unwrap());
+        assert_eq!(r.client, "127.0.0.1".parse::<IpAddr>().unwrap());
+        let (m, p) = r.request.unwrap();
+        assert_eq!((m, &*p), (&b"GET"[..], &b"/a/b"[..]));
+        assert_eq!(r.duration, Some(893_080));
+        assert_eq!(r.account, None);
+    }
+
+    #[test]
+    fn account_field_ipv6_and_escapes() {
+        let line = r#"{"target":"tollgate::access","timestamp":"2026-11-30T23:28:41+01:00","method":"POST","path":"/a\"b\u0041","client":"2001:db8::7","user":"k\u00e9y","account":"ignored"}"#;
+        let r = parse(line.as_bytes(), "user").unwrap().unwrap();
+        assert_eq!(&*r.request.as_ref().unwrap().1, b"/a\"bA");
+        assert_eq!(r.account.as_deref(), Some("kéy".as_bytes()));
+        assert!(r.client.is_ipv6());
+        assert_eq!(
+            r.at,
+            parse_rfc3339(b"2026-11-30T22:28:41Z").unwrap(),
+            "the offset is applied"
+        );
+    }
+
+    #[test]
+    fn the_scanner_and_serde_json_agree() {
+        let lines = [
+            LINE,
+            r#" { "target" : "tollgate::access" , "duration_ms" : null, "x": [1, {"y": 2}], "path": "/a\"b", "n": -1.5e3, "ok": true } "#,
+            r#"{"target":"tollgate::access","span":{"name":"req"},"method":"GET"}"#,
+            r#"{"target":"tollgate::access","account":7}"#,
+            r#"{"duration_ms":"7"}"#,
+            r#"{}"#,
+            r#"{"a":1} trailing"#,
+        ];
+        for line in lines {
+            let general = general(line.as_bytes(), "account").ok();
+            if let Some(fast) = scan(line.as_bytes(), "account") {
+                assert_eq!(Some(fast), general, "{line}");
+            }
+        }
+        assert!(
+            scan(LINE.as_bytes(), "account").is_some(),
+            "the common line is scanned"
+        );
+        let nested = general(lines[1].as_bytes(), "account").unwrap();
+        assert_eq!(nested.path.as_deref(), Some("/a\"b"));
+        assert_eq!(nested.duration_ms, None);
+    }
+
+    #[test]
+    fn other_targets_are_skipped_and_broken_lines_are_malformed() {
+        let other = r#"{"timestamp":"2026-11-30T23:28:39.700772Z","level":"INFO","message":"tollgate listening","target":"tollgate::server"}"#;
+        assert_eq!(parse(other.as_bytes(), "account"), Ok(None));
+        for bad in [
+            &LINE[..LINE.len() - 1],
+            r#"{"target":"tollgate::access","timestamp":"yesterday","method":"GET","path":"/","client":"1.2.3.4"}"#,
+            r#"{"target":"tollgate::access","timestamp":"2026-11-30T23:28:41Z","method":"GET","path":"/","client":"me"}"#,
+            r#"{"target":"tollgate::access","timestamp":"2026-11-30T23:28:41Z","path":"/","client":"1.2.3.4"}"#,
+            r#"{"target":"tollgate::access","path":7}"#,
+        ] {
+            assert!(parse(bad.as_bytes(), "account").is_err(), "{bad}");
+        }
+    }
+}

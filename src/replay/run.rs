@@ -1,0 +1,307 @@
+//! The replay's core: each [`Record`] walks the gateway's own steps — canonical path
+//! (`normalize.rs`), route (`router.rs`), limit (`Limiter::check`) — on a virtual clock set
+//! from the log, and the outcome is counted in the [`Tally`].
+//!
+//! One process decides for the whole log, so the config is first made local: every policy
+//! is decided as one exact in-process state with its full limit (central, lease, split,
+//! owner and gossip sites become `local`; no Redis, no peers), and `shadow` becomes
+//! `enforce`, since replay answers what enforcing would have done (`off` stays off).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderValue, Method};
+use prometheus_client::registry::Registry;
+
+use super::ReplayError;
+use super::parse::Record;
+use super::tally::Tally;
+use super::time::UnixNanos;
+use crate::config::{Config, Mode, Site, StoreKind};
+use crate::limit::clock::ManualClock;
+use crate::limit::keys::KeyBuilder;
+use crate::limit::policy::PolicyRuntime;
+use crate::limit::{Admission, Limiter};
+use crate::normalize::normalize_path;
+use crate::router::Router;
+
+/// `config` as one process replaying the whole fleet's log decides it (see the module doc).
+pub fn local_config(config: &Config) -> Config {
+    let mut c = config.clone();
+    c.store.kind = StoreKind::Memory;
+    c.cluster.peer_listen = None;
+    c.cluster.peers.clear();
+    c.expected_nodes = std::num::NonZeroU32::MIN;
+    c.cluster.expected_nodes = std::num::NonZeroU32::MIN;
+    for p in &mut c.policies {
+        p.site = Site::Local;
+        p.local_first = false;
+        if p.mode == Some(Mode::Shadow) {
+            p.mode = Some(Mode::Enforce);
+        }
+    }
+    for r in &mut c.routes {
+        if r.mode == Mode::Shadow {
+            r.mode = Mode::Enforce;
+        }
+    }
+    c
+}
+
+/// Concurrency cells a replayed request holds until its logged end.
+struct Held {
+    end: UnixNanos,
+    /// Tie-break, so equal ends compare in arrival order.
+    seq: u64,
+    /// Released when dropped.
+    _permits: crate::limit::permit::Permits,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.end, self.seq) == (o.end, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.end, self.seq).cmp(&(o.end, o.seq))
+    }
+}
+
+/// The gateway's steps, on a clock the log sets.
+pub struct Replayer {
+    config: Config,
+    router: Router,
+    limiter: Limiter,
+    clock: ManualClock,
+    /// Builds denied requests' keys exactly as the limiter does (for the top keys).
+    keys: KeyBuilder,
+    policies: Vec<PolicyRuntime>,
+    /// `--host`: the host requests are routed as (logs do not record `Host`).
+    host: Option<String>,
+    /// Reused for the account header.
+    headers: HeaderMap,
+    /// Permits held until their request's logged end, soonest first.
+    held: BinaryHeap<Reverse<Held>>,
+    seq: u64,
+    /// The clock's epoch (the first record's time) and its reading.
+    epoch: Option<UnixNanos>,
+    now: UnixNanos,
+    pub tally: Tally,
+}
+
+impl Replayer {
+    /// A replayer for `config` (already made local by [`local_config`]).
+    pub fn new(config: Config, host: Option<String>) -> Result<Self, ReplayError> {
+        let clock = ManualClock::new();
+        let limiter = Limiter::new(&config, Arc::new(clock.clone()), &mut Registry::default())?;
+        let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
+        let headrooms = keys.headrooms();
+        let policies = config
+            .policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PolicyRuntime::new(i, p, &headrooms))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(crate::limit::LimiterError::from)?;
+        let tally = Tally::new(config.routes.iter().map(|r| r.policies.len()));
+        Ok(Replayer {
+            router: Router::new(&config),
+            limiter,
+            clock,
+            keys,
+            policies,
+            host: host.map(|h| canonical_host(h.as_bytes())),
+            headers: HeaderMap::new(),
+            held: BinaryHeap::new(),
+            seq: 0,
+            epoch: None,
+            now: UnixNanos::MIN,
+            tally,
+            config,
+        })
+    }
+
+    /// Move the clock to the record's time (never back) and release what ended by then.
+    fn tick(&mut self, at: UnixNanos) -> UnixNanos {
+        if at < self.now {
+            self.tally.out_of_order += 1;
+        }
+        self.now = self.now.max(at);
+        let epoch = *self.epoch.get_or_insert(self.now);
+        self.clock.set((self.now - epoch) as u64);
+        while self.held.peek().is_some_and(|h| h.0.end <= self.now) {
+            self.held.pop();
+        }
+        self.now
+    }
+
+    /// Replay one request.
+    pub async fn record(&mut self, r: &Record<'_>) {
+        let now = self.tick(r.at);
+        let policies = self.policies.len();
+        self.tally.request_at(now, policies);
+        let Some((method, host, path)) = self.target(r) else {
+            self.tally.bad_request += 1;
+            return;
+        };
+        self.headers.clear();
+        if let (Some(account), Some(acct)) = (&self.config.account, &r.account)
+            && let Ok(v) = HeaderValue::from_bytes(acct)
+        {
+            self.headers.insert(account.header.clone(), v);
+        }
+        let host = host.as_deref().or(self.host.as_deref());
+        let Some(entry) = self.router.find(host, &path, &method) else {
+            self.tally.no_route += 1;
+            return;
+        };
+        let index = entry.index;
+        let admission = self
+            .limiter
+            .check(index, &entry.name, r.client, &method, &self.headers)
+            .await;
+        self.count(index, r, &method, admission);
+    }
+
+    /// Method, host and canonical path, or `None` where the gateway answers 400.
+    fn target<'r>(
+        &self,
+        r: &'r Record<'_>,
+    ) -> Option<(Method, Option<String>, std::borrow::Cow<'r, str>)> {
+        let (method, target) = r.request.as_ref()?;
+        let method = Method::from_bytes(method).ok()?;
+        if method == Method::CONNECT {
+            return None;
+        }
+        let (authority, path) = split_target(target);
+        let path = std::str::from_utf8(path).ok()?;
+        let path = normalize_path(path, self.config.server.paths).ok()?;
+        Some((method, authority.map(canonical_host), path))
+    }
+
+    /// Count what the limiter decided; remember denied keys and held permits.
+    fn count(&mut self, route: usize, r: &Record<'_>, m: &Method, a: Admission) {
+        let rt = &mut self.tally.routes[route];
+        rt.requests += 1;
+        if a.ambiguous.is_some() {
+            rt.bad_request += 1;
+            return;
+        }
+        if a.denied {
+            rt.denied += 1;
+        } else {
+            rt.allowed += 1;
+        }
+        let route_policies = &self.config.routes[route].policies;
+        let mut denied_by = Vec::new();
+        for p in &a.report {
+            let Some(i) = self.policies.iter().position(|q| q.name == p.name) else {
+                continue;
+            };
+            let Some(slot) = route_policies.iter().position(|&q| q == i) else {
+                continue;
+            };
+            match p.retry_after {
+                Some(_) => {
+                    rt.policies[slot].1 += 1;
+                    denied_by.push(i);
+                }
+                None => rt.policies[slot].0 += 1,
+            }
+        }
+        if let Some(bin) = self.tally.minutes.last_mut() {
+            bin.denied_requests += u64::from(a.denied);
+            denied_by.iter().for_each(|&i| bin.denied[i] += 1);
+        }
+        self.remember_keys(&denied_by, route, r.client, m);
+        if !a.permits.is_empty() {
+            let end = self.now.saturating_add(r.duration.unwrap_or(0) as i64);
+            self.seq += 1;
+            self.held.push(Reverse(Held {
+                end,
+                seq: self.seq,
+                _permits: a.permits,
+            }));
+        }
+    }
+
+    /// Count the keys of the policies that denied, built as the limiter builds them
+    /// (accounts and header values hashed with the config's key).
+    fn remember_keys(&mut self, denied_by: &[usize], route: usize, client: IpAddr, m: &Method) {
+        if denied_by.is_empty() {
+            return;
+        }
+        let route = &self.config.routes[route].name;
+        let facts = self.keys.facts(client, route, m, &self.headers);
+        for &i in denied_by {
+            if let Ok(Some(key)) = self.keys.key(&self.policies[i], &facts) {
+                *self.tally.denied_keys.entry((i, key)).or_insert(0) += 1;
+            }
+        }
+    }
+}
+
+/// The authority (absolute-form target) and the path without query or fragment.
+fn split_target(t: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    let starts = |s: &[u8]| t.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+    let scheme = match () {
+        _ if starts(b"http://") => 7,
+        _ if starts(b"https://") => 8,
+        _ => 0,
+    };
+    let (authority, rest) = if scheme > 0 {
+        let rest = &t[scheme..];
+        let end = rest
+            .iter()
+            .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+            .unwrap_or(rest.len());
+        (Some(&rest[..end]), &rest[end..])
+    } else {
+        (None, t)
+    };
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'?' | b'#'))
+        .unwrap_or(rest.len());
+    match (&rest[..end], authority) {
+        (b"", Some(_)) => (authority, b"/"),
+        (path, _) => (authority, path),
+    }
+}
+
+/// Lower case, without port or trailing dot, as the router compares hosts.
+fn canonical_host(a: &[u8]) -> String {
+    let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+    let host = match a.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h),
+    };
+    host.trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_into_authority_and_path() {
+        assert_eq!(split_target(b"/a/b?c=1"), (None, &b"/a/b"[..]));
+        assert_eq!(
+            split_target(b"HTTP://Api.Example.com:8080//x#f"),
+            (Some(&b"Api.Example.com:8080"[..]), &b"//x"[..])
+        );
+        assert_eq!(split_target(b"https://h?q"), (Some(&b"h"[..]), &b"/"[..]));
+        assert_eq!(split_target(b"*"), (None, &b"*"[..]));
+        assert_eq!(canonical_host(b"Api.Example.COM.:443"), "api.example.com");
+        assert_eq!(canonical_host(b"[2001:DB8::1]:80"), "2001:db8::1");
+    }
+}
