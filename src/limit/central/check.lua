@@ -14,6 +14,13 @@
 -- Reply: 5 integers per key: admitted, committed, remaining, reset_after_us, wait_us
 -- (retry_after when denied, the leaky-bucket delay when admitted), then now_us.
 --
+-- "batch" is "check" for several requests in one call (the checks a gateway connection
+-- queued while its previous call was in flight): ARGV[2] is the number of requests g,
+-- ARGV[3 .. 2 + g] their key counts (KEYS holds their keys one request after the other),
+-- then the 8 values per key. Each request is decided and spent all-or-nothing on its own
+-- keys, in order, exactly as g "check" calls in a row would; one reply of 5 integers per
+-- key for all of them, then now_us.
+--
 -- A value this script cannot read as its algorithm's state (written by another algorithm
 -- before a policy changed, or by anything else) counts as a full key, as in lease.lua:
 -- raising an error would fail that key on every request until it expired. The admitted
@@ -51,6 +58,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local op = ARGV[1]
 local n = #KEYS
 if op == 'reserve' or op == 'refund_if' then n = n - 1 end
+-- Where key 1's values start, less one stride ("batch" puts the request sizes first).
+local BASE = 2
+if op == 'batch' then BASE = 3 + tonumber(ARGV[2]) end
 
 -- A finite number, or nil (tonumber accepts "inf" and "nan").
 local function finite(s)
@@ -165,8 +175,8 @@ local function concurrency(key, limit, hold, cost)
   return false, nil, 0, math.max(0, limit - inflight), 0, CONCURRENCY_RETRY_US
 end
 
-local function arg(i, j) return tonumber(ARGV[2 + (i - 1) * STRIDE + j]) end
-local function slot_id(i) return ARGV[2 + (i - 1) * STRIDE + 7] end
+local function arg(i, j) return tonumber(ARGV[BASE + (i - 1) * STRIDE + j]) end
+local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 
 -- The concurrency hold of key i: its period argument, or the default.
 local function hold_of(i)
@@ -295,30 +305,51 @@ if op == 'refund' or op == 'release' then
   return {now}
 end
 
-local admitted, states, ttls, rems, resets, waits = {}, {}, {}, {}, {}, {}
-local enforce_ok, all_ok = true, true
-for i = 1, n do
-  admitted[i], states[i], ttls[i], rems[i], resets[i], waits[i] = decide(i)
-  if not admitted[i] then
-    all_ok = false
-    if arg(i, 6) == 1 then enforce_ok = false end
+-- Decide keys first..last (one request), spend them all-or-nothing, and append their
+-- replies to `reply`; returns the indexes spent.
+local function check(first, last, reply)
+  local admitted, states, ttls, rems, resets, waits = {}, {}, {}, {}, {}, {}
+  local enforce_ok, all_ok = true, true
+  for i = first, last do
+    admitted[i], states[i], ttls[i], rems[i], resets[i], waits[i] = decide(i)
+    if not admitted[i] then
+      all_ok = false
+      if arg(i, 6) == 1 then enforce_ok = false end
+    end
   end
+  local spent = {}
+  for i = first, last do
+    -- Spend only if every policy allows; shadow keys only when all (shadow too) allow.
+    local spend = all_ok or (enforce_ok and arg(i, 6) == 1)
+    if spend and admitted[i] then
+      commit(i, states[i], ttls[i])
+      spent[#spent + 1] = i
+    end
+    reply[#reply + 1] = admitted[i] and 1 or 0
+    reply[#reply + 1] = (spend and admitted[i]) and 1 or 0
+    reply[#reply + 1] = math.max(0, rems[i])
+    reply[#reply + 1] = math.ceil(math.max(0, resets[i]))
+    reply[#reply + 1] = math.ceil(math.max(0, waits[i]))
+  end
+  return spent
 end
 
-local reply, spent = {}, {}
-for i = 1, n do
-  -- Spend only if every policy allows; shadow keys only when all (shadow too) allow.
-  local spend = all_ok or (enforce_ok and arg(i, 6) == 1)
-  if spend and admitted[i] then
-    commit(i, states[i], ttls[i])
-    spent[#spent + 1] = i
+local reply = {}
+if op == 'batch' then
+  local total = 0
+  for r = 1, tonumber(ARGV[2]) do total = total + tonumber(ARGV[2 + r]) end
+  if total ~= n then return redis.error_reply('batch: request sizes do not add up to the keys') end
+  local first = 1
+  for r = 1, tonumber(ARGV[2]) do
+    local last = first + tonumber(ARGV[2 + r]) - 1
+    check(first, last, reply)
+    first = last + 1
   end
-  reply[#reply + 1] = admitted[i] and 1 or 0
-  reply[#reply + 1] = (spend and admitted[i]) and 1 or 0
-  reply[#reply + 1] = math.max(0, rems[i])
-  reply[#reply + 1] = math.ceil(math.max(0, resets[i]))
-  reply[#reply + 1] = math.ceil(math.max(0, waits[i]))
+  reply[#reply + 1] = now
+  return reply
 end
+
+local spent = check(1, n, reply)
 if op == 'reserve' and #spent > 0 then
   redis.call('SET', KEYS[n + 1], table.concat(spent, ','), 'PX', RECEIPT_MS)
 end

@@ -1,5 +1,6 @@
 //! The `central` decision site: every gateway decides in one shared store (Redis), exactly,
-//! with one script call per request carrying all of the request's central keys.
+//! with one script call per request carrying all of the request's central keys — or, for
+//! requests that queue behind a call in flight, one call for all of them (`batch.rs`).
 //!
 //! On a Redis Cluster the keys of one request may live in different slots, and a script can
 //! only touch one slot. Keys are then grouped by slot and each group is **reserved** by its
@@ -13,6 +14,7 @@
 //! The calls go through the shared store (`limit/store/`: connections, breakers, metrics,
 //! and the fallback's debts, paid before every check).
 
+mod batch;
 mod cluster;
 
 use std::sync::Arc;
@@ -155,6 +157,8 @@ pub struct CentralSite {
     script: redis::Script,
     /// Group keys by slot (Redis Cluster) or send them all in one call.
     cluster: bool,
+    /// Checks waiting for their connection's next call (`batch.rs`; not on a cluster).
+    batcher: batch::Batcher,
 }
 
 impl CentralSite {
@@ -162,6 +166,7 @@ impl CentralSite {
         CentralSite {
             script: redis::Script::new(CHECK_LUA),
             cluster: store.is_cluster(),
+            batcher: batch::Batcher::new(store.conn_count()),
             store,
         }
     }
@@ -196,11 +201,7 @@ impl CentralSite {
             .settle(items.iter().map(|it| it.key.as_str()))
             .await?;
         if !self.cluster {
-            let reply = self.call("check", items).await;
-            if let Err(e) = &reply {
-                self.release_after_timeout(e, items);
-            }
-            return reply;
+            return self.check_batched(items).await;
         }
         self.check_cluster(items).await
     }

@@ -163,6 +163,21 @@ impl RedisStore {
         self.shared.cluster
     }
 
+    /// Which connection this thread's calls use (the central site batches per connection).
+    pub fn conn_slot(&self) -> usize {
+        worker_slot() % self.shared.conns.len()
+    }
+
+    /// Connections to the store.
+    pub fn conn_count(&self) -> usize {
+        self.shared.conns.len()
+    }
+
+    /// `[store] timeout`: the longest a request waits on the store.
+    pub fn timeout(&self) -> std::time::Duration {
+        self.shared.timeout
+    }
+
     /// Run any of tollgate's scripts (check, lease, membership) through the same
     /// connection, timeout, breaker and metrics: `op` labels the call and is passed first.
     /// On a cluster, every key of one call is in one slot (the caller groups them).

@@ -1,0 +1,182 @@
+//! Coalesced central checks: the checks that arrive on one store connection while its
+//! previous call is in flight go together in the next call (`check.lua`'s `batch` op), each
+//! still decided all-or-nothing on its own keys, in arrival order.
+//!
+//! Why: Redis spends most of a check on invoking the script, not on the script's logic
+//! (BENCHMARKS.md), so one invocation for k requests costs the store about 1/k. What it
+//! costs a request: nothing when the connection is idle (its call goes at once, alone);
+//! under load, at most the remainder of the call in flight before its own — and never more
+//! than the store `timeout` in all: a request that has waited that long gives up with
+//! `StoreError::Timeout` like one whose own call timed out, and if its check still ran,
+//! its concurrency slots are released as they are then.
+//!
+//! Not used on a Redis Cluster, where a request's keys may sit in several slots and are
+//! reserved slot by slot (`cluster.rs`).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+
+use super::{CentralItem, CentralResult, CentralSite, decode};
+use crate::limit::store::StoreError;
+
+/// Keys per call: larger queues wait for the next call.
+const MAX_BATCH_KEYS: usize = 512;
+
+type Answer = Result<Vec<CentralResult>, StoreError>;
+
+/// One request's check, waiting for its call.
+struct Waiter {
+    items: Vec<CentralItem>,
+    tx: oneshot::Sender<Answer>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// A call of this connection is out (its driver takes the queue when it returns).
+    in_flight: bool,
+    waiting: Vec<Waiter>,
+}
+
+/// Per store connection: the checks waiting for it.
+pub(super) struct Batcher {
+    queues: Box<[Mutex<Queue>]>,
+}
+
+impl Batcher {
+    pub(super) fn new(connections: usize) -> Self {
+        Batcher {
+            queues: (0..connections.max(1))
+                .map(|_| Mutex::new(Queue::default()))
+                .collect(),
+        }
+    }
+
+    fn lock(&self, conn: usize) -> MutexGuard<'_, Queue> {
+        self.queues[conn % self.queues.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl CentralSite {
+    /// Check `items` in the next call of this thread's store connection.
+    pub(super) async fn check_batched(self: &Arc<Self>, items: &[CentralItem]) -> Answer {
+        let conn = self.store.conn_slot();
+        let (tx, rx) = oneshot::channel();
+        let drive = {
+            let mut q = self.batcher.lock(conn);
+            q.waiting.push(Waiter {
+                items: items.to_vec(),
+                tx,
+            });
+            !std::mem::replace(&mut q.in_flight, true)
+        };
+        if drive {
+            let site = self.clone();
+            tokio::spawn(async move { site.drive(conn).await });
+        }
+        let wait = self.store.timeout();
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(answer)) => answer,
+            // The driver cannot drop a waiter unanswered; if it ever did, fail like a call.
+            Ok(Err(_)) => Err(StoreError::Redis("batched check dropped".into())),
+            Err(_) => Err(StoreError::Timeout(wait)),
+        }
+    }
+
+    /// Send the queue of `conn` call after call until it is empty.
+    async fn drive(self: Arc<Self>, conn: usize) {
+        loop {
+            let batch = {
+                let mut q = self.batcher.lock(conn);
+                // A waiter that gave up is not sent: nobody would hold what it spends.
+                q.waiting.retain(|w| !w.tx.is_closed());
+                let batch = take(&mut q.waiting);
+                if batch.is_empty() {
+                    q.in_flight = false;
+                    return;
+                }
+                batch
+            };
+            self.send(batch).await;
+        }
+    }
+
+    /// One call for `batch`; each waiter gets its own results (or the call's error).
+    async fn send(self: &Arc<Self>, batch: Vec<Waiter>) {
+        let answer = match batch.as_slice() {
+            [one] => self.call("check", &one.items).await.map(|r| vec![r]),
+            _ => self.call_batch(&batch).await,
+        };
+        match answer {
+            Ok(results) => {
+                for (w, r) in batch.into_iter().zip(results) {
+                    if let Err(Ok(r)) = w.tx.send(Ok(r)) {
+                        // It gave up while the call was out: give back its slots.
+                        self.release_unheld(&w.items, &r);
+                    }
+                }
+            }
+            Err(e) => {
+                let items: Vec<CentralItem> = batch.iter().flat_map(|w| w.items.clone()).collect();
+                self.release_after_timeout(&e, &items);
+                for w in batch {
+                    let _ = w.tx.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// The `batch` op: request sizes first, then every request's keys and values.
+    async fn call_batch(&self, batch: &[Waiter]) -> Result<Vec<Vec<CentralResult>>, StoreError> {
+        let items: Vec<&CentralItem> = batch.iter().flat_map(|w| &w.items).collect();
+        let keys: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
+        let mut args: Vec<String> = vec![batch.len().to_string()];
+        args.extend(batch.iter().map(|w| w.items.len().to_string()));
+        args.extend(items.iter().flat_map(|it| it.args()));
+        let reply = self
+            .store
+            .eval_script(&self.script, "batch", &keys, &args)
+            .await?;
+        let mut all = decode(&reply, items.len())?.into_iter();
+        Ok(batch
+            .iter()
+            .map(|w| all.by_ref().take(w.items.len()).collect())
+            .collect())
+    }
+
+    /// Concurrency slots a check took for a request that is no longer waiting for it.
+    fn release_unheld(&self, items: &[CentralItem], results: &[CentralResult]) {
+        let held: Vec<CentralItem> = items
+            .iter()
+            .zip(results)
+            .filter(|(it, r)| r.committed && it.params[0] == 5.0)
+            .map(|(it, _)| it.clone())
+            .collect();
+        if !held.is_empty() {
+            let site = self.store.clone();
+            let script = self.script.clone();
+            tokio::spawn(async move {
+                let keys: Vec<String> = held.iter().map(|it| it.key.clone()).collect();
+                let args: Vec<String> = held.iter().flat_map(CentralItem::args).collect();
+                let _ = site.eval_script(&script, "release", &keys, &args).await;
+            });
+        }
+    }
+}
+
+/// Waiters from the front up to [`MAX_BATCH_KEYS`] keys (at least one).
+fn take(waiting: &mut Vec<Waiter>) -> Vec<Waiter> {
+    let mut keys = 0;
+    let n = waiting
+        .iter()
+        .take_while(|w| {
+            keys += w.items.len();
+            keys <= MAX_BATCH_KEYS
+        })
+        .count()
+        .max(1)
+        .min(waiting.len());
+    waiting.drain(..n).collect()
+}
