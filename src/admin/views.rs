@@ -1,5 +1,5 @@
-//! `GET /routes` and `GET /config`: the running config as JSON, built once at start (the
-//! config never changes while the process runs). Secrets are never copied in: the store
+//! `GET /routes` and `GET /config`: the running config as JSON, rendered once per config
+//! (at start and at each reload). Secrets are never copied in: the store
 //! password, the account hash key, the peer secret and any password or token in a URL's
 //! user-info are written as [`MASK`] (or `null` when not set).
 
