@@ -6,99 +6,22 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::reload::*;
 use common::*;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Empty;
 use serde_json::Value;
 use tollgate::limit::clock::ManualClock;
 
-/// A gateway serving a config file (reload re-reads it), on a manual clock.
-struct Served {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    path: PathBuf,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-async fn serve(toml: &str) -> Served {
-    let path = process::temp_file("reload.toml", toml);
-    let cfg = tollgate::config::load_file(&path).expect("valid test config");
-    let server = tollgate::server::Server::bind_with_clock(cfg, Arc::new(ManualClock::new()))
-        .await
-        .expect("binds");
-    let addrs = server.addrs();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
-    Served {
-        addr: addrs.listen,
-        admin: addrs.admin_listen.unwrap(),
-        path,
-        _stop: stop,
-    }
-}
-
-/// `[server]` with loopback trusted, one upstream, then `rest`.
-fn file(up: SocketAddr, rest: &str) -> String {
-    format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
-         [client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
-         [upstreams.app]\nurls = [\"http://{up}\"]\n{rest}"
-    )
-}
-
-fn policy(name: &str, algorithm: &str, limit: u32, extra: &str) -> String {
-    let period = match algorithm {
-        "concurrency" => "",
-        _ => "period = \"1h\"\n",
-    };
-    format!(
-        "[policies.{name}]\nkey = [\"ip\"]\nalgorithm = \"{algorithm}\"\nlimit = {limit}\n{period}{extra}\n"
-    )
-}
-
-fn route(name: &str, prefix: &str, policies: &[&str]) -> String {
-    let list: Vec<String> = policies.iter().map(|p| format!("\"{p}\"")).collect();
-    format!(
-        "[[routes]]\nname = \"{name}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"app\"\npolicies = [{}]\n",
-        list.join(", ")
-    )
-}
-
-async fn admin(addr: SocketAddr, method: Method, path: &str) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"))
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let resp = send_h1(addr, req).await;
-    let status = resp.status();
-    let body = text(resp).await;
-    (
-        status,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
-
-async fn reload(s: &Served, toml: &str) -> (StatusCode, Value) {
-    std::fs::write(&s.path, toml).unwrap();
-    admin(s.admin, Method::POST, "/reload").await
-}
-
-/// Statuses of `n` requests to `path` as client `ip`.
-async fn statuses(addr: SocketAddr, path: &str, ip: &str, n: usize) -> Vec<u16> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        out.push(get_as(addr, path, ip, None).await.status().as_u16());
-    }
-    out
+/// A gateway on a fresh manual clock (time never moves unless a test says so).
+async fn serve_new(toml: &str) -> Served {
+    serve(toml, &ManualClock::new()).await
 }
 
 fn reloads(metrics: &str, result: &str) -> f64 {
@@ -112,7 +35,7 @@ fn reloads(metrics: &str, result: &str) -> f64 {
 async fn a_reload_adds_routes_and_keeps_every_counter() {
     let up = echo_upstream().await;
     let before = policy("per_ip", "gcra", 5, "") + &route("a", "/a", &["per_ip"]);
-    let s = serve(&file(up, &before)).await;
+    let s = serve_new(&file(up, &before)).await;
     assert_eq!(statuses(s.addr, "/a", "192.0.2.1", 3).await, [200; 3]);
     assert_eq!(get_as(s.addr, "/b", "192.0.2.1", None).await.status(), 404);
 
@@ -153,7 +76,7 @@ async fn an_invalid_file_changes_nothing_and_says_what_check_says() {
         up,
         &(policy("per_ip", "gcra", 2, "") + &route("a", "/a", &["per_ip"])),
     );
-    let s = serve(&good).await;
+    let s = serve_new(&good).await;
     assert_eq!(statuses(s.addr, "/a", "192.0.2.1", 1).await, [200]);
     let (_, routes_before) = admin(s.admin, Method::GET, "/routes").await;
 
@@ -178,7 +101,7 @@ async fn an_invalid_file_changes_nothing_and_says_what_check_says() {
 async fn restart_only_keys_are_refused_by_name() {
     let up = echo_upstream().await;
     let good = file(up, &route("a", "/a", &[]));
-    let s = serve(&good).await;
+    let s = serve_new(&good).await;
     let moved = good.replace(
         "listen = \"127.0.0.1:0\"\nadmin",
         "listen = \"127.0.0.1:1\"\nadmin",
@@ -195,7 +118,7 @@ async fn restart_only_keys_are_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_numbers_carry_the_cells_already_spent() {
     let up = echo_upstream().await;
-    let s = serve(&file(
+    let s = serve_new(&file(
         up,
         &(policy("p", "gcra", 10, "") + &route("a", "/a", &["p"])),
     ))
@@ -243,7 +166,7 @@ async fn a_concurrency_limit_change_counts_requests_already_in_flight() {
             &(policy("c", "concurrency", limit, "") + &route("a", "/a", &["c"])),
         )
     };
-    let s = serve(&conc(2)).await;
+    let s = serve_new(&conc(2)).await;
     let addr = s.addr;
     let held: Vec<_> = (0..2)
         .map(|_| tokio::spawn(async move { get_as(addr, "/a", "192.0.2.9", None).await.status() }))
@@ -285,7 +208,7 @@ async fn reloading_under_load_fails_no_request_and_resets_no_counter() {
     .await;
     const LIMIT: u32 = 1_000_000;
     let base = policy("p", "gcra", LIMIT, "") + &route("a", "/a", &["p"]);
-    let s = Arc::new(serve(&file(up, &base)).await);
+    let s = Arc::new(serve_new(&file(up, &base)).await);
     let (sent, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
@@ -437,7 +360,7 @@ async fn store_policies_keep_their_keys_in_the_store() {
         )
     };
     // The store keeps time: Redis TIME, not the manual clock; 3 of 3 per hour spent.
-    let s = serve(&central(3)).await;
+    let s = serve_new(&central(3)).await;
     assert_eq!(statuses(s.addr, "/a", "192.0.2.1", 3).await, [200; 3]);
     let (_, v) = reload(&s, &(central(3) + &route("b", "/b", &[]))).await;
     assert_eq!(v["policies"]["c"], "store: kept", "{v}");

@@ -53,9 +53,40 @@ pub enum ReloadOutcome {
 }
 
 /// Keys of `sections` (top-level keys of the `/config` view) whose values differ between
-/// two configs, as `section.key`. Secrets are compared masked, so a changed secret is not
-/// seen (they come from the environment, which a reload does not change).
+/// two configs, as `[section] key`; the secrets the view masks are compared unmasked (a
+/// renamed `*_env` variable, a new password in a URL), and only their key is named.
 pub fn changed_keys(old: &Config, new: &Config, sections: &[&str]) -> Vec<String> {
+    let mut changed = changed_views(old, new, sections);
+    let token = |c: &Config| {
+        c.server
+            .admin_token
+            .as_ref()
+            .map(|t| t.secret().to_string())
+    };
+    let hidden = [
+        ("server", "[server] admin_token", token(old) != token(new)),
+        ("store", "[store] urls", old.store.urls != new.store.urls),
+        (
+            "store",
+            "[store] password",
+            old.store.password != new.store.password,
+        ),
+        (
+            "cluster",
+            "[cluster] peer_secret",
+            old.cluster.peer_secret != new.cluster.peer_secret,
+        ),
+    ];
+    for (section, key, differs) in hidden {
+        if differs && sections.contains(&section) && !changed.iter().any(|c| c == key) {
+            changed.push(key.to_string());
+        }
+    }
+    changed
+}
+
+/// [`changed_keys`] as the masked `/config` views show it.
+fn changed_views(old: &Config, new: &Config, sections: &[&str]) -> Vec<String> {
     let (old, new) = (views::config(old), views::config(new));
     let mut changed = Vec::new();
     for &section in sections {

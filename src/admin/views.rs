@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config::{
-    AlgorithmName, Config, EscapedSlashes, ForwardedHeader, HeadersWhere, KeyPart, Mode,
+    AlgorithmName, Config, EscapedSlashes, Exempt, ForwardedHeader, HeadersWhere, KeyPart, Mode,
     OnStoreError, PathParameters, Policy, Route, Site, StoreKind,
 };
 
@@ -115,6 +115,20 @@ pub fn config(config: &Config) -> Value {
             "peer_secret": cluster.peer_secret.as_ref().map(|_| MASK),
             "gossip_interval": duration(cluster.gossip_interval),
         },
+        "exempt": {
+            "global": exempt(&config.exempt.global),
+            "policies": config.exempt.by_policy.iter()
+                .map(|(name, e)| (name.clone(), exempt(e)))
+                .collect::<serde_json::Map<_, _>>(),
+        },
+    })
+}
+
+/// An exemption list: networks, and accounts as the keyed hashes they are matched on.
+fn exempt(e: &Exempt) -> Value {
+    json!({
+        "cidrs": e.cidrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "accounts": e.accounts.iter().map(|h| format!("hash:{h}")).collect::<Vec<_>>(),
     })
 }
 

@@ -6,6 +6,7 @@
 
 mod bounds;
 mod error;
+mod exempt;
 mod load;
 mod raw;
 mod raw_limits;
@@ -22,6 +23,7 @@ mod validate_store;
 
 pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use error::{ConfigError, Problem};
+pub use exempt::{Exempt, Exemptions};
 pub use load::{load_file, parse_str};
 pub use types::*;
 pub use validate::validate;

@@ -44,6 +44,8 @@ pub struct RawConfig {
     /// This node's place in a fleet of gateways.
     #[serde(default)]
     pub cluster: RawCluster,
+    /// Clients no policy denies.
+    pub exempt: Option<super::exempt::RawExempt>,
 }
 
 /// `[server]`

@@ -86,6 +86,8 @@ pub struct RawPolicy {
     pub lease_ttl: Option<String>,
     /// lease: a batch covers about this much of the node's own traffic for the key.
     pub lease_target: Option<String>,
+    /// Clients this policy never denies (besides `[exempt]`).
+    pub exempt: Option<super::exempt::RawExempt>,
 }
 
 /// `policies.NAME.algorithm`

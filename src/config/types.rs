@@ -39,6 +39,8 @@ pub struct Config {
     pub expected_nodes: NonZeroU32,
     /// `[cluster]`.
     pub cluster: Cluster,
+    /// `[exempt]` and each policy's `exempt`.
+    pub exempt: super::Exemptions,
 }
 
 impl Config {
@@ -135,6 +137,29 @@ pub struct Account {
     pub header: HeaderName,
     /// Key of the keyed hash applied to account values before they become keys or logs.
     pub hash_key: [u8; 16],
+}
+
+impl Account {
+    /// The keyed hash of an account (or header) value, as keys and logs hold it: SipHash-1-3
+    /// with the 128-bit secret, a fast PRF, so keys are unlinkable to the raw value without
+    /// the secret, and 128 bits make collisions between clients negligible. 32 hex digits.
+    pub fn hash(&self, value: &[u8]) -> String {
+        keyed_hash(&self.hash_key, value)
+    }
+}
+
+/// [`Account::hash`] with any 128-bit secret.
+pub fn keyed_hash(secret: &[u8; 16], value: &[u8]) -> String {
+    use siphasher::sip128::{Hasher128, SipHasher13};
+    use std::fmt::Write;
+    use std::hash::Hasher;
+    let mut h = SipHasher13::new_with_key(secret);
+    h.write(value);
+    let mut out = String::with_capacity(32);
+    for b in h.finish128().as_bytes() {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 impl std::fmt::Debug for Account {

@@ -51,6 +51,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         s.via_pseudonym = default_via_pseudonym(&cluster.node_id);
     }
     v.account_is_defined(&policies, account.is_some());
+    let exempt = v.exemptions(raw.exempt.as_ref(), &raw.policies, account.as_ref());
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {
             file: origin.to_path_buf(),
@@ -72,6 +73,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         store: store.expect("store is Some when no problems were found"),
         expected_nodes: cluster.expected_nodes,
         cluster,
+        exempt,
     })
 }
 

@@ -23,9 +23,30 @@ fn in_store(p: &Policy, store: bool) -> bool {
     store && matches!(p.site, Site::Central | Site::Lease)
 }
 
+/// Why a reload cannot take `new` without a fresh budget, if it cannot: a `lease` policy on
+/// the memory store keeps its grants in this process in units of its own rate, which other
+/// numbers would misread (a spent key read as full, or a full key locked out).
+pub fn refusal(old: Option<&Policy>, new: &Policy, store: bool) -> Option<String> {
+    let old = old?;
+    let numbers = |p: &Policy| (p.algorithm, p.limit, p.period, p.burst, p.site);
+    let lease = |p: &Policy| p.site == Site::Lease;
+    (!store && (lease(old) || lease(new)) && numbers(old) != numbers(new)).then(|| {
+        format!(
+            "policies.{}: a lease policy on the memory store cannot change its algorithm, limit, period, burst or site on reload (its grants are held in the old rate's units); restart to change it",
+            new.name
+        )
+    })
+}
+
 /// The state line for `new`, given the policy of that name before (if any) and the local
 /// tables' outcome.
-pub fn describe(old: Option<&Policy>, new: &Policy, local: Carry, store: bool) -> String {
+pub fn describe(
+    old: Option<&Policy>,
+    new: &Policy,
+    local: Carry,
+    store: bool,
+    rekeyed: bool,
+) -> String {
     let Some(old) = old else {
         return local.to_string();
     };
@@ -38,6 +59,8 @@ pub fn describe(old: Option<&Policy>, new: &Policy, local: Carry, store: bool) -
     let numbers = |p: &Policy| (p.algorithm, p.limit, p.period, p.burst, p.max_delay);
     let line = if old.key != new.key {
         "store: reset (its key changed)"
+    } else if rekeyed {
+        "store: reset (its keys are derived differently: [client_ip] ipv6_prefix or the [account] hash key changed)"
     } else if old.algorithm != new.algorithm {
         "store: reset (another algorithm: the script reads the old state as full)"
     } else if new.algorithm == AlgorithmName::SlidingWindow && old.period != new.period {

@@ -10,13 +10,11 @@
 //! since rotating a junk first line or list item would otherwise give a new budget each time.
 
 use std::fmt::Write;
-use std::hash::Hasher;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
 use http::{HeaderMap, HeaderName, Method};
 use ipnet::{IpNet, Ipv6Net};
-use siphasher::sip128::{Hasher128, SipHasher13};
 
 use super::policy::PolicyRuntime;
 use crate::config::{Account, ClientIp, KeyPart};
@@ -64,6 +62,18 @@ impl KeyBuilder {
             shared_ranges: client_ip.shared_ranges.clone(),
             account,
         }
+    }
+
+    /// Whether `policy`'s keys come out as other strings under `next` than under this
+    /// builder for the same request: an IPv6 prefix or the hash key of account and header
+    /// values changed (a reload then cannot carry the old keys' state).
+    pub fn rekeys(&self, next: &KeyBuilder, policy: &[KeyPart]) -> bool {
+        let secret = |b: &KeyBuilder| b.account.as_ref().map(|a| a.hash_key);
+        let ip = policy.contains(&KeyPart::Ip) && self.ipv6_prefix != next.ipv6_prefix;
+        let hashed = policy
+            .iter()
+            .any(|p| matches!(p, KeyPart::Account | KeyPart::Header(_)));
+        ip || (hashed && secret(self) != secret(next))
     }
 
     /// Every distinct headroom level a client may get.
@@ -190,18 +200,7 @@ fn method_part(method: &Method) -> &str {
     }
 }
 
-/// SipHash-1-3 with a 128-bit secret key: a fast PRF, so keys are unlinkable to the raw
-/// value without the secret, and 128 bits make collisions between clients negligible.
-fn keyed_hash(secret: &[u8; 16], value: &[u8]) -> String {
-    let mut h = SipHasher13::new_with_key(secret);
-    h.write(value);
-    let bytes = h.finish128().as_bytes();
-    let mut out = String::with_capacity(32);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
+use crate::config::keyed_hash;
 
 #[cfg(test)]
 mod tests {

@@ -14,13 +14,13 @@ use prometheus_client::registry::Registry;
 use super::admission::Admission;
 use super::algorithm::QuotaError;
 use super::ask::Ask;
-use super::carry::{PolicyCarry, describe};
+use super::carry::{PolicyCarry, describe, refusal};
 use super::central::{CHECK_LUA, CentralSite};
 use super::check::{Check, Stop};
 use super::clock::Clock;
 use super::deny_cache::DenyCache;
 use super::fleet::{FleetSite, fingerprint};
-use super::keys::KeyBuilder;
+use super::keys::{KeyBuilder, RequestFacts};
 use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::metrics::{LimitMetrics, PolicyGauges};
@@ -29,7 +29,7 @@ use super::route_limits::RouteLimits;
 use super::sites::{Logs, Sites};
 use super::store::RedisStore;
 use super::store::metrics::StoreMetrics;
-use crate::config::{Config, Mode, StoreKind};
+use crate::config::{Config, Exempt, Mode, StoreKind};
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +38,9 @@ pub enum LimiterError {
     Quota(#[from] QuotaError),
     #[error("store: {0}")]
     Store(#[from] redis::RedisError),
+    /// A reload asks for what this limiter cannot carry without a fresh budget.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Rate-limits every route's requests.
@@ -53,6 +56,8 @@ pub struct Limiter {
     metrics: LimitMetrics,
     /// The per-policy series, registered once (a reload takes its policies' handles).
     gauges: Arc<PolicyGauges>,
+    /// Per policy: the clients it never applies to (`[exempt]` and its own).
+    exempt: Vec<Exempt>,
 }
 
 /// Keys remembered as denied, across policies.
@@ -130,24 +135,35 @@ impl Limiter {
     /// fleet answers peers from the new policies at once; the caller swaps the result in.
     pub fn reload(&self, config: &Config) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
         let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
+        let store = self.sites.central.is_some();
+        for new in &config.policies {
+            let old = self.sites.policies.iter().find(|o| *o.name == *new.name);
+            if let Some(why) = refusal(old.map(|o| &o.spec), new, store) {
+                return Err(LimiterError::Refused(why));
+            }
+        }
         let policies = build_policies(config, &keys, self.nodes())?;
         let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
         let gauges = Arc::new(self.gauges.renamed(&names));
-        let (local, carried) = self.sites.local.reload(policies.clone(), gauges.clone());
+        let rekeyed = |p: &PolicyRuntime| self.keys.rekeys(&keys, &p.key);
+        let (local, carried) = self
+            .sites
+            .local
+            .reload(policies.clone(), gauges.clone(), &rekeyed);
         let local = Arc::new(local);
         let lease = Arc::new(self.sites.lease.reloaded().with_gauges(gauges.clone()));
         let fleet = self.sites.fleet.clone();
         if let Some(f) = &fleet {
             f.rebind(local.clone(), policies.clone());
         }
-        let store = self.sites.central.is_some();
         let report = names
             .into_iter()
             .zip(carried)
             .zip(&config.policies)
             .map(|((policy, local), new)| {
                 let old = self.sites.policies.iter().find(|o| o.name == policy);
-                let state = describe(old.map(|o| &o.spec), new, local, store);
+                let rekeyed = old.is_some_and(|o| self.keys.rekeys(&keys, &o.key));
+                let state = describe(old.map(|o| &o.spec), new, local, store, rekeyed);
                 PolicyCarry { policy, state }
             })
             .collect();
@@ -197,6 +213,11 @@ impl Limiter {
             unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
             policies,
         };
+        let exempt = config
+            .policies
+            .iter()
+            .map(|p| config.exempt.for_policy(&p.name))
+            .collect();
         Limiter {
             keys,
             routes,
@@ -204,6 +225,7 @@ impl Limiter {
             nodes_gauge,
             metrics,
             gauges,
+            exempt,
         }
     }
 
@@ -246,12 +268,14 @@ impl Limiter {
         changed
     }
 
-    /// N of the L/N split now.
+    /// N of the L/N split now: `tollgate_cluster_nodes`, the one record of it (set at start
+    /// to `expected_nodes`, then by membership; shared by a reloaded limiter, which starts
+    /// its policies at it even when the config before had none).
     pub fn nodes(&self) -> NonZeroU32 {
-        self.sites
-            .policies
-            .first()
-            .map_or(NonZeroU32::MIN, |p| p.nodes())
+        u32::try_from(self.nodes_gauge.get())
+            .ok()
+            .and_then(NonZeroU32::new)
+            .unwrap_or(NonZeroU32::MIN)
     }
 
     /// Index of a policy by name.
@@ -360,6 +384,10 @@ impl Limiter {
         let facts = self.keys.facts(client, route_name, method, headers);
         let mut asks = Vec::with_capacity(limits.entries.len());
         for (slot, e) in limits.entries.iter().enumerate() {
+            if self.exempts(e.policy, client, &facts) {
+                limits.counters[slot].count_exempt();
+                continue;
+            }
             match self.keys.key(&self.sites.policies[e.policy], &facts) {
                 Ok(Some(key)) => asks.push(Ask::new(*e, slot, key, facts.headroom)),
                 Ok(None) => {}
@@ -371,5 +399,16 @@ impl Limiter {
             }
         }
         Ok(asks)
+    }
+
+    /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated
+    /// ambiguously is no account here: it never buys an exemption.
+    fn exempts(&self, policy: usize, client: IpAddr, facts: &RequestFacts<'_>) -> bool {
+        let exempt = &self.exempt[policy];
+        if exempt.is_empty() {
+            return false;
+        }
+        let account = facts.account.as_ref().and_then(|a| a.as_deref().ok());
+        exempt.covers(super::keys::canonical(client), account)
     }
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::{Entry, LocalStore, SHARDS};
+use crate::config::Site;
 use crate::limit::algorithm::Snapshot;
 use crate::limit::clock::Nanos;
 use crate::limit::metrics::PolicyGauges;
@@ -34,8 +35,8 @@ pub enum Carry {
     /// Other numbers or another algorithm, same key: each key's spent cells carried into
     /// the new algorithm (`keys` converted).
     Converted { keys: usize },
-    /// Another key recipe: the old keys name other things; the policy starts empty.
-    Reset,
+    /// The old keys cannot be read as the new ones (the reason): the policy starts empty.
+    Reset(&'static str),
 }
 
 impl std::fmt::Display for Carry {
@@ -44,18 +45,21 @@ impl std::fmt::Display for Carry {
             Carry::New => f.write_str("new"),
             Carry::Kept => f.write_str("kept"),
             Carry::Converted { keys } => write!(f, "converted ({keys} keys)"),
-            Carry::Reset => f.write_str("reset (its key changed)"),
+            Carry::Reset(why) => write!(f, "reset ({why})"),
         }
     }
 }
 
 impl LocalStore {
     /// The store of a reloaded config: `policies` (built at this node's current N) on the
-    /// same shards. Returns what happened to each new policy, in its order.
+    /// same shards. `rekeyed` says which policies' key strings the reload derives
+    /// differently (an IPv6 prefix, the account hash key): their old keys name nobody now.
+    /// Returns what happened to each new policy, in its order.
     pub fn reload(
         &self,
         policies: Arc<[PolicyRuntime]>,
         gauges: Arc<PolicyGauges>,
+        rekeyed: &dyn Fn(&PolicyRuntime) -> bool,
     ) -> (LocalStore, Vec<Carry>) {
         let n = policies.len();
         let mut slots = vec![0; 2 * n];
@@ -65,12 +69,7 @@ impl LocalStore {
             let mut users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
             for p in policies.iter() {
                 let old = self.policies.iter().find(|o| o.name == p.name);
-                let c = match old {
-                    None => Carry::New,
-                    Some(o) if o.key != p.key => Carry::Reset,
-                    Some(o) if shares(o, p) => Carry::Kept,
-                    Some(_) => Carry::Converted { keys: 0 },
-                };
+                let c = old.map_or(Carry::New, |o| outcome(o, p, rekeyed(p)));
                 for (fallback, at) in [(false, p.index), (true, n + p.index)] {
                     slots[at] = match (c, old) {
                         (Carry::Kept, Some(o)) => {
@@ -80,9 +79,9 @@ impl LocalStore {
                         }
                         _ => take_free(&mut users),
                     };
-                    if let (Carry::Converted { .. }, Some(o)) = (c, old) {
-                        convert.push((o.index, p.index, fallback, slots[at]));
-                    }
+                }
+                if let (Carry::Converted { .. }, Some(o)) = (c, old) {
+                    convert.extend(conversions(o, p, n, &slots));
                 }
                 carry.push(c);
             }
@@ -96,9 +95,9 @@ impl LocalStore {
         };
         store.grow();
         let now = self.clock.now();
-        for (old, new, fallback, slot) in convert {
-            let keys = self.convert_into(&store, (old, new), fallback, slot, now);
-            if let Carry::Converted { keys: k } = &mut carry[new] {
+        for c in convert {
+            let keys = self.convert_into(&store, &c, now);
+            if let Carry::Converted { keys: k } = &mut carry[c.new.0] {
                 *k += keys;
             }
         }
@@ -116,19 +115,13 @@ impl LocalStore {
         }
     }
 
-    /// Every key of `old`'s table (own or L/N) as `new`'s algorithm in `to` would hold it,
-    /// written into `slot`; returns how many keys were written.
-    fn convert_into(
-        &self,
-        to: &LocalStore,
-        (old, new): (usize, usize),
-        fallback: bool,
-        slot: usize,
-        now: Nanos,
-    ) -> usize {
-        let from = self.slot(old, fallback);
+    /// Every key of one old table as the new policy's algorithm would hold it, written
+    /// into the new table; returns how many keys were written.
+    fn convert_into(&self, to: &LocalStore, c: &Conversion, now: Nanos) -> usize {
+        let ((old, old_fallback), (new, new_fallback)) = (c.old, c.new);
+        let (from, slot) = (self.slot(old, old_fallback), c.slot);
         let (po, pn) = (&self.policies[old], &to.policies[new]);
-        let level = |p: &PolicyRuntime, h: NonZeroU32| -> AnyAlgorithm {
+        let level = |p: &PolicyRuntime, fallback: bool, h: NonZeroU32| -> AnyAlgorithm {
             if fallback {
                 p.split_algorithm(h)
             } else {
@@ -142,8 +135,8 @@ impl LocalStore {
             let carried: Vec<Entry> = shard.tables[from]
                 .iter()
                 .filter_map(|e| {
-                    let state =
-                        carry(&level(po, e.headroom), e.state, &level(pn, e.headroom), now)?;
+                    let from = level(po, old_fallback, e.headroom);
+                    let state = carry(&from, e.state, &level(pn, new_fallback, e.headroom), now)?;
                     Some(Entry {
                         key: e.key.clone(),
                         state,
@@ -158,21 +151,75 @@ impl LocalStore {
                 table.insert_unique(hash, e, |e| hasher.hash_one(&*e.key));
             }
         }
-        if !fallback {
-            to.gauges.keys_added(new, written as i64);
-        }
+        // Both tables of a policy count on its series (as `write` does).
+        to.gauges.keys_added(new, written as i64);
         written
     }
 }
 
-/// Whether a reloaded policy can use its old tables as they are.
-fn shares(old: &PolicyRuntime, new: &PolicyRuntime) -> bool {
+/// One old table to convert into a new one: (policy index, L/N table?) on each side.
+struct Conversion {
+    old: (usize, bool),
+    new: (usize, bool),
+    slot: usize,
+}
+
+/// The table a policy's requests decide on: a split policy its L/N table, the others
+/// their own (their L/N table is the store-outage fallback).
+fn split(p: &PolicyRuntime) -> bool {
+    p.spec.site == Site::Split
+}
+
+/// What a reload does to a policy that was there before.
+fn outcome(old: &PolicyRuntime, new: &PolicyRuntime, rekeyed: bool) -> Carry {
     let concurrency = |p: &PolicyRuntime| {
         p.algorithms
             .iter()
             .all(|(_, a)| matches!(a, AnyAlgorithm::Concurrency(_)))
     };
-    old.algorithms == new.algorithms || (concurrency(old) && concurrency(new))
+    if old.key != new.key {
+        Carry::Reset("its key changed")
+    } else if rekeyed {
+        Carry::Reset(
+            "its keys are derived differently: [client_ip] ipv6_prefix or the [account] hash key changed",
+        )
+    } else if concurrency(new) != concurrency(old) {
+        Carry::Reset("requests in flight and spent cells are different counts")
+    } else if split(old) != split(new) {
+        Carry::Converted { keys: 0 }
+    } else if old.algorithms == new.algorithms || concurrency(new) {
+        Carry::Kept
+    } else {
+        Carry::Converted { keys: 0 }
+    }
+}
+
+/// The tables to convert for a converted policy: own → own and L/N → L/N, or, when it
+/// moves between `split` and another site, only the table its requests decided on into
+/// the one they will decide on (the other starts empty: it is the outage fallback).
+fn conversions(
+    old: &PolicyRuntime,
+    new: &PolicyRuntime,
+    n: usize,
+    slots: &[usize],
+) -> Vec<Conversion> {
+    let slot = |fallback: bool| slots[if fallback { n + new.index } else { new.index }];
+    if split(old) == split(new) {
+        [false, true]
+            .into_iter()
+            .map(|f| Conversion {
+                old: (old.index, f),
+                new: (new.index, f),
+                slot: slot(f),
+            })
+            .collect()
+    } else {
+        vec![Conversion {
+            old: (old.index, split(old)),
+            new: (new.index, split(new)),
+            slot: slot(split(new)),
+        }]
+    }
 }
 
 /// A free slot (one no store uses), or a new one.
@@ -206,7 +253,8 @@ fn carry(from: &AnyAlgorithm, state: AnyState, to: &AnyAlgorithm, now: Nanos) ->
         let room = u32::try_from(remaining(to, None).remaining).unwrap_or(u32::MAX);
         cost = cost.min(room);
     }
-    Some(to.debit(None, cost, now))
+    // An idle state is an absent key: never hold one (it would only weigh on the gauge).
+    Some(to.debit(None, cost, now)).filter(|s| !to.is_idle(s, now))
 }
 
 impl Drop for LocalStore {
@@ -225,8 +273,9 @@ impl Drop for LocalStore {
                 removed += shard.tables[slot].len();
                 shard.tables[slot] = HashTable::new();
             }
-            if at < n {
-                self.gauges.keys_removed(at, removed as i64);
+            // Both tables of a policy count on its series (as `write` does).
+            if n > 0 {
+                self.gauges.keys_removed(at % n, removed as i64);
             }
         }
     }

@@ -78,6 +78,7 @@ impl LimitMetrics {
             shadow_deny: c(Outcome::ShadowDeny.label()),
             error_open: c("error_open"),
             error_closed: c("error_closed"),
+            exempt: c("exempt"),
         }
     }
 }
@@ -91,9 +92,16 @@ pub struct OutcomeCounters {
     shadow_deny: Counter,
     error_open: Counter,
     error_closed: Counter,
+    /// `[exempt]`: the policy did not apply to the client.
+    exempt: Counter,
 }
 
 impl OutcomeCounters {
+    /// The request's client is exempt from the policy.
+    pub fn count_exempt(&self) {
+        self.exempt.inc();
+    }
+
     pub fn count(&self, outcome: Outcome) {
         match outcome {
             Outcome::Allow => &self.allow,

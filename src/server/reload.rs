@@ -13,9 +13,9 @@
 //! worker rebuilds its request path when it sees a new generation, [`WorkerGateway`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,13 +36,20 @@ type MakeGateway = dyn Fn() -> Gateway + Send + Sync;
 pub(crate) struct Live {
     generation: AtomicU64,
     make: ArcSwap<Box<MakeGateway>>,
+    /// Each worker's current request path, emptied at every publish: a worker with no
+    /// traffic must not keep the old config (its limiter, its tables) alive.
+    workers: Mutex<Vec<Weak<Mine>>>,
 }
+
+/// A worker's request path and the generation it was built for.
+type Mine = ArcSwapOption<(u64, Gateway)>;
 
 impl Live {
     pub(crate) fn new(make: Box<MakeGateway>) -> Arc<Self> {
         Arc::new(Live {
             generation: AtomicU64::new(0),
             make: ArcSwap::from_pointee(make),
+            workers: Mutex::new(Vec::new()),
         })
     }
 
@@ -51,15 +58,26 @@ impl Live {
     fn publish(&self, make: Box<MakeGateway>) {
         self.make.store(Arc::new(make));
         self.generation.fetch_add(1, Ordering::Release);
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        workers.retain(|w| match w.upgrade() {
+            Some(mine) => {
+                mine.store(None);
+                true
+            }
+            None => false,
+        });
     }
 
     /// One worker's view, built now (call on the worker's thread).
     pub(crate) fn worker(self: &Arc<Self>) -> WorkerGateway {
         let generation = self.generation.load(Ordering::Acquire);
         let gateway = (self.make.load())();
+        let mine = Arc::new(ArcSwapOption::from_pointee((generation, gateway)));
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        workers.push(Arc::downgrade(&mine));
         WorkerGateway {
             live: self.clone(),
-            mine: Arc::new(ArcSwap::from_pointee((generation, gateway))),
+            mine,
         }
     }
 }
@@ -69,18 +87,20 @@ impl Live {
 #[derive(Clone)]
 pub(crate) struct WorkerGateway {
     live: Arc<Live>,
-    mine: Arc<ArcSwap<(u64, Gateway)>>,
+    mine: Arc<Mine>,
 }
 
 impl WorkerGateway {
     pub(crate) fn current(&self) -> Gateway {
         let generation = self.live.generation.load(Ordering::Acquire);
-        let mine = self.mine.load();
-        if mine.0 == generation {
+        if let Some(mine) = &*self.mine.load()
+            && mine.0 == generation
+        {
             return mine.1.clone();
         }
         let gateway = (self.live.make.load())();
-        self.mine.store(Arc::new((generation, gateway.clone())));
+        self.mine
+            .store(Some(Arc::new((generation, gateway.clone()))));
         gateway
     }
 }
@@ -232,11 +252,13 @@ pub(crate) fn outcome(result: Result<Vec<PolicyCarry>, ReloadError>) -> admin::R
         ),
         Err(ReloadError::Invalid(e)) => admin::ReloadOutcome::Invalid(e),
         Err(ReloadError::Refused(e)) => admin::ReloadOutcome::Refused(e),
+        Err(ReloadError::Limits(LimiterError::Refused(e))) => admin::ReloadOutcome::Refused(e),
         Err(e @ ReloadError::Limits(_)) => admin::ReloadOutcome::Failed(e.to_string()),
     }
 }
 
-/// Reload on every hangup until shutdown (several queued hangups make one reload each).
+/// Reload on every hangup until shutdown (hangups that arrive while one is pending make
+/// one more reload, not one each: `shutdown::signal`).
 pub(crate) async fn on_hangup(
     reloader: Arc<Reloader>,
     mut hangups: tokio::sync::mpsc::Receiver<()>,

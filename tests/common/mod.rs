@@ -7,6 +7,7 @@ pub mod limits;
 pub mod peers;
 pub mod process;
 pub mod redis;
+pub mod reload;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -1,0 +1,132 @@
+//! `[exempt]` and `[policies.NAME.exempt]`: clients no policy (or one policy) ever denies —
+//! health checkers, an internal network, a partner's account. Validated here; the limit
+//! step skips the exempt policies of a request and counts them as `outcome="exempt"`.
+//!
+//! Accounts are matched on their keyed hash, as keys hold them: a value may be written raw
+//! (hashed at load with `[account]`'s key, never kept raw) or as `hash:` and the 32 hex
+//! digits the admin API shows in a key, so the file need not hold the secret itself.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use super::Account;
+use super::validate::Validator;
+
+/// `[exempt]` or `[policies.NAME.exempt]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExempt {
+    /// Client networks (or single addresses), matched on the client address after the
+    /// trusted-proxy rules.
+    #[serde(default)]
+    pub cidrs: Vec<String>,
+    /// Account values (raw, or `hash:` + 32 hex digits).
+    #[serde(default)]
+    pub accounts: Vec<String>,
+}
+
+/// Clients exempt from one policy (the global list merged with the policy's own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exempt {
+    pub cidrs: Vec<IpNet>,
+    /// Keyed hashes of account values (32 hex digits), as `Account::hash` makes them.
+    pub accounts: Vec<String>,
+}
+
+impl Exempt {
+    pub fn is_empty(&self) -> bool {
+        self.cidrs.is_empty() && self.accounts.is_empty()
+    }
+
+    /// Whether a client at `ip` with the hashed `account` is exempt.
+    pub fn covers(&self, ip: IpAddr, account: Option<&str>) -> bool {
+        self.cidrs.iter().any(|n| n.contains(&ip))
+            || account.is_some_and(|a| self.accounts.iter().any(|x| x == a))
+    }
+
+    fn merged(&self, other: &Exempt) -> Exempt {
+        let mut out = self.clone();
+        out.cidrs.extend(other.cidrs.iter().copied());
+        out.accounts.extend(other.accounts.iter().cloned());
+        out
+    }
+}
+
+/// Every exemption of the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exemptions {
+    /// `[exempt]`: from every policy.
+    pub global: Exempt,
+    /// `[policies.NAME.exempt]`: from that policy only.
+    pub by_policy: BTreeMap<String, Exempt>,
+}
+
+impl Exemptions {
+    /// Who is exempt from policy `name`.
+    pub fn for_policy(&self, name: &str) -> Exempt {
+        match self.by_policy.get(name) {
+            Some(own) => self.global.merged(own),
+            None => self.global.clone(),
+        }
+    }
+}
+
+impl Validator {
+    /// `[exempt]` and each policy's `exempt`, with accounts hashed by `account`.
+    pub(super) fn exemptions(
+        &mut self,
+        global: Option<&RawExempt>,
+        policies: &BTreeMap<String, super::raw_limits::RawPolicy>,
+        account: Option<&Account>,
+    ) -> Exemptions {
+        let global = global.map_or_else(Exempt::default, |r| self.exempt("exempt", r, account));
+        let by_policy = policies
+            .iter()
+            .filter_map(|(name, p)| {
+                let raw = p.exempt.as_ref()?;
+                Some((
+                    name.clone(),
+                    self.exempt(&format!("policies.{name}.exempt"), raw, account),
+                ))
+            })
+            .collect();
+        Exemptions { global, by_policy }
+    }
+
+    fn exempt(&mut self, at: &str, raw: &RawExempt, account: Option<&Account>) -> Exempt {
+        let cidrs = raw
+            .cidrs
+            .iter()
+            .filter_map(|c| self.cidr(&format!("{at}.cidrs"), c))
+            .collect();
+        let key = format!("{at}.accounts");
+        if account.is_none() && !raw.accounts.is_empty() {
+            self.fail(
+                &key,
+                "lists accounts but there is no [account] section to read them from",
+            );
+        }
+        let accounts = raw
+            .accounts
+            .iter()
+            .filter_map(|a| match a.strip_prefix("hash:") {
+                Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    Some(h.to_ascii_lowercase())
+                }
+                Some(_) => {
+                    self.fail(&key, format!("`{a}`: a hash is `hash:` and 32 hex digits"));
+                    None
+                }
+                None if a.is_empty() => {
+                    self.fail(&key, "an empty account matches no request");
+                    None
+                }
+                None => account.map(|acc| acc.hash(a.as_bytes())),
+            })
+            .collect();
+        Exempt { cidrs, accounts }
+    }
+}
