@@ -13,6 +13,7 @@ mod raw_limits;
 mod raw_safety;
 mod raw_store;
 mod types;
+mod upstream_tls;
 mod validate;
 mod validate_fleet;
 mod validate_limits;
@@ -26,6 +27,7 @@ pub use error::{ConfigError, Problem};
 pub use exempt::{Exempt, Exemptions};
 pub use load::{load_file, parse_str};
 pub use types::*;
+pub use upstream_tls::UpstreamTls;
 pub use validate::validate;
 
 /// The sample configuration shipped with tollgate, embedded so `tollgate demo` runs anywhere.

@@ -149,6 +149,12 @@ pub struct RawUpstream {
     /// wait for a free one within `upstream_timeout`.
     #[serde(default = "safety::upstream_max_connections")]
     pub max_connections: u64,
+    /// https: PEM roots to trust instead of the system store.
+    pub ca_file: Option<String>,
+    /// https: PEM certificate chain presented when the upstream asks for one (mTLS).
+    pub client_cert: Option<String>,
+    /// https: PEM private key of `client_cert`.
+    pub client_key: Option<String>,
 }
 
 /// `[[routes]]`

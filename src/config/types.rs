@@ -278,6 +278,8 @@ pub struct Upstream {
     pub urls: Vec<Uri>,
     /// Requests in flight to this upstream per process: bounds its open connections.
     pub max_connections: NonZeroUsize,
+    /// TLS settings, when some URL is `https://`.
+    pub tls: Option<std::sync::Arc<super::UpstreamTls>>,
 }
 
 /// One `[[routes]]`.

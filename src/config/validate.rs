@@ -38,10 +38,14 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let upstreams: Vec<Upstream> = raw
         .upstreams
         .iter()
-        .map(|(name, u)| Upstream {
-            name: name.clone(),
-            urls: v.upstream_urls(name, &u.urls),
-            max_connections: v.upstream_max_connections(name, u.max_connections),
+        .map(|(name, u)| {
+            let urls = v.upstream_urls(name, &u.urls);
+            Upstream {
+                name: name.clone(),
+                tls: v.upstream_tls(name, u, &urls, origin),
+                urls,
+                max_connections: v.upstream_max_connections(name, u.max_connections),
+            }
         })
         .collect();
     let routes = v.routes(&raw, &upstreams, &policies);
@@ -128,7 +132,7 @@ impl Validator {
             .ok()
     }
 
-    fn readable(&mut self, key: &str, origin: &Path, s: &str) -> Option<PathBuf> {
+    pub(super) fn readable(&mut self, key: &str, origin: &Path, s: &str) -> Option<PathBuf> {
         let path = relative_to(origin, s);
         match std::fs::metadata(&path) {
             Ok(m) if m.is_file() => Some(path),
@@ -275,11 +279,17 @@ impl Validator {
             .filter_map(|(i, u)| {
                 let key = format!("upstreams.{name}.urls[{i}]");
                 match Uri::from_str(u) {
-                    Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => {
+                    Ok(uri)
+                        if matches!(uri.scheme_str(), Some("http" | "https"))
+                            && uri.host().is_some() =>
+                    {
                         Some(uri)
                     }
                     Ok(_) => {
-                        self.fail(&key, format!("`{u}` must be an http:// URL with a host"));
+                        self.fail(
+                            &key,
+                            format!("`{u}` must be an http:// or https:// URL with a host"),
+                        );
                         None
                     }
                     Err(e) => {

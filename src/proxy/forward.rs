@@ -12,6 +12,7 @@ use http::uri::PathAndQuery;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::{Body, Incoming};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -39,10 +40,14 @@ pub(super) struct Forwarded {
     pub slot: Option<OwnedSemaphorePermit>,
 }
 
+/// The client of one upstream: plain HTTP, or TLS for `https://` URLs.
+type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+
 /// Everything step 5 needs besides the request: made once per worker from the config.
 pub(super) struct Forwarder {
-    /// Pooled keep-alive connections to every upstream.
-    client: Client<HttpConnector, UpstreamBody>,
+    /// Pooled keep-alive connections, one client per upstream (config order): each has
+    /// its own TLS roots and client certificate.
+    clients: Vec<UpstreamClient>,
     /// Longest wait for an upstream's response head (and for a free connection).
     upstream_timeout: Duration,
     /// Longest silence inside a request or response body.
@@ -59,16 +64,28 @@ pub(super) struct Forwarder {
 impl Forwarder {
     pub fn new(config: &Config, protected: Vec<HeaderName>) -> Self {
         let s = &config.server;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(s.upstream_timeout));
-        let most_slots = config.upstreams.iter().map(|u| u.max_connections.get());
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(most_slots.max().unwrap_or(1))
-            .build(connector);
+        let clients = config
+            .upstreams
+            .iter()
+            .map(|u| {
+                let mut http = HttpConnector::new();
+                http.set_nodelay(true);
+                http.set_connect_timeout(Some(s.upstream_timeout));
+                // https URLs need the TCP connector to pass them on to TLS.
+                http.enforce_http(false);
+                let connector = HttpsConnectorBuilder::new()
+                    .with_tls_config(super::upstream_tls::client_config(u))
+                    .https_or_http()
+                    .enable_http1()
+                    .wrap_connector(http);
+                Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(90))
+                    .pool_max_idle_per_host(u.max_connections.get())
+                    .build(connector)
+            })
+            .collect();
         Forwarder {
-            client,
+            clients,
             upstream_timeout: s.upstream_timeout,
             body_timeout: s.body_timeout,
             idle_timeout: s.idle_timeout,
@@ -260,7 +277,7 @@ async fn send(
         let i = pool.pick();
         let mut req = Request::from_parts(parts, body);
         *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
-        return fwd.client.request(req).await.map_err(|e| {
+        return fwd.clients[pool.index].request(req).await.map_err(|e| {
             if e.is_connect() {
                 pool.mark_dead(i);
             }
@@ -275,7 +292,7 @@ async fn send(
         *req.version_mut() = parts.version;
         *req.headers_mut() = parts.headers.clone();
         *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
-        match fwd.client.request(req).await {
+        match fwd.clients[pool.index].request(req).await {
             Ok(resp) => return Ok(resp),
             Err(e) if e.is_connect() => {
                 pool.mark_dead(i);

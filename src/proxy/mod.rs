@@ -20,6 +20,7 @@ pub mod headers;
 pub mod metrics;
 mod upgrade;
 pub mod upstream;
+mod upstream_tls;
 mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};
@@ -105,7 +106,8 @@ impl Gateway {
             .upstreams
             .iter()
             .zip(&slots.0)
-            .map(|(u, s)| Pool::new(u, s.clone()))
+            .enumerate()
+            .map(|(i, (u, s))| Pool::new(i, u, s.clone()))
             .collect();
         let mut route_metrics: Vec<RouteMetrics> = config
             .routes

@@ -69,6 +69,8 @@ impl UpstreamSlots {
 pub struct Pool {
     /// Name as a label for metrics and errors.
     pub name: Arc<str>,
+    /// Position in the config's upstreams: which of the forwarder's clients it uses.
+    pub index: usize,
     targets: Vec<Target>,
     /// Round-robin cursor.
     next: AtomicUsize,
@@ -81,8 +83,8 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// `slots` is shared by every worker's copy of this pool.
-    pub fn new(up: &Upstream, slots: Arc<Semaphore>) -> Self {
+    /// Upstream `index` of the config; `slots` is shared by every worker's copy of it.
+    pub fn new(index: usize, up: &Upstream, slots: Arc<Semaphore>) -> Self {
         let targets = up
             .urls
             .iter()
@@ -95,6 +97,7 @@ impl Pool {
             .collect();
         Pool {
             name: Arc::from(up.name.as_str()),
+            index,
             targets,
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
@@ -156,8 +159,9 @@ mod tests {
             name: "app".into(),
             urls: urls.iter().map(|u| u.parse().unwrap()).collect(),
             max_connections: std::num::NonZeroUsize::MIN,
+            tls: None,
         };
-        Pool::new(&up, Arc::new(Semaphore::new(1)))
+        Pool::new(0, &up, Arc::new(Semaphore::new(1)))
     }
 
     #[test]
