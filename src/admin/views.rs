@@ -99,6 +99,10 @@ pub fn config(config: &Config) -> Value {
             },
             "urls": store.urls.iter().map(|u| mask_userinfo(u)).collect::<Vec<_>>(),
             "password": store.password.as_ref().map(|_| MASK),
+            "username": store.username,
+            "ca_file": store.tls.as_ref().and_then(|t| t.ca.as_ref()).map(|c| c.0.display().to_string()),
+            "client_cert": store.tls.as_ref().and_then(|t| t.client.as_ref()).map(|c| c.0.display().to_string()),
+            "client_key": store.tls.as_ref().and_then(|t| t.client.as_ref()).map(|c| c.2.display().to_string()),
             "timeout": duration(store.timeout),
             "breaker": {
                 "failures": store.breaker_failures.get(),

@@ -17,6 +17,14 @@ pub struct RawStore {
     pub urls: Vec<String>,
     /// Environment variable holding the Redis password (kept out of the file).
     pub password_env: Option<String>,
+    /// Environment variable holding the Redis ACL user name (default: `default`).
+    pub username_env: Option<String>,
+    /// rediss: PEM roots to trust instead of the system's.
+    pub ca_file: Option<String>,
+    /// rediss: PEM client certificate (mTLS).
+    pub client_cert: Option<String>,
+    /// rediss: PEM private key of `client_cert`.
+    pub client_key: Option<String>,
     /// Per store call: a slow store is worse than a down one.
     #[serde(default = "defaults::store_timeout")]
     pub timeout: String,
@@ -34,6 +42,10 @@ impl Default for RawStore {
             kind: StoreKind::Memory,
             urls: Vec::new(),
             password_env: None,
+            username_env: None,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
             timeout: defaults::store_timeout(),
             breaker: RawBreaker::default(),
             key_prefix: defaults::key_prefix(),

@@ -65,6 +65,10 @@ pub struct Store {
     pub urls: Vec<String>,
     /// The password read from `password_env`, never printed.
     pub password: Option<String>,
+    /// The ACL user read from `username_env`.
+    pub username: Option<String>,
+    /// `rediss://` roots and client certificate, when set.
+    pub tls: Option<super::StoreTls>,
     pub timeout: Duration,
     pub breaker_failures: NonZeroU32,
     pub breaker_cooldown: Duration,

@@ -26,7 +26,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let client_ip = v.client_ip(&raw.client_ip);
     let account = raw.account.as_ref().and_then(|a| v.account(a));
     let policies = v.policies(&raw.policies);
-    let store = v.store(&raw.store);
+    let store = v.store(&raw.store, origin);
     let cluster = v.cluster(&raw.cluster);
     let redis = store
         .as_ref()
@@ -149,7 +149,7 @@ impl Validator {
 
     /// A cert file must hold a PEM certificate, a key file a PEM private key; checked here so
     /// `tollgate check` catches a swapped or truncated file before the listener would.
-    fn pem(&mut self, key: &str, path: &Path, is_cert: bool) -> bool {
+    pub(super) fn pem(&mut self, key: &str, path: &Path, is_cert: bool) -> bool {
         use rustls_pki_types::pem::PemObject;
         use rustls_pki_types::{CertificateDer, PrivateKeyDer};
         let ok = if is_cert {

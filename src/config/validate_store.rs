@@ -15,7 +15,7 @@ use super::{Cluster, Policy, Store};
 pub const MAX_EXPECTED_NODES: u32 = 10_000;
 
 impl Validator {
-    pub(super) fn store(&mut self, raw: &RawStore) -> Option<Store> {
+    pub(super) fn store(&mut self, raw: &RawStore, origin: &std::path::Path) -> Option<Store> {
         let before = self.problem_count();
         let needs_urls = raw.kind != StoreKind::Memory;
         if needs_urls && raw.urls.is_empty() {
@@ -54,6 +54,8 @@ impl Validator {
                 }
             },
         };
+        let username = self.store_username(raw);
+        let tls = self.store_tls(raw, origin);
         let timeout = self.timeout("store.timeout", &raw.timeout);
         let cooldown = self.timeout("store.breaker.cooldown", &raw.breaker.cooldown);
         let failures = NonZeroU32::new(raw.breaker.failures);
@@ -67,6 +69,8 @@ impl Validator {
             kind: raw.kind,
             urls: raw.urls.clone(),
             password,
+            username,
+            tls,
             timeout: timeout?,
             breaker_failures: failures?,
             breaker_cooldown: cooldown?,

@@ -27,12 +27,27 @@ pub struct RedisServer {
     bus_port: Option<u16>,
     /// Append-only file, fsynced on every write: a kill -9 loses nothing.
     persistent: bool,
+    /// A TLS port besides the plain one (which the harness itself uses), with the shipped
+    /// development certificate; `.1`: clients must present a certificate it vouches for.
+    tls: Option<(u16, bool)>,
 }
 
 impl RedisServer {
     /// Starts a standalone server and returns once it answers on its port.
     pub fn start() -> Self {
         Self::launch(false, false)
+    }
+
+    /// A standalone server that also speaks TLS (`tls_url`) with `certs/localhost.pem`;
+    /// with `client_auth`, TLS clients must present a certificate that one vouches for.
+    pub fn start_tls(client_auth: bool) -> Self {
+        Self::launch_with(false, false, Some(client_auth))
+    }
+
+    /// `rediss://localhost:TLS_PORT` (the certificate names localhost).
+    pub fn tls_url(&self) -> String {
+        let (port, _) = self.tls.expect("started with start_tls");
+        format!("rediss://localhost:{port}")
     }
 
     /// A standalone server that keeps every write across a kill -9 and restart (AOF with
@@ -89,18 +104,27 @@ impl RedisServer {
     }
 
     fn launch(cluster: bool, persistent: bool) -> Self {
+        Self::launch_with(cluster, persistent, None)
+    }
+
+    fn launch_with(cluster: bool, persistent: bool, tls: Option<bool>) -> Self {
         let mut server = RedisServer {
             port: 0,
             child: None,
             dir: fresh_dir(),
             bus_port: None,
             persistent,
+            tls: None,
         };
         let mut errors = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            let ports = free_ports(if cluster { 2 } else { 1 });
+            let ports = free_ports(if cluster || tls.is_some() { 2 } else { 1 });
             server.port = ports[0];
-            server.bus_port = ports.get(1).copied();
+            if let Some(auth) = tls {
+                server.tls = Some((ports[1], auth));
+            } else {
+                server.bus_port = ports.get(1).copied();
+            }
             match server.spawn() {
                 Ok(()) => return server,
                 Err(e) => errors.push(e),
@@ -128,6 +152,17 @@ impl RedisServer {
             .args(["--daemonize", "no"])
             .args(["--enable-debug-command", "yes", "--dir"])
             .arg(&self.dir);
+        if let Some((tls_port, auth)) = self.tls {
+            let cert = super::repo_path("certs/localhost.pem");
+            let key = super::repo_path("certs/localhost-key.pem");
+            cmd.args(["--tls-port", &tls_port.to_string(), "--tls-cert-file"])
+                .arg(&cert)
+                .arg("--tls-key-file")
+                .arg(&key)
+                .arg("--tls-ca-cert-file")
+                .arg(&cert)
+                .args(["--tls-auth-clients", if auth { "yes" } else { "no" }]);
+        }
         if let Some(bus) = self.bus_port {
             cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
                 .args(["--cluster-port", &bus.to_string(), "--cluster-config-file"])

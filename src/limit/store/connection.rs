@@ -37,11 +37,18 @@ impl Connection {
             StoreKind::Redis | StoreKind::Memory => {
                 let mut info =
                     redis::IntoConnectionInfo::into_connection_info(store.urls[0].as_str())?;
+                let mut settings = info.redis_settings().clone();
                 if let Some(p) = &store.password {
-                    let settings = info.redis_settings().clone().set_password(p.clone());
-                    info = info.set_redis_settings(settings);
+                    settings = settings.set_password(p.clone());
                 }
-                let client = redis::Client::open(info)?;
+                if let Some(u) = &store.username {
+                    settings = settings.set_username(u.clone());
+                }
+                info = info.set_redis_settings(settings);
+                let client = match certificates(store) {
+                    Some(certs) => redis::Client::build_with_tls(info, certs)?,
+                    None => redis::Client::open(info)?,
+                };
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(connect_timeout))
                     .set_response_timeout(Some(store.timeout.max(BACKGROUND_TIMEOUT)))
@@ -61,6 +68,12 @@ impl Connection {
                 if let Some(p) = &store.password {
                     b = b.password(p.clone());
                 }
+                if let Some(u) = &store.username {
+                    b = b.username(u.clone());
+                }
+                if let Some(certs) = certificates(store) {
+                    b = b.certs(certs);
+                }
                 Ok(Connection::Cluster(std::sync::Arc::new(LazyCluster {
                     client: b.build()?,
                     conn: OnceCell::new(),
@@ -68,6 +81,22 @@ impl Connection {
             }
         }
     }
+}
+
+/// The `[store]` TLS material as the redis crate takes it (`None`: the URL's own TLS,
+/// with the system's roots, or none for `redis://`).
+fn certificates(store: &Store) -> Option<redis::TlsCertificates> {
+    let tls = store.tls.as_ref()?;
+    Some(redis::TlsCertificates {
+        client_tls: tls
+            .client
+            .as_ref()
+            .map(|(_, cert, _, key)| redis::ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+        root_cert: tls.ca.as_ref().map(|(_, pem)| pem.clone()),
+    })
 }
 
 impl Connection {

@@ -1,0 +1,82 @@
+//! TLS and ACL for the Redis store: `ca_file`, `client_cert` / `client_key` (mTLS) and
+//! `username_env` of `[store]`. The PEM files are read here, so `tollgate check` names a
+//! missing or malformed file before the first store call would fail on it; they need
+//! `rediss://` URLs (a TLS setting on a plain connection would be silently unused).
+
+use std::path::{Path, PathBuf};
+
+use super::raw_store::RawStore;
+use super::validate::Validator;
+
+/// The store's TLS material, as PEM bytes (what the redis crate takes).
+#[derive(Clone, Default)]
+pub struct StoreTls {
+    /// `ca_file`: the only roots trusted; `None`: the system's.
+    pub ca: Option<(PathBuf, Vec<u8>)>,
+    /// `client_cert` and `client_key`, presented when the server asks (mTLS).
+    pub client: Option<(PathBuf, Vec<u8>, PathBuf, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for StoreTls {
+    /// Paths only: the key is a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreTls")
+            .field("ca", &self.ca.as_ref().map(|c| &c.0))
+            .field("client_cert", &self.client.as_ref().map(|c| &c.0))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Validator {
+    /// `[store]`'s TLS keys; `None` when none is set.
+    pub(super) fn store_tls(&mut self, raw: &RawStore, origin: &Path) -> Option<StoreTls> {
+        if raw.ca_file.is_none() && raw.client_cert.is_none() && raw.client_key.is_none() {
+            return None;
+        }
+        if raw.urls.iter().any(|u| !u.starts_with("rediss://")) {
+            self.fail(
+                "store.urls",
+                "ca_file, client_cert and client_key need rediss:// URLs (TLS)",
+            );
+        }
+        let mut pem = |key: &str, value: &Option<String>, cert: bool| {
+            let path = self.readable(key, origin, value.as_deref()?)?;
+            if !self.pem(key, &path, cert) {
+                return None;
+            }
+            let bytes = std::fs::read(&path).ok()?;
+            Some((path, bytes))
+        };
+        let ca = pem("store.ca_file", &raw.ca_file, true);
+        let cert = pem("store.client_cert", &raw.client_cert, true);
+        let key = pem("store.client_key", &raw.client_key, false);
+        let client = match (cert, key, &raw.client_cert, &raw.client_key) {
+            (Some((cp, c)), Some((kp, k)), _, _) => Some((cp, c, kp, k)),
+            (_, _, Some(_), None) => {
+                self.fail("store.client_key", "required when client_cert is set");
+                None
+            }
+            (_, _, None, Some(_)) => {
+                self.fail("store.client_cert", "required when client_key is set");
+                None
+            }
+            _ => None,
+        };
+        Some(StoreTls { ca, client })
+    }
+
+    /// `username_env`: the ACL user the store connections log in as.
+    pub(super) fn store_username(&mut self, raw: &RawStore) -> Option<String> {
+        let var = raw.username_env.as_ref()?;
+        match std::env::var(var) {
+            Ok(v) if !v.is_empty() => Some(v),
+            _ => {
+                self.fail(
+                    "store.username_env",
+                    format!("environment variable `{var}` is not set"),
+                );
+                None
+            }
+        }
+    }
+}
