@@ -64,9 +64,13 @@ async fn every_script_touches_only_its_declared_keys() {
     let redis = RedisServer::start();
     let keys = ["tg:a", "tg:b", "tg:c", "tg:d", "tg:e:slots"];
     let all = [1, 2, 3, 4, 5];
-    for op in ["check", "refund", "release", "debit"] {
+    for op in ["check", "refund", "release", "debit", "reset"] {
         run(&redis, op, CHECK_LUA, &keys, &check_args(op, &all)).await;
     }
+    // A batch of two requests (2 keys, then 3): the sizes go before the keys' values.
+    let mut batch = check_args("batch", &all);
+    batch.splice(1..1, ["2", "2", "3"].map(String::from));
+    run(&redis, "batch", CHECK_LUA, &keys, &batch).await;
     // Cluster reservations: the last key is the receipt.
     let reserve_keys = ["tg:a", "tg:e:slots", "tg:receipt:{1}x"];
     for op in ["reserve", "refund_if"] {
