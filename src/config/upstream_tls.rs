@@ -77,7 +77,7 @@ impl Validator {
     fn certificates(&mut self, key: &str, path: &Path) -> Option<Vec<CertificateDer<'static>>> {
         let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path)
             .map(|it| it.collect())
-            .unwrap_or_else(|e| Err(e));
+            .unwrap_or_else(Err);
         match certs {
             Ok(c) if !c.is_empty() => Some(c),
             _ => {

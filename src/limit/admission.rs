@@ -20,6 +20,10 @@ pub struct PolicyReport {
     pub reset_after: Nanos,
     /// Set when this policy denied: nanoseconds until this request would be admitted.
     pub retry_after: Option<Nanos>,
+    /// `pk`: the partition the quota is counted in, for account-keyed policies (the
+    /// account's keyed hash, 16 bytes: a client holding several API keys can tell their
+    /// quotas apart; the raw account never appears).
+    pub partition: Option<[u8; 16]>,
 }
 
 /// The limit step's answer for one request.
@@ -30,6 +34,8 @@ pub struct Admission {
     /// Set when the store could not decide and the route fails closed: answer 503 with
     /// this `Retry-After`.
     pub unavailable: Option<Nanos>,
+    /// With `unavailable`: the policies the store could not decide.
+    pub unavailable_policies: Vec<Arc<str>>,
     /// Leaky bucket: hold the request this long before forwarding.
     pub delay: Nanos,
     /// Enforcing policies that applied, in the route's order.

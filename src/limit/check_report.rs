@@ -7,7 +7,7 @@ use super::algorithm::Verdict;
 use super::check::Check;
 use super::metrics::Outcome;
 use super::permit::Permits;
-use crate::config::Mode;
+use crate::config::{KeyPart, Mode};
 
 impl Check<'_> {
     /// Metrics, shadow logs and the report of what was decided.
@@ -52,6 +52,7 @@ impl Check<'_> {
                 remaining: d.remaining,
                 reset_after: d.reset_after,
                 retry_after,
+                partition: partition(&policy.key, &ask.key),
             });
         }
         if admission.denied {
@@ -60,4 +61,19 @@ impl Check<'_> {
         }
         admission
     }
+}
+
+/// The `pk` of an account-keyed policy's key: the account's keyed hash (`acct:` and 32
+/// hex digits in the key, after a part separator, `keys.rs`) as 16 bytes; `None` for other
+/// keys.
+fn partition(parts: &[KeyPart], key: &str) -> Option<[u8; 16]> {
+    if !parts.contains(&KeyPart::Account) {
+        return None;
+    }
+    let hex = key.split(":acct:").nth(1)?.get(..32)?;
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }

@@ -117,8 +117,13 @@ impl Check<'_> {
             }
         }
         if fallback == OnStoreError::Closed {
+            let policies = idx
+                .iter()
+                .map(|&i| self.sites.policies[self.asks[i].entry.policy].name.clone())
+                .collect();
             return ControlFlow::Break(Stop::Refused(Admission {
                 unavailable: Some(self.sites.unavailable_retry),
+                unavailable_policies: policies,
                 ..Admission::default()
             }));
         }

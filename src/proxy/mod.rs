@@ -229,7 +229,10 @@ impl Gateway {
             return Err(GatewayError::BadRequest(what));
         }
         if let Some(retry_after) = admission.unavailable {
-            return Err(GatewayError::StoreUnavailable { retry_after });
+            return Err(GatewayError::StoreUnavailable {
+                retry_after,
+                policies: admission.unavailable_policies,
+            });
         }
         if admission.denied {
             return Err(GatewayError::RateLimited(admission.report));

@@ -50,6 +50,8 @@ pub enum GatewayError {
     #[error("rate-limit store unavailable; retry in {}s", retry_after_secs(*.retry_after))]
     StoreUnavailable {
         retry_after: crate::limit::clock::Nanos,
+        /// The policies it could not decide.
+        policies: Vec<std::sync::Arc<str>>,
     },
 }
 
@@ -128,8 +130,13 @@ pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<Resp
         "status": status.as_u16(),
         "detail": err.public_detail(),
     });
+    let mut body = body;
+    if let GatewayError::StoreUnavailable { policies, .. } = err {
+        body["type"] = ratelimit::TEMPORARY_REDUCED_CAPACITY.into();
+        body["violated-policies"] = policies.iter().map(|p| p.to_string()).collect();
+    }
     let mut resp = problem(status, body);
-    if let GatewayError::StoreUnavailable { retry_after } = err {
+    if let GatewayError::StoreUnavailable { retry_after, .. } = err {
         resp.headers_mut().insert(
             header::RETRY_AFTER,
             HeaderValue::from(retry_after_secs(*retry_after)),

@@ -17,6 +17,14 @@ use crate::limit::clock::Nanos;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
+/// The draft's problem type for a request over quota (IANA HTTP Problem Types registry).
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// The draft's problem type for a temporary reduction in capacity: tollgate's 503 when the
+/// store cannot decide and the route fails closed.
+pub const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
@@ -65,6 +73,16 @@ fn sf_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// `;NAME=:BASE64:`, an sf-binary parameter (RFC 9651 §3.3.5: standard alphabet, padded).
+fn sf_bytes(out: &mut String, name: &str, bytes: &[u8]) {
+    use base64::Engine;
+    let _ = write!(
+        out,
+        ";{name}=:{}:",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    );
+}
+
 /// Add the rate-limit headers for `report` where `[response] headers` allows them.
 pub fn add_headers(
     headers: &mut HeaderMap,
@@ -100,11 +118,20 @@ fn add_draft_headers(headers: &mut HeaderMap, report: &[PolicyReport]) {
         let (q, w) = quota_q_w(&r.quota);
         sf_string(&mut policy, &r.name);
         let _ = write!(policy, ";q={q}");
-        if let Some(w) = w {
-            let _ = write!(policy, ";w={w}");
+        match w {
+            Some(w) => {
+                let _ = write!(policy, ";w={w}");
+            }
+            // A concurrency limit counts requests in flight, over no window.
+            None => policy.push_str(";qu=\"concurrent-requests\""),
         }
         sf_string(&mut state, &r.name);
         let _ = write!(state, ";r={};t={}", remaining(r), t_of(r));
+        if let Some(pk) = &r.partition {
+            for field in [&mut policy, &mut state] {
+                sf_bytes(field, "pk", pk);
+            }
+        }
     }
     insert(headers, RATELIMIT_POLICY.clone(), &policy);
     insert(headers, RATELIMIT.clone(), &state);
@@ -168,11 +195,14 @@ pub fn too_many_requests(report: &[PolicyReport], cfg: &ResponseConfig) -> Respo
             names.join(", ")
         ),
     };
+    // The draft's problem type and member (`violated-policies`); `policy`, `policies` and
+    // `retry_after` stay for clients written against earlier tollgate versions.
     let body = serde_json::json!({
-        "type": "https://tollgate.dev/problems/rate_limited",
+        "type": QUOTA_EXCEEDED,
         "title": "Too Many Requests",
         "status": 429,
         "detail": detail,
+        "violated-policies": names,
         "policy": names.first().copied().unwrap_or(""),
         "policies": names,
         "retry_after": retry_after,
@@ -209,7 +239,27 @@ mod tests {
             remaining,
             reset_after: reset_ms * 1_000_000,
             retry_after: retry_ms.map(|m| m * 1_000_000),
+            partition: None,
         }
+    }
+
+    #[test]
+    fn concurrency_says_its_unit_and_accounts_their_partition() {
+        let mut h = HeaderMap::new();
+        let mut acct = report("per_acct", 10, 60_000, 9, 6_000, None);
+        acct.partition = Some([0xfb; 16]);
+        let r = [acct, report("inflight", 4, 0, 3, 0, None)];
+        add_headers(&mut h, &r, &all(), false);
+        let pk = "pk=:+/v7+/v7+/v7+/v7+/v7+w==:";
+        assert_eq!(
+            h["ratelimit-policy"],
+            format!("\"per_acct\";q=10;w=60;{pk}, \"inflight\";q=4;qu=\"concurrent-requests\"")
+                .as_str()
+        );
+        assert_eq!(
+            h["ratelimit"],
+            format!("\"per_acct\";r=9;t=6;{pk}, \"inflight\";r=3;t=0").as_str()
+        );
     }
 
     fn all() -> ResponseConfig {
