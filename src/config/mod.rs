@@ -7,6 +7,7 @@
 mod bounds;
 mod error;
 mod exempt;
+mod health;
 mod load;
 mod raw;
 mod raw_limits;
@@ -26,6 +27,7 @@ mod validate_store;
 pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use error::{ConfigError, Problem};
 pub use exempt::{Exempt, Exemptions};
+pub use health::HealthCheck;
 pub use load::{load_file, parse_str};
 pub use store_tls::StoreTls;
 pub use types::*;

@@ -155,6 +155,8 @@ pub struct RawUpstream {
     pub client_cert: Option<String>,
     /// https: PEM private key of `client_cert`.
     pub client_key: Option<String>,
+    /// Active health checks of every URL.
+    pub health: Option<super::health::RawHealth>,
 }
 
 /// `[[routes]]`

@@ -284,6 +284,8 @@ pub struct Upstream {
     pub max_connections: NonZeroUsize,
     /// TLS settings, when some URL is `https://`.
     pub tls: Option<std::sync::Arc<super::UpstreamTls>>,
+    /// Active health checks, when set.
+    pub health: Option<super::HealthCheck>,
 }
 
 /// One `[[routes]]`.

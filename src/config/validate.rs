@@ -43,6 +43,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             Upstream {
                 name: name.clone(),
                 tls: v.upstream_tls(name, u, &urls, origin),
+                health: u.health.as_ref().and_then(|h| v.health(name, h)),
                 urls,
                 max_connections: v.upstream_max_connections(name, u.max_connections),
             }

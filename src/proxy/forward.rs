@@ -23,7 +23,7 @@ use super::headers::{self, Hop, ViaValues};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
 use super::{ConnInfo, upgrade};
-use crate::config::Config;
+use crate::config::{Config, Upstream};
 use crate::limit::keys::canonical;
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
@@ -41,7 +41,26 @@ pub(super) struct Forwarded {
 }
 
 /// The client of one upstream: plain HTTP, or TLS for `https://` URLs.
-type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+pub(super) type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+
+/// A pooled client for upstream `up` (its TLS settings for https URLs), connecting within
+/// `connect_timeout`; the health checks use one too.
+pub(super) fn upstream_client(up: &Upstream, connect_timeout: Duration) -> UpstreamClient {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    // https URLs need the TCP connector to pass them on to TLS.
+    http.enforce_http(false);
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(super::upstream_tls::client_config(up))
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(up.max_connections.get())
+        .build(connector)
+}
 
 /// Everything step 5 needs besides the request: made once per worker from the config.
 pub(super) struct Forwarder {
@@ -67,22 +86,7 @@ impl Forwarder {
         let clients = config
             .upstreams
             .iter()
-            .map(|u| {
-                let mut http = HttpConnector::new();
-                http.set_nodelay(true);
-                http.set_connect_timeout(Some(s.upstream_timeout));
-                // https URLs need the TCP connector to pass them on to TLS.
-                http.enforce_http(false);
-                let connector = HttpsConnectorBuilder::new()
-                    .with_tls_config(super::upstream_tls::client_config(u))
-                    .https_or_http()
-                    .enable_http1()
-                    .wrap_connector(http);
-                Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(90))
-                    .pool_max_idle_per_host(u.max_connections.get())
-                    .build(connector)
-            })
+            .map(|u| upstream_client(u, s.upstream_timeout))
             .collect();
         Forwarder {
             clients,

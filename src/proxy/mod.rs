@@ -17,6 +17,7 @@ mod canonical;
 pub mod client_ip;
 mod forward;
 pub mod headers;
+pub mod health;
 pub mod metrics;
 mod upgrade;
 pub mod upstream;
@@ -105,9 +106,9 @@ impl Gateway {
         let pools: Vec<Pool> = config
             .upstreams
             .iter()
-            .zip(&slots.0)
+            .zip(&slots.slots)
             .enumerate()
-            .map(|(i, (u, s))| Pool::new(i, u, s.clone()))
+            .map(|(i, (u, s))| Pool::new(i, u, s.clone(), slots.health_of(i)))
             .collect();
         let mut route_metrics: Vec<RouteMetrics> = config
             .routes

@@ -5,7 +5,7 @@
 //! every URL is dead, in which case they are all tried rather than failing without trying.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::Uri;
@@ -29,38 +29,58 @@ struct Target {
     dead_until_ms: AtomicU64,
 }
 
-/// Every upstream's connection slots (`max_connections`), made once per process and shared
-/// by the workers' pools.
+/// Every upstream's connection slots (`max_connections`) and its URLs' health, made once
+/// per process and shared by the workers' pools.
 #[derive(Debug, Clone)]
-pub struct UpstreamSlots(pub(super) Vec<Arc<Semaphore>>);
+pub struct UpstreamSlots {
+    pub(super) slots: Vec<Arc<Semaphore>>,
+    /// Per upstream, per URL: false while its active health check says it is down
+    /// (`health.rs`); always true without a check.
+    pub(super) healthy: Vec<Arc<[AtomicBool]>>,
+}
+
+fn all_healthy(up: &Upstream) -> Arc<[AtomicBool]> {
+    up.urls.iter().map(|_| AtomicBool::new(true)).collect()
+}
 
 impl UpstreamSlots {
     pub fn new(upstreams: &[Upstream]) -> Self {
-        UpstreamSlots(
-            upstreams
+        UpstreamSlots {
+            slots: upstreams
                 .iter()
                 .map(|u| Arc::new(Semaphore::new(u.max_connections.get())))
                 .collect(),
-        )
+            healthy: upstreams.iter().map(all_healthy).collect(),
+        }
     }
 
     /// The slots of a reloaded config's `new` upstreams: an upstream of the same name and
     /// `max_connections` as in `old` keeps its slots, so the requests still in flight on
-    /// the old config count against the same bound as the new ones.
+    /// the old config count against the same bound as the new ones; one with the same name
+    /// and URLs keeps its health marks.
     pub fn reloaded(&self, old: &[Upstream], new: &[Upstream]) -> Self {
-        UpstreamSlots(
-            new.iter()
-                .map(|u| {
-                    old.iter()
-                        .zip(&self.0)
-                        .find(|(o, _)| o.name == u.name && o.max_connections == u.max_connections)
-                        .map_or_else(
-                            || Arc::new(Semaphore::new(u.max_connections.get())),
-                            |(_, s)| s.clone(),
-                        )
+        let same = |u: &Upstream| old.iter().position(|o| o.name == u.name);
+        UpstreamSlots {
+            slots: new
+                .iter()
+                .map(|u| match same(u) {
+                    Some(i) if old[i].max_connections == u.max_connections => self.slots[i].clone(),
+                    _ => Arc::new(Semaphore::new(u.max_connections.get())),
                 })
                 .collect(),
-        )
+            healthy: new
+                .iter()
+                .map(|u| match same(u) {
+                    Some(i) if old[i].urls == u.urls => self.healthy[i].clone(),
+                    _ => all_healthy(u),
+                })
+                .collect(),
+        }
+    }
+
+    /// The health marks of upstream `index` (what its checks write).
+    pub fn health_of(&self, index: usize) -> Arc<[AtomicBool]> {
+        self.healthy[index].clone()
     }
 }
 
@@ -80,11 +100,19 @@ pub struct Pool {
     /// every worker's pool, so one HTTP/2 client's hundreds of streams cannot open
     /// hundreds of upstream connections.
     pub slots: Arc<Semaphore>,
+    /// Per target: what the active health check says (shared by every worker's pool).
+    healthy: Arc<[AtomicBool]>,
 }
 
 impl Pool {
-    /// Upstream `index` of the config; `slots` is shared by every worker's copy of it.
-    pub fn new(index: usize, up: &Upstream, slots: Arc<Semaphore>) -> Self {
+    /// Upstream `index` of the config; `slots` and `healthy` are shared by every worker's
+    /// copy of it.
+    pub fn new(
+        index: usize,
+        up: &Upstream,
+        slots: Arc<Semaphore>,
+        healthy: Arc<[AtomicBool]>,
+    ) -> Self {
         let targets = up
             .urls
             .iter()
@@ -102,6 +130,7 @@ impl Pool {
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
             slots,
+            healthy,
         }
     }
 
@@ -113,7 +142,9 @@ impl Pool {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// The next live target (round robin), or the next one at all if none is live.
+    /// The next live and healthy target (round robin), else the next live one, else the
+    /// next one at all: a health check that is wrong about every URL must not turn the
+    /// upstream off.
     pub fn pick(&self) -> usize {
         let n = self.targets.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
@@ -121,9 +152,12 @@ impl Pool {
             return 0;
         }
         let now = self.now_ms();
-        (0..n)
-            .map(|k| (start + k) % n)
-            .find(|&i| self.targets[i].dead_until_ms.load(Ordering::Relaxed) <= now)
+        let live = |i: &usize| self.targets[*i].dead_until_ms.load(Ordering::Relaxed) <= now;
+        let healthy = |i: &usize| self.healthy[*i].load(Ordering::Relaxed);
+        let order = || (0..n).map(|k| (start + k) % n);
+        order()
+            .find(|i| live(i) && healthy(i))
+            .or_else(|| order().find(live))
             .unwrap_or(start % n)
     }
 
@@ -160,8 +194,9 @@ mod tests {
             urls: urls.iter().map(|u| u.parse().unwrap()).collect(),
             max_connections: std::num::NonZeroUsize::MIN,
             tls: None,
+            health: None,
         };
-        Pool::new(0, &up, Arc::new(Semaphore::new(1)))
+        Pool::new(0, &up, Arc::new(Semaphore::new(1)), all_healthy(&up))
     }
 
     #[test]

@@ -264,10 +264,12 @@ impl Server {
                     .run(Shutdown::new(notify.subscribe()), on_live),
             );
         }
+        self.reloader.start_checks();
         self.ready.store(true, Ordering::Release);
         info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, workers = self.workers, "tollgate listening");
         shutdown.await;
         info!("shutting down");
+        self.reloader.stop_checks();
         self.ready.store(false, Ordering::Release);
         let _ = notify.send(());
         // Listeners close their sockets first, so new clients are refused while draining.

@@ -20,12 +20,14 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use tokio::task::JoinHandle;
 use tracing::{error, info};
 
 use crate::admin::{self, Views};
 use crate::config::{self, Config};
 use crate::limit::{Limiter, LimiterError, PolicyCarry};
 use crate::proxy::Gateway;
+use crate::proxy::health::{self, HealthMetrics};
 use crate::proxy::metrics::RequestMetrics;
 use crate::proxy::upstream::UpstreamSlots;
 
@@ -134,6 +136,10 @@ pub(crate) struct Reloader {
     metrics: Arc<RequestMetrics>,
     /// `tollgate_config_reloads_total{result="ok"|"error"}`.
     reloads: Family<ResultLabel, Counter>,
+    /// `tollgate_upstream_healthy`, and the running config's health checks (`None` until
+    /// the server runs; each reload replaces them).
+    health: HealthMetrics,
+    checks: Mutex<Option<Vec<JoinHandle<()>>>>,
 }
 
 /// Sections a reload may not change, and why.
@@ -156,6 +162,7 @@ impl Reloader {
         for result in ["ok", "error"] {
             drop(reloads.get_or_create(&ResultLabel { result }));
         }
+        let health = HealthMetrics::register(registry);
         let slots = UpstreamSlots::new(&config.upstreams);
         let views = Arc::new(ArcSwap::from_pointee(Views::new(&config)));
         let limiter = Arc::new(ArcSwap::new(limiter));
@@ -172,7 +179,36 @@ impl Reloader {
             live,
             metrics,
             reloads,
+            health,
+            checks: Mutex::new(None),
         })
+    }
+
+    /// Start the running config's health checks (the server is serving).
+    pub(crate) fn start_checks(&self) {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let (config, slots) = &*running;
+        let mut checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+        *checks = Some(health::spawn_checks(config, slots, &self.health));
+    }
+
+    /// Stop the health checks (shutdown).
+    pub(crate) fn stop_checks(&self) {
+        let mut checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+        for h in checks.take().into_iter().flatten() {
+            h.abort();
+        }
+    }
+
+    /// A reload's config takes over the checks, if they run.
+    fn restart_checks(&self, config: &Config, slots: &UpstreamSlots) {
+        let mut checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = checks.as_mut() {
+            for h in old.drain(..) {
+                h.abort();
+            }
+            *old = health::spawn_checks(config, slots, &self.health);
+        }
     }
 
     pub(crate) fn live(&self) -> &Arc<Live> {
@@ -221,6 +257,7 @@ impl Reloader {
         self.limiter.store(limiter.clone());
         self.live
             .publish(make_gateway(&new, &limiter, &self.metrics, &slots));
+        self.restart_checks(&new, &slots);
         *running = (new, slots);
         Ok(carried)
     }
