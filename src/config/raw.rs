@@ -157,6 +157,18 @@ pub struct RawUpstream {
     pub client_key: Option<String>,
     /// Active health checks of every URL.
     pub health: Option<super::health::RawHealth>,
+    /// HTTP/1.1, or HTTP/2 (h2c prior knowledge on http://, ALPN h2 on https://): gRPC.
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+}
+
+/// `upstreams.NAME.protocol`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    #[default]
+    Http1,
+    H2,
 }
 
 /// `[[routes]]`

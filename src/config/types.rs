@@ -13,7 +13,7 @@ pub use crate::normalize::PathRules;
 
 pub use super::raw::{
     AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, Mode, OnStoreError,
-    PathParameters, Site, StoreKind,
+    PathParameters, Site, StoreKind, UpstreamProtocol,
 };
 
 /// A config that passed validation.
@@ -286,6 +286,8 @@ pub struct Upstream {
     pub tls: Option<std::sync::Arc<super::UpstreamTls>>,
     /// Active health checks, when set.
     pub health: Option<super::HealthCheck>,
+    /// What the forwarder speaks to it.
+    pub protocol: UpstreamProtocol,
 }
 
 /// One `[[routes]]`.

@@ -44,6 +44,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
                 name: name.clone(),
                 tls: v.upstream_tls(name, u, &urls, origin),
                 health: u.health.as_ref().and_then(|h| v.health(name, h)),
+                protocol: u.protocol,
                 urls,
                 max_connections: v.upstream_max_connections(name, u.max_connections),
             }

@@ -23,7 +23,7 @@ use super::headers::{self, Hop, ViaValues};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
 use super::{ConnInfo, upgrade};
-use crate::config::{Config, Upstream};
+use crate::config::{Config, Upstream, UpstreamProtocol};
 use crate::limit::keys::canonical;
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
@@ -51,15 +51,22 @@ pub(super) fn upstream_client(up: &Upstream, connect_timeout: Duration) -> Upstr
     http.set_connect_timeout(Some(connect_timeout));
     // https URLs need the TCP connector to pass them on to TLS.
     http.enforce_http(false);
-    let connector = HttpsConnectorBuilder::new()
+    let tls = HttpsConnectorBuilder::new()
         .with_tls_config(super::upstream_tls::client_config(up))
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    Client::builder(TokioExecutor::new())
+        .https_or_http();
+    let mut client = Client::builder(TokioExecutor::new());
+    client
         .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(up.max_connections.get())
-        .build(connector)
+        .pool_max_idle_per_host(up.max_connections.get());
+    match up.protocol {
+        UpstreamProtocol::Http1 => client.build(tls.enable_http1().wrap_connector(http)),
+        // HTTP/2 only: h2c with prior knowledge on http://, ALPN `h2` on https://. One
+        // connection carries many streams, which gRPC expects.
+        UpstreamProtocol::H2 => {
+            client.http2_only(true);
+            client.build(tls.enable_http2().wrap_connector(http))
+        }
+    }
 }
 
 /// Everything step 5 needs besides the request: made once per worker from the config.
@@ -115,8 +122,25 @@ impl Forwarder {
         let path_and_query = upstream_path(entry, &parts)?;
         let client_version = parts.version;
         let upgrade = upgrade_proto.as_ref();
+        // `TE: trailers` is hop-by-hop on HTTP/1.1, but on HTTP/2 it is the one TE value a
+        // request may carry, and gRPC servers expect it: passed on to an h2 upstream.
+        let trailers = parts
+            .headers
+            .get_all(header::TE)
+            .iter()
+            .any(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
         prepare_headers(self, &mut parts, conn, client, peer_trusted, upgrade);
-        parts.version = Version::HTTP_11;
+        parts.version = match pool.protocol {
+            UpstreamProtocol::Http1 => Version::HTTP_11,
+            UpstreamProtocol::H2 => {
+                if trailers {
+                    parts
+                        .headers
+                        .insert(header::TE, HeaderValue::from_static("trailers"));
+                }
+                Version::HTTP_2
+            }
+        };
 
         let deadline = Instant::now() + self.upstream_timeout;
         let timed_out = || GatewayError::UpstreamTimeout {

@@ -152,12 +152,15 @@ impl Gateway {
             .then(|| (req.method().clone(), req.uri().path().to_owned()));
         let routed = canonical.and_then(|()| self.route(&req));
         let route = routed.as_ref().ok().cloned();
+        let grpc = respond::is_grpc(&req);
         // 4–5. limit, forward
         let result = match routed {
             Err(e) => Err(e),
             Ok(entry) => self.limit_and_forward(&entry, req, conn, client).await,
         };
-        // 6. respond
+        // 6. respond (a gRPC request's errors as gRPC; metrics and the log keep the HTTP
+        // status the error stands for, so a rate-limited gRPC call still counts as a 429)
+        let mut observed = None;
         let resp = result.unwrap_or_else(|err| {
             // Only the upstream's failures are worth a WARN each. Refusals of the client's
             // request (4xx, 429) are in the access log and metrics, so an attacker cannot
@@ -169,11 +172,15 @@ impl Gateway {
             } else {
                 tracing::debug!(route, %client, error = %err, kind = err.kind(), "request refused");
             }
+            if grpc {
+                observed = Some(err.status().as_u16());
+                return respond::error_response_grpc(&err, &inner.response);
+            }
             respond::error_response(&err, &inner.response)
         });
         // 7. observe
         let took = started.elapsed();
-        let status = resp.status().as_u16();
+        let status = observed.unwrap_or_else(|| resp.status().as_u16());
         let index = route
             .as_ref()
             .map_or(inner.route_metrics.len() - 1, |r| r.index);

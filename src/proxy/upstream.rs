@@ -91,6 +91,8 @@ pub struct Pool {
     pub name: Arc<str>,
     /// Position in the config's upstreams: which of the forwarder's clients it uses.
     pub index: usize,
+    /// HTTP/1.1 or HTTP/2 to it.
+    pub protocol: crate::config::UpstreamProtocol,
     targets: Vec<Target>,
     /// Round-robin cursor.
     next: AtomicUsize,
@@ -126,6 +128,7 @@ impl Pool {
         Pool {
             name: Arc::from(up.name.as_str()),
             index,
+            protocol: up.protocol,
             targets,
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
@@ -195,6 +198,7 @@ mod tests {
             max_connections: std::num::NonZeroUsize::MIN,
             tls: None,
             health: None,
+            protocol: Default::default(),
         };
         Pool::new(0, &up, Arc::new(Semaphore::new(1)), all_healthy(&up))
     }

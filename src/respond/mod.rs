@@ -9,7 +9,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
+mod grpc;
 pub mod ratelimit;
+
+pub use grpc::{error_response_grpc, is_grpc};
 
 use crate::body::{ResponseBody, full};
 use crate::config::Response as ResponseConfig;
@@ -105,7 +108,7 @@ impl GatewayError {
 impl GatewayError {
     /// What the client is told: the log line has the whole error, the problem body only
     /// what the client may know (never an OS or library error chain, nor a backend address).
-    fn public_detail(&self) -> String {
+    pub(crate) fn public_detail(&self) -> String {
         match self {
             GatewayError::UpstreamUnavailable { upstream, .. } => {
                 format!("upstream `{upstream}` is unavailable")
