@@ -199,6 +199,10 @@ pub struct RawRoute {
     pub upgrades: Vec<String>,
     /// Overrides `server.max_body_bytes` for this route.
     pub max_body_bytes: Option<u64>,
+    /// Requests without an account (with `[account] jwt`: without a token that verifies)
+    /// are answered 401.
+    #[serde(default)]
+    pub require_account: bool,
 }
 
 /// `match = { ... }` of a route.

@@ -15,6 +15,8 @@ pub struct RawAccount {
     /// Environment variable holding the secret for the keyed hash of account values; nodes
     /// sharing limits must share it. Unset: a built-in key (values are still never stored raw).
     pub hash_key_env: Option<String>,
+    /// The account is a claim of a verified token carried in `header` (`Bearer ` optional).
+    pub jwt: Option<super::jwt::RawJwt>,
 }
 
 /// `[response]`

@@ -141,6 +141,8 @@ pub struct Account {
     pub header: HeaderName,
     /// Key of the keyed hash applied to account values before they become keys or logs.
     pub hash_key: [u8; 16],
+    /// `jwt`: the header carries a token whose claim is the account.
+    pub jwt: Option<std::sync::Arc<super::Jwt>>,
 }
 
 impl Account {
@@ -312,6 +314,8 @@ pub struct Route {
     pub upgrades: Vec<String>,
     /// Largest request body (the route's, else the server's); `None` = unlimited.
     pub max_body_bytes: Option<u64>,
+    /// 401 for a request without a (verified) account.
+    pub require_account: bool,
 }
 
 /// The admin bearer token: compared in constant time, never printed (`Debug` masks it).

@@ -24,7 +24,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let mut v = Validator::default();
     let server = v.server(&raw, origin);
     let client_ip = v.client_ip(&raw.client_ip);
-    let account = raw.account.as_ref().and_then(|a| v.account(a));
+    let account = raw.account.as_ref().and_then(|a| v.account(a, origin));
     let policies = v.policies(&raw.policies);
     let store = v.store(&raw.store, origin);
     let cluster = v.cluster(&raw.cluster);
@@ -57,6 +57,14 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         s.via_pseudonym = default_via_pseudonym(&cluster.node_id);
     }
     v.account_is_defined(&policies, account.is_some());
+    for (i, r) in routes.iter().enumerate() {
+        if r.require_account && account.is_none() {
+            v.fail(
+                &format!("routes[{i}].require_account"),
+                "needs an [account] section to read the account from",
+            );
+        }
+    }
     let exempt = v.exemptions(raw.exempt.as_ref(), &raw.policies, account.as_ref());
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {
@@ -382,6 +390,7 @@ impl Validator {
                     methods,
                     upstream: upstream?,
                     strip_prefix: r.strip_prefix,
+                    require_account: r.require_account,
                 })
             })
             .collect()

@@ -71,7 +71,15 @@ impl Validator {
         nz
     }
 
-    pub(super) fn account(&mut self, raw: &RawAccount) -> Option<Account> {
+    pub(super) fn account(
+        &mut self,
+        raw: &RawAccount,
+        origin: &std::path::Path,
+    ) -> Option<Account> {
+        let jwt = match &raw.jwt {
+            Some(j) => Some(std::sync::Arc::new(self.jwt(j, origin)?)),
+            None => None,
+        };
         let header = HeaderName::from_bytes(raw.header.as_bytes())
             .map_err(|_| {
                 self.fail(
@@ -97,6 +105,7 @@ impl Validator {
         let mut h = SipHasher13::new();
         h.write(secret.as_bytes());
         Some(Account {
+            jwt,
             header: header?,
             hash_key: h.finish128().as_bytes(),
         })

@@ -129,6 +129,7 @@ mod tests {
             case_insensitive: false,
             upgrades: Vec::new(),
             max_body_bytes: None,
+            require_account: false,
         };
         v.fallback_shares(
             &[route],

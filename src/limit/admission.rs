@@ -36,6 +36,9 @@ pub struct Admission {
     pub unavailable: Option<Nanos>,
     /// With `unavailable`: the policies the store could not decide.
     pub unavailable_policies: Vec<Arc<str>>,
+    /// The route requires an account and the request has none (or a token that does not
+    /// verify): answer 401, nothing asked.
+    pub unauthenticated: bool,
     /// Leaky bucket: hold the request this long before forwarding.
     pub delay: Nanos,
     /// Enforcing policies that applied, in the route's order.

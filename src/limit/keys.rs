@@ -100,10 +100,15 @@ impl KeyBuilder {
             .find(|(net, _)| net.contains(&client))
             .map_or(NonZeroU32::MIN, |(_, h)| *h);
         let account = self.account.as_ref().and_then(|a| {
-            single(headers, &a.header)
-                .map(|v| v.filter(|v| !v.is_empty()))
-                .transpose()
-                .map(|v| v.map(|v| keyed_hash(&a.hash_key, v)))
+            let value = match single(headers, &a.header) {
+                Err(ambiguous) => return Some(Err(ambiguous)),
+                Ok(v) => v.filter(|v| !v.is_empty())?,
+            };
+            Some(Ok(match &a.jwt {
+                None => keyed_hash(&a.hash_key, value),
+                // A token that does not verify is no account at all: never a fresh one.
+                Some(jwt) => keyed_hash(&a.hash_key, jwt.account(bearer(value)?)?.as_bytes()),
+            }))
         });
         RequestFacts {
             ip: self.ip_part(client),
@@ -190,6 +195,16 @@ fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h [u
     Ok(Some(first.as_bytes()))
 }
 
+/// The token of an `Authorization: Bearer <token>` value (or a bare token).
+fn bearer(value: &[u8]) -> Option<&str> {
+    let v = std::str::from_utf8(value).ok()?.trim();
+    let token = match v.split_once(' ') {
+        Some((scheme, t)) if scheme.eq_ignore_ascii_case("bearer") => t.trim(),
+        _ => v,
+    };
+    (!token.is_empty()).then_some(token)
+}
+
 /// The nine standard methods (RFC 9110, RFC 5789) key as themselves; any other is `other`,
 /// so made-up methods cannot mint fresh budgets.
 fn method_part(method: &Method) -> &str {
@@ -222,6 +237,7 @@ mod tests {
         let account = Account {
             header: http::HeaderName::from_static("x-api-key"),
             hash_key: [7; 16],
+            jwt: None,
         };
         KeyBuilder::new(&client_ip, Some(account))
     }

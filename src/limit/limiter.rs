@@ -340,6 +340,12 @@ impl Limiter {
         headers: &HeaderMap,
     ) -> Admission {
         let limits = &self.routes[route];
+        if limits.require_account && !self.has_account(client, route_name, method, headers) {
+            return Admission {
+                unauthenticated: true,
+                ..Admission::default()
+            };
+        }
         let asks = match self.asks(limits, route_name, client, method, headers) {
             Ok(asks) if !asks.is_empty() => asks,
             Ok(_) => return Admission::default(),
@@ -399,6 +405,19 @@ impl Limiter {
             }
         }
         Ok(asks)
+    }
+
+    /// Whether the request names an account (with `[account] jwt`: a token that verifies);
+    /// one stated twice is none.
+    fn has_account(
+        &self,
+        client: IpAddr,
+        route: &str,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> bool {
+        let facts = self.keys.facts(client, route, method, headers);
+        matches!(facts.account, Some(Ok(_)))
     }
 
     /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated

@@ -66,6 +66,8 @@ pub(super) struct RouteLimits {
     /// Decision counters, aligned with `entries`.
     pub counters: Vec<OutcomeCounters>,
     pub on_store_error: OnStoreError,
+    /// 401 for a request without a (verified) account, before any policy.
+    pub require_account: bool,
 }
 
 impl RouteLimits {
@@ -98,6 +100,7 @@ impl RouteLimits {
                 .collect(),
             entries,
             on_store_error: route.on_store_error,
+            require_account: route.require_account,
         }
     }
 }

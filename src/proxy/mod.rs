@@ -236,6 +236,9 @@ impl Gateway {
         if let Some(what) = admission.ambiguous {
             return Err(GatewayError::BadRequest(what));
         }
+        if admission.unauthenticated {
+            return Err(GatewayError::Unauthenticated);
+        }
         if let Some(retry_after) = admission.unavailable {
             return Err(GatewayError::StoreUnavailable {
                 retry_after,

@@ -17,6 +17,7 @@ mod code {
     pub const RESOURCE_EXHAUSTED: u8 = 8;
     pub const UNIMPLEMENTED: u8 = 12;
     pub const UNAVAILABLE: u8 = 14;
+    pub const UNAUTHENTICATED: u8 = 16;
 }
 
 /// Whether a request is gRPC (its answers must be gRPC too).
@@ -40,6 +41,7 @@ fn status_of(err: &GatewayError) -> u8 {
         }
         GatewayError::NoRoute { .. } => code::UNIMPLEMENTED,
         GatewayError::BadRequest(_) => code::INVALID_ARGUMENT,
+        GatewayError::Unauthenticated => code::UNAUTHENTICATED,
         _ => code::UNKNOWN,
     }
 }

@@ -46,6 +46,9 @@ pub enum GatewayError {
     /// The upstream switched protocols the client did not ask for (or is not allowed).
     #[error("upstream `{upstream}` answered 101 to a request that did not ask for {what}")]
     UnexpectedUpgrade { upstream: String, what: String },
+    /// The route requires an account and the request has none that verifies.
+    #[error("this route requires an account (a valid token)")]
+    Unauthenticated,
     /// An enforcing policy denied the request; the report names which and for how long.
     #[error("rate limited")]
     RateLimited(Vec<PolicyReport>),
@@ -75,6 +78,7 @@ impl GatewayError {
             GatewayError::UnexpectedUpgrade { .. } => StatusCode::BAD_GATEWAY,
             GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::Unauthenticated => StatusCode::UNAUTHORIZED,
         }
     }
 
@@ -101,6 +105,7 @@ impl GatewayError {
             GatewayError::UnexpectedUpgrade { .. } => "unexpected_upgrade",
             GatewayError::RateLimited(_) => "rate_limited",
             GatewayError::StoreUnavailable { .. } => "store_unavailable",
+            GatewayError::Unauthenticated => "unauthenticated",
         }
     }
 }
@@ -139,6 +144,10 @@ pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<Resp
         body["violated-policies"] = policies.iter().map(|p| p.to_string()).collect();
     }
     let mut resp = problem(status, body);
+    if let GatewayError::Unauthenticated = err {
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
     if let GatewayError::StoreUnavailable { retry_after, .. } = err {
         resp.headers_mut().insert(
             header::RETRY_AFTER,

@@ -6,33 +6,26 @@
 //!   `grant.rs`), so leases never admit more than the policy.
 //! - **Expiry**: a cell not spent within `lease_ttl` of conforming is dropped.
 //! - **Batch size**: `k` follows this node's own demand for the key (requests seen in the
-//!   last `lease_target`), between 1 and `lease_max`.
-//! - **Refill**: at a low-water mark (half a batch left) the node asks again, in the
-//!   background, so requests do not wait on the store in the steady state.
+//!   last `lease_target`, scaled to the TTL), between 1 and `lease_max` (`size.rs`).
+//! - **Refill**: once the node holds less than it spends in two round trips (at least: once
+//!   it holds nothing) it asks again, in the background, so requests do not wait on the
+//!   store in the steady state.
 //! - **Empty coordinator**: a short or empty grant says when more cells enter the horizon;
-//!   the node does not ask again before then (no polling an empty coordinator).
+//!   the node does not ask again before then (no polling an empty coordinator), and after
+//!   empty answers in a row it backs off further (`size::back_off`).
 
 use smallvec::SmallVec;
 
 use super::grant::Grant;
 use super::params::LeaseParams;
+use super::size::{RESERVE_FROM, back_off, reserve_batch, slack_batch};
 use crate::limit::clock::Nanos;
 
 /// Weight of the last closed window in the demand average.
 const DECAY: f64 = 0.25;
 
-/// Expected requests per TTL from which a node takes reservations (at 3, a reserved cell
-/// expires unspent about 5 % of the time: e^-3).
-const RESERVE_FROM: f64 = 3.0;
-
-/// Most of a TTL's traffic one batch may cover while the key has slack.
-const SLACK_SHARE: f64 = 0.8;
-
 /// Refill calls a hot key may have out at once.
 pub const MAX_IN_FLIGHT: u8 = 4;
-
-/// Most of a TTL's traffic one batch may cover (the default 20 ms target of a 50 ms TTL).
-const TTL_SHARE: f64 = 0.4;
 
 /// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +103,10 @@ pub struct LeaseBook {
     demand: f64,
     /// See [`LeaseBook::last_conform`].
     last_conform: i128,
+    /// The last take found too few conforming cells: a request is waiting for a refill.
+    waiting: bool,
+    /// Empty answers in a row, for the back-off.
+    empties: u8,
     /// Cells dropped unspent (read by tests; not yet exported as a metric).
     pub expired: u64,
 }
@@ -126,6 +123,7 @@ impl LeaseBook {
         let (t, now_t) = (p.interval(), ticks(p, now));
         self.expire(p, now_t, t);
         let ready: u32 = self.batches.iter().map(|b| b.ready(now_t, t)).sum();
+        self.waiting = ready < cost;
         if ready < cost {
             return Take::Denied {
                 retry_after: self.retry_after(p, cost, now, now_t, t),
@@ -170,17 +168,19 @@ impl LeaseBook {
         );
     }
 
-    /// Cells to ask the coordinator for now, if it is time to ask: a whole batch once fewer
-    /// than half a batch is held. (Tuned on the simulator's seed trace: topping up to `k`
-    /// instead doubles the calls; asking at exactly half holds more than a slow node can
-    /// spend within the TTL; `k` from the rounded average rather than its ceiling for the
-    /// same reason.)
+    /// Cells to ask the coordinator for now, if it is time to ask: a batch (see
+    /// [`LeaseBook::batch_size`]) once the node holds less than it spends in two round trips
+    /// to the coordinator (at least: once it holds nothing), so the refill lands before the
+    /// book runs dry and no cells are fetched long before they are needed (a batch that
+    /// waits behind cells still held is spent late, and at the limit every cell that
+    /// expires is an admission lost: asking at half a batch lost 1.5 % there).
     ///
-    /// The ask's `lead` is how far ahead the granted cells may conform. A node that sees a
-    /// few requests per TTL takes reservations up to the coordinator's horizon; a slower
-    /// one would lose most future cells to expiry (its next request comes after the TTL as
-    /// often as not), so it asks only for cells that conform now, and only with a request
-    /// waiting for one.
+    /// The ask's `lead` is how far ahead the granted cells may conform. A node that sees
+    /// enough requests per TTL (`RESERVE_FROM`) takes reservations up to the coordinator's
+    /// horizon; a slower one would lose future cells to expiry, so it asks only for cells
+    /// that conform now, and only with a request waiting for one. While the key's bucket
+    /// has slack every node asks for cells that conform now (bigger batches: see
+    /// `batch_size`), again only once it holds nothing.
     ///
     /// A hot key may have up to [`MAX_IN_FLIGHT`] calls out (cells asked for count as held),
     /// so its supply is not one batch per round trip; a slow one has at most one.
@@ -188,23 +188,32 @@ impl LeaseBook {
         if self.in_flight >= MAX_IN_FLIGHT || now < self.blocked_until {
             return None;
         }
-        let k = self.batch_size(p);
-        let held = self.held().saturating_add(self.pending);
-        let per_ttl = self.demand * p.ttl as f64 / p.target as f64;
-        let lead = if per_ttl >= RESERVE_FROM {
-            p.horizon
-        } else {
-            0
-        };
-        // The low-water mark: half a batch, or what this node spends in two round trips to
-        // the coordinator if that is more (a hot key must not run dry while its refill is
-        // out; with an in-process coordinator the round trip is zero).
-        let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
-        let low = (f64::from(k) / 2.0).max(in_two_trips);
+        let reserve = self.per_ttl(p) >= RESERVE_FROM && !self.slack;
+        let lead = if reserve { p.horizon } else { 0 };
         if self.in_flight > 0 && lead == 0 {
             return None;
         }
-        (f64::from(held) < low).then_some(RefillAsk { want: k, lead })
+        if !reserve && !self.slack && !self.waiting {
+            return None;
+        }
+        let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
+        let held = self.held().saturating_add(self.pending);
+        (f64::from(held) < in_two_trips.max(1.0)).then(|| RefillAsk {
+            want: self.batch_size(p),
+            lead,
+        })
+    }
+
+    /// This node's requests per TTL for the key (λ). Until a first window has closed, the
+    /// open window's count stands in (a lower bound of its demand), so a new key, or a long
+    /// `lease_target`, does not start at nothing.
+    fn per_ttl(&self, p: &LeaseParams) -> f64 {
+        let demand = if self.demand > 0.0 {
+            self.demand
+        } else {
+            f64::from(self.window.saturating_sub(1))
+        };
+        demand * p.ttl as f64 / p.target as f64
     }
 
     /// `ask` is out since `now`.
@@ -245,7 +254,15 @@ impl LeaseBook {
             let missing = i128::from(want - g.granted);
             let lead = i64::try_from(ask.lead).unwrap_or(i64::MAX);
             let wait = p.ticks(g.frontier) + missing * t - p.ticks(lead);
-            self.blocked_until = now.saturating_add(p.ns_ceil(wait).max(0) as u64);
+            let mut wait = p.ns_ceil(wait).max(0) as u64;
+            if g.granted == 0 {
+                self.empties = self.empties.saturating_add(1);
+                wait = wait.max(back_off(p.ttl, self.empties));
+            }
+            self.blocked_until = now.saturating_add(wait);
+        }
+        if g.granted > 0 {
+            self.empties = 0;
         }
     }
 
@@ -274,27 +291,20 @@ impl LeaseBook {
         self.batches.is_empty() && self.in_flight == 0 && now >= self.blocked_until
     }
 
-    /// `k`: this node's demand over `lease_target`, within 1..=`lease_max`.
-    /// Until a first window has closed, the open window's count stands in (a lower bound
-    /// of its demand), so a new key, or a long `lease_target`, does not pin `k` at 1.
+    /// `k`: how many cells one call asks for, within 1..=`lease_max`. While the key's
+    /// bucket has slack, a TTL's demand with margin (`size::slack_batch`: cells that expire
+    /// cost nothing then, and a thin node makes about one call per TTL it is busy instead of
+    /// one per request). Otherwise the largest batch this node spends within the TTL of its
+    /// cells conforming, at its own rate, three deviations slow (`size::reserve_batch`).
     pub fn batch_size(&self, p: &LeaseParams) -> u32 {
-        let demand = if self.demand > 0.0 {
-            self.demand
-        } else {
-            f64::from(self.window.saturating_sub(1))
-        };
-        // Never more than a share of what the node spends within one TTL: a batch held
-        // longer than that would expire unspent.
-        let per_ttl = demand * p.ttl as f64 / p.target as f64;
+        let per_ttl = self.per_ttl(p);
         let k = if self.slack {
-            // The key's bucket was nearly full at the last grant: nobody is short
-            // of cells, so a batch may cover most of a TTL (a cell that expires costs an
-            // admission only when the bucket runs low, and then this stops).
-            per_ttl * SLACK_SHARE
+            slack_batch(per_ttl)
         } else {
-            demand.min(per_ttl * TTL_SHARE)
+            let interval = p.ns_ceil(p.interval()) as f64;
+            reserve_batch(per_ttl, per_ttl * interval / p.ttl.max(1) as f64)
         };
-        (k.round() as u32).clamp(1, p.max)
+        (k as u32).clamp(1, p.max)
     }
 
     fn count_demand(&mut self, p: &LeaseParams, cost: u32, now: Nanos) {

@@ -7,6 +7,8 @@
 //! - `grant.rs`: the coordinator's grant rule and the in-process coordinator (and the
 //!   over-admission bound, proved there);
 //! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill;
+//! - `size.rs`: how many cells a node asks for, and how long it stays away after an
+//!   empty answer (pure functions of its demand);
 //! - `books.rs`: every book of this node, in lock shards bounded by `max_keys`;
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
@@ -17,6 +19,7 @@ mod grant;
 mod params;
 mod refill;
 mod site;
+mod size;
 
 pub use book::{LeaseBook, RefillAsk, Take};
 pub use grant::{Grant, MemoryCoordinator, grant};

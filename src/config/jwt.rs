@@ -1,0 +1,185 @@
+//! `[account] jwt`: the account is a claim of a verified JSON Web Token instead of a raw
+//! header value, so a client cannot name someone else's account (or a fresh one per
+//! request) for a fresh budget. HS256 with a secret from the environment, or the RS256 /
+//! ES256 / EdDSA keys of a JWKS file; signature, `exp` and `nbf` are checked (and `iss` /
+//! `aud` when set), by the `jsonwebtoken` crate.
+
+use std::path::Path;
+use std::time::Duration;
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+use super::validate::Validator;
+
+/// `jwt = { ... }` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJwt {
+    /// The claim naming the account (`sub` by default).
+    #[serde(default = "default_claim")]
+    pub claim: String,
+    /// HS256: the environment variable holding the shared secret.
+    pub hs256_secret_env: Option<String>,
+    /// RS256/ES256/EdDSA: a JWKS file (`{"keys": [...]}`) of public keys.
+    pub jwks_file: Option<String>,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    #[serde(default = "default_leeway")]
+    pub leeway: String,
+}
+
+fn default_claim() -> String {
+    "sub".into()
+}
+
+fn default_leeway() -> String {
+    "30s".into()
+}
+
+/// A verifier of account tokens.
+pub struct Jwt {
+    /// Keys with their `kid` (tokens naming a kid use only that key) and algorithm.
+    keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
+    validation: Validation,
+    pub claim: String,
+}
+
+impl std::fmt::Debug for Jwt {
+    /// Never the keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jwt")
+            .field("keys", &self.keys.len())
+            .field("claim", &self.claim)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Jwt {
+    /// The account a token names: its claim, when the token verifies (a string or a
+    /// number); `None` for any token that does not.
+    pub fn account(&self, token: &str) -> Option<String> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        let claims = self
+            .keys
+            .iter()
+            .filter(|(kid, _, alg)| {
+                *alg == header.alg && (header.kid.is_none() || *kid == header.kid)
+            })
+            .find_map(|(_, key, alg)| {
+                let mut v = self.validation.clone();
+                v.algorithms = vec![*alg];
+                jsonwebtoken::decode::<serde_json::Value>(token, key, &v).ok()
+            })?
+            .claims;
+        match claims.get(&self.claim)? {
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+impl Validator {
+    pub(super) fn jwt(&mut self, raw: &RawJwt, origin: &Path) -> Option<Jwt> {
+        let keys = match (&raw.hs256_secret_env, &raw.jwks_file) {
+            (Some(var), None) => match std::env::var(var) {
+                Ok(s) if s.len() >= 32 => vec![(
+                    None,
+                    DecodingKey::from_secret(s.as_bytes()),
+                    Algorithm::HS256,
+                )],
+                Ok(_) => {
+                    self.fail(
+                        "account.jwt.hs256_secret_env",
+                        format!("environment variable `{var}` must hold at least 32 bytes"),
+                    );
+                    return None;
+                }
+                Err(_) => {
+                    self.fail(
+                        "account.jwt.hs256_secret_env",
+                        format!("environment variable `{var}` is not set"),
+                    );
+                    return None;
+                }
+            },
+            (None, Some(file)) => self.jwks(file, origin)?,
+            _ => {
+                self.fail(
+                    "account.jwt",
+                    "needs exactly one of hs256_secret_env and jwks_file",
+                );
+                return None;
+            }
+        };
+        if raw.claim.is_empty() {
+            self.fail("account.jwt.claim", "must name a claim");
+        }
+        let leeway: Duration = self.duration("account.jwt.leeway", &raw.leeway)?;
+        let mut validation = Validation::new(keys[0].2);
+        validation.leeway = leeway.as_secs();
+        validation.validate_nbf = true;
+        match &raw.audience {
+            Some(a) => validation.set_audience(&[a]),
+            None => validation.validate_aud = false,
+        }
+        if let Some(i) = &raw.issuer {
+            validation.set_issuer(&[i]);
+        }
+        Some(Jwt {
+            keys,
+            validation,
+            claim: raw.claim.clone(),
+        })
+    }
+
+    fn jwks(
+        &mut self,
+        file: &str,
+        origin: &Path,
+    ) -> Option<Vec<(Option<String>, DecodingKey, Algorithm)>> {
+        let key = "account.jwt.jwks_file";
+        let path = self.readable(key, origin, file)?;
+        let set: JwkSet = match std::fs::read(&path).map(|b| serde_json::from_slice(&b)) {
+            Ok(Ok(set)) => set,
+            _ => {
+                self.fail(
+                    key,
+                    format!(
+                        "`{}` is not a JWKS (JSON with a `keys` array)",
+                        path.display()
+                    ),
+                );
+                return None;
+            }
+        };
+        let keys: Vec<_> = set
+            .keys
+            .iter()
+            .filter_map(|jwk| {
+                let alg = jwk
+                    .common
+                    .key_algorithm?
+                    .to_string()
+                    .parse::<Algorithm>()
+                    .ok()?;
+                let decoding = DecodingKey::from_jwk(jwk).ok()?;
+                (alg != Algorithm::HS256).then(|| (jwk.common.key_id.clone(), decoding, alg))
+            })
+            .collect();
+        if keys.is_empty() {
+            self.fail(
+                key,
+                format!(
+                    "`{}` has no usable public key (each needs `alg`)",
+                    path.display()
+                ),
+            );
+            return None;
+        }
+        Some(keys)
+    }
+}
