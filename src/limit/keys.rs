@@ -69,11 +69,19 @@ impl KeyBuilder {
     /// values changed (a reload then cannot carry the old keys' state).
     pub fn rekeys(&self, next: &KeyBuilder, policy: &[KeyPart]) -> bool {
         let secret = |b: &KeyBuilder| b.account.as_ref().map(|a| a.hash_key);
+        // With `jwt`, the account is a claim: another claim names accounts otherwise.
+        let claim = |b: &KeyBuilder| {
+            b.account
+                .as_ref()
+                .and_then(|a| a.jwt.as_ref())
+                .map(|j| j.claim.clone())
+        };
         let ip = policy.contains(&KeyPart::Ip) && self.ipv6_prefix != next.ipv6_prefix;
         let hashed = policy
             .iter()
             .any(|p| matches!(p, KeyPart::Account | KeyPart::Header(_)));
-        ip || (hashed && secret(self) != secret(next))
+        let account = policy.contains(&KeyPart::Account) && claim(self) != claim(next);
+        ip || account || (hashed && secret(self) != secret(next))
     }
 
     /// Every distinct headroom level a client may get.
