@@ -60,7 +60,7 @@ pub fn describe(
     let line = if old.key != new.key {
         "store: reset (its key changed)"
     } else if rekeyed {
-        "store: reset (its keys are derived differently: [client_ip] ipv6_prefix or the [account] hash key changed)"
+        "store: reset (its keys are derived differently: [client_ip] ipv6_prefix, the [account] hash key or its jwt claim changed)"
     } else if old.algorithm != new.algorithm {
         "store: reset (another algorithm: the script reads the old state as full)"
     } else if new.algorithm == AlgorithmName::SlidingWindow && old.period != new.period {

@@ -181,7 +181,7 @@ fn outcome(old: &PolicyRuntime, new: &PolicyRuntime, rekeyed: bool) -> Carry {
         Carry::Reset("its key changed")
     } else if rekeyed {
         Carry::Reset(
-            "its keys are derived differently: [client_ip] ipv6_prefix or the [account] hash key changed",
+            "its keys are derived differently: [client_ip] ipv6_prefix, the [account] hash key or its jwt claim changed",
         )
     } else if concurrency(new) != concurrency(old) {
         Carry::Reset("requests in flight and spent cells are different counts")
