@@ -14,6 +14,7 @@ mod raw;
 mod raw_limits;
 mod raw_safety;
 mod raw_store;
+mod store_sentinel;
 mod store_tls;
 mod types;
 mod upstream_tls;

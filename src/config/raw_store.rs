@@ -25,6 +25,11 @@ pub struct RawStore {
     pub client_cert: Option<String>,
     /// rediss: PEM private key of `client_cert`.
     pub client_key: Option<String>,
+    /// redis-sentinel: the sentinels' `redis://` addresses.
+    #[serde(default)]
+    pub sentinels: Vec<String>,
+    /// redis-sentinel: the master name the sentinels monitor.
+    pub master_name: Option<String>,
     /// Per store call: a slow store is worse than a down one.
     #[serde(default = "defaults::store_timeout")]
     pub timeout: String,
@@ -46,6 +51,8 @@ impl Default for RawStore {
             ca_file: None,
             client_cert: None,
             client_key: None,
+            sentinels: Vec::new(),
+            master_name: None,
             timeout: defaults::store_timeout(),
             breaker: RawBreaker::default(),
             key_prefix: defaults::key_prefix(),
@@ -61,6 +68,8 @@ pub enum StoreKind {
     Memory,
     Redis,
     RedisCluster,
+    /// One master found through Redis Sentinel (and found again after a failover).
+    RedisSentinel,
 }
 
 /// `store.breaker`

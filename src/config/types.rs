@@ -69,6 +69,9 @@ pub struct Store {
     pub username: Option<String>,
     /// `rediss://` roots and client certificate, when set.
     pub tls: Option<super::StoreTls>,
+    /// redis-sentinel: the sentinels and the master name they monitor.
+    pub sentinels: Vec<String>,
+    pub master_name: Option<String>,
     pub timeout: Duration,
     pub breaker_failures: NonZeroU32,
     pub breaker_cooldown: Duration,

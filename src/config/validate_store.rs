@@ -17,7 +17,8 @@ pub const MAX_EXPECTED_NODES: u32 = 10_000;
 impl Validator {
     pub(super) fn store(&mut self, raw: &RawStore, origin: &std::path::Path) -> Option<Store> {
         let before = self.problem_count();
-        let needs_urls = raw.kind != StoreKind::Memory;
+        let needs_urls = matches!(raw.kind, StoreKind::Redis | StoreKind::RedisCluster);
+        let (sentinels, master_name) = self.sentinels(raw);
         if needs_urls && raw.urls.is_empty() {
             self.fail(
                 "store.urls",
@@ -25,10 +26,13 @@ impl Validator {
             );
         }
         if !needs_urls && !raw.urls.is_empty() {
-            self.fail(
-                "store.urls",
-                "the memory store has no URLs (set kind = \"redis\")",
-            );
+            let why = match raw.kind {
+                StoreKind::RedisSentinel => {
+                    "a sentinel store is found through `sentinels`, not URLs"
+                }
+                _ => "the memory store has no URLs (set kind = \"redis\")",
+            };
+            self.fail("store.urls", why);
         }
         for (i, u) in raw.urls.iter().enumerate() {
             let ok = (u.starts_with("redis://") || u.starts_with("rediss://"))
@@ -71,6 +75,8 @@ impl Validator {
             password,
             username,
             tls,
+            sentinels,
+            master_name,
             timeout: timeout?,
             breaker_failures: failures?,
             breaker_cooldown: cooldown?,

@@ -8,6 +8,7 @@ pub mod peers;
 pub mod process;
 pub mod redis;
 pub mod reload;
+pub mod sentinel;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -30,6 +30,8 @@ pub struct RedisServer {
     /// A TLS port besides the plain one (which the harness itself uses), with the shipped
     /// development certificate; `.1`: clients must present a certificate it vouches for.
     tls: Option<(u16, bool)>,
+    /// More `redis-server` arguments (`--replicaof HOST PORT`).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -42,6 +44,16 @@ impl RedisServer {
     /// with `client_auth`, TLS clients must present a certificate that one vouches for.
     pub fn start_tls(client_auth: bool) -> Self {
         Self::launch_with(false, false, Some(client_auth))
+    }
+
+    /// A replica of `master` (returns once it answers; replication may still be syncing).
+    pub fn start_replica_of(master: &RedisServer) -> Self {
+        let extra = vec![
+            "--replicaof".to_string(),
+            "127.0.0.1".to_string(),
+            master.port.to_string(),
+        ];
+        Self::launch_full(false, false, None, extra)
     }
 
     /// `rediss://localhost:TLS_PORT` (the certificate names localhost).
@@ -108,6 +120,10 @@ impl RedisServer {
     }
 
     fn launch_with(cluster: bool, persistent: bool, tls: Option<bool>) -> Self {
+        Self::launch_full(cluster, persistent, tls, Vec::new())
+    }
+
+    fn launch_full(cluster: bool, persistent: bool, tls: Option<bool>, extra: Vec<String>) -> Self {
         let mut server = RedisServer {
             port: 0,
             child: None,
@@ -115,6 +131,7 @@ impl RedisServer {
             bus_port: None,
             persistent,
             tls: None,
+            extra,
         };
         let mut errors = Vec::new();
         for _ in 0..START_ATTEMPTS {
@@ -152,6 +169,7 @@ impl RedisServer {
             .args(["--daemonize", "no"])
             .args(["--enable-debug-command", "yes", "--dir"])
             .arg(&self.dir);
+        cmd.args(&self.extra);
         if let Some((tls_port, auth)) = self.tls {
             let cert = super::repo_path("certs/localhost.pem");
             let key = super::repo_path("certs/localhost-key.pem");
@@ -284,7 +302,7 @@ impl RedisCluster {
     }
 }
 
-fn cli(port: u16, args: &[&str]) -> String {
+pub(super) fn cli(port: u16, args: &[&str]) -> String {
     let out = run_cli(|cmd| {
         cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()])
             .args(args);
@@ -310,7 +328,7 @@ fn run_cli(build: impl FnOnce(&mut Command)) -> Output {
 
 /// Sends one command as a RESP array and returns a status, integer or bulk reply as text.
 /// Raw TCP because polling through `redis-cli` would spawn a process per try.
-fn command(port: u16, args: &[&str]) -> io::Result<String> {
+pub(super) fn command(port: u16, args: &[&str]) -> io::Result<String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -337,7 +355,7 @@ fn command(port: u16, args: &[&str]) -> io::Result<String> {
 }
 
 /// Ports the OS found free a moment ago; held together so they differ from each other.
-fn free_ports(n: usize) -> Vec<u16> {
+pub(super) fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
         .collect();
@@ -347,7 +365,7 @@ fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
-fn fresh_dir() -> PathBuf {
+pub(super) fn fresh_dir() -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("tollgate-redis-{}-{n}", std::process::id()));

@@ -11,6 +11,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
 use super::BACKGROUND_TIMEOUT;
+use super::sentinel::LazySentinel;
 use crate::config::{Store, StoreKind};
 
 /// Single server or cluster; both speak `ConnectionLike`.
@@ -20,6 +21,8 @@ pub enum Connection {
     /// Cluster connections are made on first use, so the gateway starts while the cluster
     /// is still down; `OnceCell` retries the connect on the next call after a failure.
     Cluster(std::sync::Arc<LazyCluster>),
+    /// The master named by Redis Sentinel, asked for again after a failover.
+    Sentinel(std::sync::Arc<LazySentinel>),
 }
 
 pub struct LazyCluster {
@@ -59,6 +62,16 @@ impl Connection {
                 Ok(Connection::Single(ConnectionManager::new_lazy_with_config(
                     client, config,
                 )?))
+            }
+            StoreKind::RedisSentinel => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(connect_timeout))
+                    .set_response_timeout(Some(store.timeout.max(BACKGROUND_TIMEOUT)))
+                    .set_number_of_retries(0)
+                    .set_max_delay(Duration::from_millis(200));
+                Ok(Connection::Sentinel(std::sync::Arc::new(
+                    LazySentinel::new(store, config)?,
+                )))
             }
             StoreKind::RedisCluster => {
                 let mut b = ClusterClient::builder(store.urls.iter().map(String::as_str))
@@ -106,7 +119,7 @@ impl Connection {
     /// breaker is open this is what makes a dropped connection reconnect.
     pub async fn ping(&mut self, key: &str) -> redis::RedisResult<()> {
         let cmd = match self {
-            Connection::Single(_) => redis::cmd("PING"),
+            Connection::Single(_) | Connection::Sentinel(_) => redis::cmd("PING"),
             Connection::Cluster(_) => redis::cmd("EXISTS").arg(key).clone(),
         };
         cmd.query_async::<redis::Value>(self).await.map(drop)
@@ -161,6 +174,10 @@ impl ConnectionLike for Connection {
                 let lazy = lazy.clone();
                 Box::pin(async move { lazy.get().await?.req_packed_command(cmd).await })
             }
+            Connection::Sentinel(s) => {
+                let s = s.clone();
+                Box::pin(async move { s.command(cmd).await })
+            }
         }
     }
 
@@ -180,6 +197,10 @@ impl ConnectionLike for Connection {
                         .req_packed_commands(cmd, offset, count)
                         .await
                 })
+            }
+            Connection::Sentinel(s) => {
+                let s = s.clone();
+                Box::pin(async move { s.commands(cmd, offset, count).await })
             }
         }
     }

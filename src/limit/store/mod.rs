@@ -29,6 +29,7 @@ mod breaker;
 mod connection;
 mod debts;
 pub(crate) mod metrics;
+mod sentinel;
 mod slot;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,50 @@
+//! `[store] kind = "redis-sentinel"`: the master is found through Redis Sentinel
+//! (`sentinels`, `master_name`) and found again after a failover (`limit/store/sentinel.rs`).
+
+use super::raw_store::{RawStore, StoreKind};
+use super::validate::Validator;
+
+impl Validator {
+    /// `sentinels` and `master_name`: required with the sentinel kind, refused otherwise.
+    pub(super) fn sentinels(&mut self, raw: &RawStore) -> (Vec<String>, Option<String>) {
+        if raw.kind != StoreKind::RedisSentinel {
+            if !raw.sentinels.is_empty() {
+                self.fail(
+                    "store.sentinels",
+                    "only kind = \"redis-sentinel\" uses sentinels",
+                );
+            }
+            if raw.master_name.is_some() {
+                self.fail(
+                    "store.master_name",
+                    "only kind = \"redis-sentinel\" names a master",
+                );
+            }
+            return (Vec::new(), None);
+        }
+        if raw.sentinels.is_empty() {
+            self.fail(
+                "store.sentinels",
+                "needs at least one redis:// address of a sentinel",
+            );
+        }
+        for (i, u) in raw.sentinels.iter().enumerate() {
+            let ok = (u.starts_with("redis://") || u.starts_with("rediss://"))
+                && redis::IntoConnectionInfo::into_connection_info(u.as_str()).is_ok();
+            if !ok {
+                self.fail(
+                    &format!("store.sentinels[{i}]"),
+                    "is not a redis:// or rediss:// URL",
+                );
+            }
+        }
+        let master = raw.master_name.clone().filter(|m| !m.is_empty());
+        if master.is_none() {
+            self.fail(
+                "store.master_name",
+                "required with kind = \"redis-sentinel\" (the name the sentinels monitor)",
+            );
+        }
+        (raw.sentinels.clone(), master)
+    }
+}
