@@ -5,7 +5,7 @@
 //! per core. One thread does everything here (reading, parsing, deciding), so the lines/s
 //! figure is per core.
 //!
-//! Input: 200 000 generated combined-format lines (and the same requests as tollgate JSON
+//! Input: 200 000 generated combined-format lines (2 000 under `cargo test --benches`) (and the same requests as tollgate JSON
 //! access-log lines), 1 000 lines per second of virtual time from 20 000 clients (IPv4 and
 //! IPv6), routes `/api` (two policies: per ip and per account) and `/` (none), 1 in 8
 //! requests with an account. Groups, each with `Throughput::Elements(lines)`:
@@ -26,8 +26,19 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tollgate::replay::{Format, Input, Options, parse_line, run};
 
-/// Lines per run.
+/// Lines per run when benchmarking.
 const LINES: usize = 200_000;
+/// Lines per run under `cargo test --benches` (criterion runs each function once, in a
+/// debug build): enough to walk every path, small enough to take well under a second.
+const TEST_LINES: usize = 2_000;
+
+/// How many lines this run uses.
+fn lines() -> usize {
+    match std::env::args().any(|a| a == "--bench") {
+        true => LINES,
+        false => TEST_LINES,
+    }
+}
 /// Distinct clients.
 const CLIENTS: u64 = 20_000;
 
@@ -89,7 +100,7 @@ fn requests() -> Vec<(u64, u64, String, Option<String>, String)> {
         "/",
         "/static/app.js",
     ];
-    (0..LINES as u64)
+    (0..lines() as u64)
         .map(|i| {
             let c = rng.below(CLIENTS);
             let ip = match c % 4 {
@@ -144,15 +155,16 @@ fn group(c: &mut Criterion, name: &str, log: Vec<u8>, format: Format) {
     let raw = tollgate::config::parse_str(CONFIG, origin).expect("bench config parses");
     let config = tollgate::config::validate(raw, origin).expect("bench config is valid");
     let log: Arc<[u8]> = log.into();
-    assert_eq!(parse_all(&log, format), LINES, "every line is a request");
+    let lines = lines();
+    assert_eq!(parse_all(&log, format), lines, "every line is a request");
     let mut g = c.benchmark_group(name);
-    g.throughput(Throughput::Elements(LINES as u64));
+    g.throughput(Throughput::Elements(lines as u64));
     g.bench_function("parse", |b| b.iter(|| black_box(parse_all(&log, format))));
     g.bench_function("replay", |b| {
         b.iter(|| {
             let input = Input::from_reader(name.into(), Cursor::new(log.clone())).expect("input");
             let report = run(&config, &Options::default(), vec![input]).expect("replay");
-            assert_eq!(report.requests, LINES as u64);
+            assert_eq!(report.requests, lines as u64);
             black_box(report.denied)
         })
     });

@@ -417,3 +417,29 @@ fn concurrency_cells_are_held_for_the_logged_duration() {
     );
     assert_eq!(v["out_of_order"], 1);
 }
+
+#[test]
+fn a_request_without_an_account_on_a_route_that_requires_one_is_a_401() {
+    let dir = TempDir::new("require-account");
+    let config = dir.file(
+        "config.toml",
+        b"[server]\nlisten = \"127.0.0.1:0\"\n[account]\nheader = \"x-api-key\"\n\
+          [upstreams.app]\nurls = [\"http://127.0.0.1:9\"]\n[[routes]]\nname = \"private\"\nupstream = \"app\"\nrequire_account = true\n",
+    );
+    let users = ["u1", "-", "u2", "-", "-"];
+    let text: String = users
+        .iter()
+        .map(|u| {
+            format!(
+                "192.0.2.1 - {u} [{}] \"GET / HTTP/1.1\" 200 1\n",
+                clf_time(0)
+            )
+        })
+        .collect();
+    let log = dir.file("access.log", text.as_bytes());
+    let v = replay_json(&config, &[], &[&log]);
+    let without = users.iter().filter(|u| **u == "-").count();
+    assert_eq!(v["unauthorized"], without, "{v:#}");
+    assert_eq!(v["allowed"], users.len() - without, "{v:#}");
+    assert_eq!(v["routes"][0]["unauthorized"], without);
+}

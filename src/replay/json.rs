@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::json_scan::scan;
-use super::parse::{Malformed, Record};
+use super::parse::{Malformed, Record, parse_ip};
 use super::time::parse_rfc3339;
 
 /// The target of access-log lines.
@@ -128,7 +128,7 @@ pub fn parse<'a>(line: &'a [u8], account_field: &str) -> Result<Option<Record<'a
     let client: IpAddr = f
         .client
         .as_deref()
-        .and_then(|c| c.parse().ok())
+        .and_then(|c| parse_ip(c.as_bytes()))
         .ok_or(Malformed("no IP address in `client`"))?;
     let (Some(method), Some(path)) = (f.method, f.path) else {
         return Err(Malformed("no `method` or `path`"));

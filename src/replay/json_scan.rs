@@ -38,19 +38,23 @@ fn string(b: &[u8], i: usize) -> Option<(usize, usize, bool, usize)> {
     }
 }
 
-/// A string value, borrowed when it has no escapes.
-fn text(b: &[u8], start: usize, end: usize, escaped: bool) -> Option<Cow<'_, str>> {
+/// A string value, borrowed when it has no escapes. `line` is already valid UTF-8 and
+/// `start`/`end` sit next to quotes (ASCII), so slicing it cannot split a character.
+fn text(line: &str, start: usize, end: usize, escaped: bool) -> Option<Cow<'_, str>> {
     if escaped {
-        serde_json::from_slice::<String>(&b[start - 1..=end])
+        serde_json::from_str::<String>(&line[start - 1..=end])
             .ok()
             .map(Cow::Owned)
     } else {
-        std::str::from_utf8(&b[start..end]).ok().map(Cow::Borrowed)
+        Some(Cow::Borrowed(&line[start..end]))
     }
 }
 
 /// The fields of a flat object, or `None` to leave the line to serde_json.
-pub fn scan<'a>(b: &'a [u8], account_field: &str) -> Option<Fields<'a>> {
+pub fn scan<'a>(line: &'a [u8], account_field: &str) -> Option<Fields<'a>> {
+    // One UTF-8 check for the whole line instead of one per field.
+    let line = std::str::from_utf8(line).ok()?;
+    let b = line.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
@@ -66,7 +70,7 @@ pub fn scan<'a>(b: &'a [u8], account_field: &str) -> Option<Fields<'a>> {
         if key_escaped || b.get(i) != Some(&b':') {
             return None;
         }
-        i = value(b, skip_ws(b, i + 1), &b[ks..ke], account_field, &mut f)?;
+        i = value(line, skip_ws(b, i + 1), &b[ks..ke], account_field, &mut f)?;
         i = skip_ws(b, i);
         match b.get(i)? {
             b',' => i = skip_ws(b, i + 1),
@@ -78,12 +82,13 @@ pub fn scan<'a>(b: &'a [u8], account_field: &str) -> Option<Fields<'a>> {
 
 /// Read the value at `i` of field `key` into `f` when replay needs it; the index after it.
 fn value<'a>(
-    b: &'a [u8],
+    line: &'a str,
     i: usize,
     key: &[u8],
     account_field: &str,
     f: &mut Fields<'a>,
 ) -> Option<usize> {
+    let b = line.as_bytes();
     let slot = match key {
         b"timestamp" => Some(&mut f.timestamp),
         b"target" => Some(&mut f.target),
@@ -98,7 +103,7 @@ fn value<'a>(
         (b'"', slot) if key != b"duration_ms" => {
             let (s, e, escaped, next) = string(b, i)?;
             if let Some(slot) = slot {
-                *slot = Some(text(b, s, e, escaped)?);
+                *slot = Some(text(line, s, e, escaped)?);
             }
             Some(next)
         }
@@ -110,8 +115,7 @@ fn value<'a>(
                 .position(|&c| matches!(c, b',' | b'}') || c.is_ascii_whitespace())
                 .map_or(b.len(), |n| i + n);
             if key == b"duration_ms" {
-                let scalar = std::str::from_utf8(&b[i..end]).ok()?;
-                f.duration_ms = match scalar {
+                f.duration_ms = match &line[i..end] {
                     "null" => None,
                     n => Some(n.parse().ok()?),
                 };

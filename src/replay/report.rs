@@ -57,6 +57,8 @@ pub struct RouteRow {
     pub allowed: u64,
     pub denied: u64,
     pub bad_request: u64,
+    /// 401: no account on a `require_account` route.
+    pub unauthorized: u64,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -90,6 +92,8 @@ pub struct Report {
     /// ambiguous account).
     pub bad_request: u64,
     pub no_route: u64,
+    /// 401: no account on a route with `require_account`.
+    pub unauthorized: u64,
     pub malformed: u64,
     pub out_of_order: u64,
     /// First and last moment on the virtual clock, UTC.
@@ -131,6 +135,7 @@ impl Report {
                 allowed: t.allowed,
                 denied: t.denied,
                 bad_request: t.bad_request,
+                unauthorized: t.unauthorized,
                 policies: r
                     .policies
                     .iter()
@@ -162,6 +167,7 @@ impl Report {
             denied: routes.iter().map(|r| r.denied).sum(),
             bad_request: tally.bad_request + routes.iter().map(|r| r.bad_request).sum::<u64>(),
             no_route: tally.no_route,
+            unauthorized: routes.iter().map(|r| r.unauthorized).sum(),
             out_of_order: tally.out_of_order,
             first: tally.first.map(format_utc),
             last: tally.last.map(format_utc),
@@ -228,8 +234,15 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "allowed {}, denied {} (429), bad request {} (400), no route {} (404)\n",
-            self.allowed, self.denied, self.bad_request, self.no_route
+            "allowed {}, denied {} (429), bad request {} (400), no route {} (404){}\n",
+            self.allowed,
+            self.denied,
+            self.bad_request,
+            self.no_route,
+            match self.unauthorized {
+                0 => String::new(),
+                n => format!(", unauthorized {n} (401)"),
+            }
         )?;
         writeln!(
             f,

@@ -35,6 +35,11 @@ pub fn local_config(config: &Config) -> Config {
     c.cluster.peers.clear();
     c.expected_nodes = std::num::NonZeroU32::MIN;
     c.cluster.expected_nodes = std::num::NonZeroU32::MIN;
+    // A log carries the account value (with `jwt`, the claim a verified token named), not
+    // the token: hashed as it is, it gives the key production built from the claim.
+    if let Some(a) = c.account.as_mut() {
+        a.jwt = None;
+    }
     for p in &mut c.policies {
         p.site = Site::Local;
         p.local_first = false;
@@ -192,6 +197,10 @@ impl Replayer {
     fn count(&mut self, route: usize, r: &Record<'_>, m: &Method, a: Admission) {
         let rt = &mut self.tally.routes[route];
         rt.requests += 1;
+        if a.unauthenticated {
+            rt.unauthorized += 1;
+            return;
+        }
         if a.ambiguous.is_some() {
             rt.bad_request += 1;
             return;
