@@ -29,14 +29,7 @@ impl Validator {
             );
         }
         for (i, u) in raw.sentinels.iter().enumerate() {
-            let ok = (u.starts_with("redis://") || u.starts_with("rediss://"))
-                && redis::IntoConnectionInfo::into_connection_info(u.as_str()).is_ok();
-            if !ok {
-                self.fail(
-                    &format!("store.sentinels[{i}]"),
-                    "is not a redis:// or rediss:// URL",
-                );
-            }
+            self.redis_url(&format!("store.sentinels[{i}]"), u);
         }
         let master = raw.master_name.clone().filter(|m| !m.is_empty());
         if master.is_none() {

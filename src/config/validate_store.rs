@@ -15,6 +15,16 @@ use super::{Cluster, Policy, Store};
 pub const MAX_EXPECTED_NODES: u32 = 10_000;
 
 impl Validator {
+    /// A `redis://` or `rediss://` URL the redis crate reads; refused under `key` (naming
+    /// the key, not the value: the URL may carry a password).
+    pub(super) fn redis_url(&mut self, key: &str, u: &str) {
+        let ok = (u.starts_with("redis://") || u.starts_with("rediss://"))
+            && redis::IntoConnectionInfo::into_connection_info(u).is_ok();
+        if !ok {
+            self.fail(key, "is not a redis:// or rediss:// URL");
+        }
+    }
+
     pub(super) fn store(&mut self, raw: &RawStore, origin: &std::path::Path) -> Option<Store> {
         let before = self.problem_count();
         let needs_urls = matches!(raw.kind, StoreKind::Redis | StoreKind::RedisCluster);
@@ -35,15 +45,7 @@ impl Validator {
             self.fail("store.urls", why);
         }
         for (i, u) in raw.urls.iter().enumerate() {
-            let ok = (u.starts_with("redis://") || u.starts_with("rediss://"))
-                && redis::IntoConnectionInfo::into_connection_info(u.as_str()).is_ok();
-            if !ok {
-                // The URL may carry a password: name the key, not the value.
-                self.fail(
-                    &format!("store.urls[{i}]"),
-                    "is not a redis:// or rediss:// URL",
-                );
-            }
+            self.redis_url(&format!("store.urls[{i}]"), u);
         }
         let password = match &raw.password_env {
             None => None,
