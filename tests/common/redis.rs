@@ -171,8 +171,8 @@ impl RedisServer {
             .arg(&self.dir);
         cmd.args(&self.extra);
         if let Some((tls_port, auth)) = self.tls {
-            let cert = super::repo_path("certs/localhost.pem");
-            let key = super::repo_path("certs/localhost-key.pem");
+            let cert = Path::new(env!("CARGO_MANIFEST_DIR")).join("certs/localhost.pem");
+            let key = Path::new(env!("CARGO_MANIFEST_DIR")).join("certs/localhost-key.pem");
             cmd.args(["--tls-port", &tls_port.to_string(), "--tls-cert-file"])
                 .arg(&cert)
                 .arg("--tls-key-file")
