@@ -119,6 +119,10 @@ struct SimulateArgs {
     /// Also draw admitted requests per 100 ms per design into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Run both lease designs over the fixed matrix of traces and check tollgate's lease
+    /// against its goals on each (only the --lease-* options and --json apply).
+    #[arg(long, conflicts_with = "plot")]
+    matrix: bool,
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
@@ -197,6 +201,15 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         gossip_intervals: a.gossip_interval,
         peer_delay: a.peer_delay,
     };
+    if a.matrix {
+        let m = tollgate::simulate::matrix::run(&options);
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&m)?);
+        } else {
+            print!("{m}");
+        }
+        return Ok(());
+    }
     let report = tollgate::simulate::run(&options);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -22,7 +22,7 @@ const INTERVAL_US: i64 = 1_000;
 const BURST: u32 = 10;
 /// `burst · T`.
 const TOLERANCE_US: i64 = BURST as i64 * INTERVAL_US;
-/// The horizon: `lease_ttl`.
+/// `lease_ttl` (the horizon is two of them).
 const LEAD_US: i64 = 50_000;
 
 /// A quota as lease.lua takes it: `T` and `τ` in µs.
@@ -44,7 +44,7 @@ const SLOW: Quota = Quota {
     tolerance_us: 10_000_000,
 };
 
-/// The Rust side of the same policy: 1000/s, burst 10, lease_ttl 50 ms (its horizon).
+/// The Rust side of the same policy: 1000/s, burst 10, lease_ttl 50 ms (horizon 100 ms).
 fn params() -> LeaseParams {
     let nz = |n| NonZeroU32::new(n).expect("non-zero");
     LeaseParams::new(
@@ -303,6 +303,33 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
     assert_eq!((small.granted, small.frontier_us), (3, -7_000), "{small:?}");
     let (_, rust) = grant(&p, None, RefillAsk { want: 3, lead: 0 }, small.now_ns());
     assert_eq!(rust, small.as_grant());
+}
+
+/// Reservations past the TTL (the horizon is two TTLs): the script grants, for the lead the
+/// gateway sends, exactly what the Rust rule grants, on a fresh key and on the state it
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_past_the_ttl_grants_as_the_rust_rule_does() {
+    let redis = RedisServer::start();
+    let mut conn = connect(&redis).await;
+    let p = params();
+    let lead_us = 2 * LEAD_US;
+    let ask = RefillAsk {
+        want: 500,
+        lead: lead_us as Nanos * 1_000,
+    };
+    let first = lease(&mut conn, "far", lead_us, 500).await;
+    // burst (10) conform now, then one per ms up to 100 ms: 110, the last at 100 ms.
+    assert_eq!(
+        (first.granted, first.frontier_us),
+        (110, 100_000),
+        "{first:?}"
+    );
+    let (tat, rust) = grant(&p, None, ask, first.now_ns());
+    assert_eq!(rust, first.as_grant(), "the Rust rule at the same now");
+    let second = lease(&mut conn, "far", lead_us, 500).await;
+    let (_, rust) = grant(&p, Some(tat), ask, second.now_ns());
+    assert_eq!(rust, second.as_grant(), "the Rust rule on the same state");
 }
 
 /// `check.lua`'s gcra decision for one cell of the [`SLOW`] quota: (admitted, now_us).

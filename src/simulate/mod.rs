@@ -6,9 +6,12 @@
 //! 2 000/s against 1 000/s with burst 96, weights 40/20/10/10/5/5/5/5) and reproduces its
 //! published figures for central, static L/N and lease ×20. Beside them: route by key
 //! (`owner`) and gossip counters at several push intervals (`designs_peer.rs`).
+//! `--matrix` (`matrix.rs`) runs the two lease designs over a set of traces against the
+//! goals tollgate's lease must meet on each.
 
 mod designs;
 mod designs_peer;
+pub mod matrix;
 #[cfg(feature = "plot")]
 mod plot;
 mod report;
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 
 pub use designs::{Design, Run};
 pub use report::{Report, Row};
+pub use trace::Arrival;
 
 use crate::config::{AlgorithmName, LeaseKnobs, Policy, Site};
 use crate::limit::clock::{Nanos, duration_to_nanos};
@@ -98,6 +102,21 @@ impl Options {
 /// Run every design over the options' trace.
 pub fn run(o: &Options) -> Report {
     let tr = trace::trace(o.requests, o.interval(), &o.weights, o.seed);
+    let intervals: Vec<Nanos> = o
+        .gossip_intervals
+        .iter()
+        .map(|&d| duration_to_nanos(d))
+        .collect();
+    run_on(
+        o,
+        &tr,
+        &Design::all(&intervals, duration_to_nanos(o.peer_delay)),
+    )
+}
+
+/// Run `designs` over `tr`, a trace of the options' rate and nodes (the matrix runs the two
+/// lease designs alone, some on a trace that loses a node).
+pub fn run_on(o: &Options, tr: &[Arrival], designs: &[Design]) -> Report {
     let end = tr.last().map_or(0, |a| a.at);
     let policy = o.policy();
     // What the policy admits from 0 to `t`: the bound at `t`.
@@ -107,24 +126,19 @@ pub fn run(o: &Options) -> Report {
     };
     // The most any GCRA of this quota can admit by `end` (or everything, under it).
     let bound = cap(end).min(tr.len() as u64);
-    let intervals: Vec<Nanos> = o
-        .gossip_intervals
+    let rows = designs
         .iter()
-        .map(|&d| duration_to_nanos(d))
-        .collect();
-    let rows = Design::all(&intervals, duration_to_nanos(o.peer_delay))
-        .into_iter()
-        .map(|d| {
+        .map(|&d| {
             let started = Instant::now();
-            let mut run = d.run(&policy, o.weights.len(), &tr);
+            let mut run = d.run(&policy, o.weights.len(), tr);
             for _ in 1..o.reps.max(1) {
-                run = d.run(&policy, o.weights.len(), &tr);
+                run = d.run(&policy, o.weights.len(), tr);
             }
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             Row::new(
                 d,
                 &run,
-                &tr,
+                tr,
                 bound,
                 cap,
                 o.reps.max(1) as f64 * tr.len() as f64 / secs,

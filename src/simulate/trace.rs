@@ -1,6 +1,7 @@
 //! The offered load: the design document's experiment, generalised. Requests arrive at a
 //! fixed interval; a skewed balancer sends each to a node drawn with xorshift64 (the seed's
 //! generator and seed), so the default trace is the published one, request for request.
+//! [`lose`] takes a node out mid-trace (the matrix's node-loss trace).
 
 use crate::limit::clock::Nanos;
 
@@ -44,6 +45,35 @@ pub fn trace(requests: usize, interval: Nanos, weights: &[u64], seed: u64) -> Ve
         .collect()
 }
 
+/// The balancer loses `node` at `at`: the arrivals it would have sent there from then on go
+/// to the other nodes by their weights (drawn from a second stream of `seed`), and the
+/// lost node's book keeps whatever it held, stranded.
+pub fn lose(trace: &mut [Arrival], node: usize, at: Nanos, weights: &[u64], seed: u64) {
+    let mut rest = weights.to_vec();
+    if let Some(w) = rest.get_mut(node) {
+        *w = 0;
+    }
+    let total: u64 = rest.iter().sum();
+    if total == 0 {
+        return;
+    }
+    let mut s = seed ^ 0xD1B5_4A32_D192_ED03;
+    for a in trace.iter_mut().filter(|a| a.at >= at && a.node == node) {
+        let mut r = xorshift(&mut s) % total;
+        a.node = rest
+            .iter()
+            .position(|&w| {
+                if r < w {
+                    true
+                } else {
+                    r -= w;
+                    false
+                }
+            })
+            .unwrap_or(0);
+    }
+}
+
 fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -61,5 +91,24 @@ mod tests {
         let node0 = t.iter().filter(|a| a.node == 0).count();
         assert!((7_600..8_400).contains(&node0), "{node0}");
         assert_eq!(t[19_999].at, 9_999_500_000);
+    }
+
+    #[test]
+    fn a_lost_node_gets_nothing_after_it_is_lost() {
+        let mut t = trace(20_000, 500_000, &SEED_WEIGHTS, SEED);
+        let before = t.clone();
+        lose(&mut t, 0, 5_000_000_000, &SEED_WEIGHTS, SEED);
+        assert!(t.iter().all(|a| a.at < 5_000_000_000 || a.node != 0));
+        let moved = t
+            .iter()
+            .zip(&before)
+            .filter(|(a, b)| a.node != b.node)
+            .count();
+        let lost = before
+            .iter()
+            .filter(|a| a.at >= 5_000_000_000 && a.node == 0)
+            .count();
+        assert_eq!(moved, lost);
+        assert!(t[..10_000] == before[..10_000]);
     }
 }

@@ -257,7 +257,18 @@ impl LeaseBook {
             let mut wait = p.ns_ceil(wait).max(0) as u64;
             if g.granted == 0 {
                 self.empties = self.empties.saturating_add(1);
-                wait = wait.max(back_off(p.ttl, self.empties));
+                let mut away = back_off(p.ttl, self.empties);
+                if g.frontier <= lead {
+                    // No cell is reserved past this node's reach: the bucket is merely
+                    // empty, perhaps drained by this node alone. Back before it is full
+                    // again (the next cell fits after `wait`, the last of a burst
+                    // `burst − 1` cells later), so if every node is away at once no cell is
+                    // lost. (Past its reach, other nodes hold the key's horizon and are
+                    // spending it.)
+                    let refill = p.ns_ceil(p.tolerance as i128 - p.interval()).max(0) as u64;
+                    away = away.min(wait.saturating_add(refill));
+                }
+                wait = wait.max(away);
             }
             self.blocked_until = now.saturating_add(wait);
         }

@@ -53,7 +53,8 @@ pub(super) fn slack_batch(per_ttl: f64) -> f64 {
 
 /// How long to stay away after the `empties`-th empty answer in a row: a node the key's
 /// other holders have reserved past gets nothing by asking sooner, and each empty answer
-/// is a store call (on 32 nodes they were half of all calls).
+/// is a store call (on 32 nodes they were half of all calls). When nothing is reserved past
+/// the node's reach, `book.rs` cuts this to the time the bucket takes to fill again.
 pub(super) fn back_off(ttl: Nanos, empties: u8) -> Nanos {
     let ttls = (BACK_OFF_TTLS * f64::from(1u32 << empties.saturating_sub(1).min(8)))
         .min(MAX_BACK_OFF_TTLS);
