@@ -21,7 +21,10 @@ async fn lease_total_stays_within_the_policy_under_skew() {
     const BURST: u32 = 20;
     const PERIOD_SECS: f64 = 3600.0;
     let redis = RedisServer::start();
-    let lease = format!("burst = {BURST}\nsite = \"lease\"");
+    // A TTL far above the test machine's stalls: with the default 50 ms, a node whose
+    // clients stall (a loaded 2-core CI box) lets leased cells expire unspent, and with an
+    // hour's period those cells are gone for the test: "starved" would measure the machine.
+    let lease = format!("burst = {BURST}\nsite = \"lease\"\nlease_ttl = \"1s\"");
     let cfg = temp_file(
         "lease.toml",
         &fleet(echo_upstream().await, "")
