@@ -73,6 +73,9 @@ impl CentralSite {
             !std::mem::replace(&mut q.in_flight, true)
         };
         if drive {
+            // The driver is a task of its own, even for a lone check: a request's future can
+            // be dropped mid-call (its client went away), and a driver inside it would leave
+            // `in_flight` set and the connection's queue stuck for good.
             let site = self.clone();
             tokio::spawn(async move { site.drive(conn).await });
         }
