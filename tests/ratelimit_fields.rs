@@ -115,9 +115,16 @@ async fn fields_and_problems_parse_as_the_draft_says() {
     );
     assert!(ip.get("pk").is_none());
     assert_eq!(by_name(&state, "per_ip").int("r"), Some(2));
-    assert!(by_name(&state, "per_ip").int("t").is_some_and(|t| t >= 0));
+    // `t` is "until additional quota": 3 an hour is a cell every 1 200 s.
+    assert_eq!(by_name(&state, "per_ip").int("t"), Some(1200));
+    // Concurrency quota comes back when a request ends, not with time.
+    assert_eq!(by_name(&state, "inflight").int("t"), Some(0));
     // Another account is another partition.
     let bob = get(gw.addrs.listen, "bob").await;
+    // Two cells short of full (2 400 s) is still one cell (1 200 s) from the next.
+    let bob_state = field(bob.headers(), "ratelimit");
+    assert_eq!(by_name(&bob_state, "per_ip").int("r"), Some(1));
+    assert_eq!(by_name(&bob_state, "per_ip").int("t"), Some(1200));
     let bob_pk = field(bob.headers(), "ratelimit-policy");
     assert_ne!(
         by_name(&bob_pk, "per_acct")
@@ -153,6 +160,35 @@ async fn fields_and_problems_parse_as_the_draft_says() {
         "https://iana.org/assignments/http-problem-types#quota-exceeded"
     );
     assert_eq!(body["violated-policies"], serde_json::json!(["per_ip"]));
+}
+
+/// `t` of the store's sites, whose replies carry only the time until full: derived from
+/// the rate for gcra (exact) and the lease's view (one emission interval at most).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_sites_say_when_the_next_cell_comes() {
+    let redis = common::redis::RedisServer::start();
+    let up = echo_upstream().await;
+    let cfg = ConfigBuilder::new("")
+        .trust_loopback("")
+        .upstream(up)
+        .redis(&redis.url(), "500ms")
+        .text(&policy("c", &["ip"], "gcra", 3, "1h", "site = \"central\""))
+        .text(&policy("l", &["ip"], "gcra", 4, "1h", "site = \"lease\""))
+        .text(&route("api", &["c", "l"], "closed"))
+        .build();
+    let gw = Gateway::start(&cfg).await;
+    for (sent, c_r) in [(1, 2), (2, 1)] {
+        let resp = get_as(gw.addrs.listen, "/api", "192.0.2.9", None).await;
+        assert_eq!(resp.status(), StatusCode::OK, "request {sent}");
+        let state = field(resp.headers(), "ratelimit");
+        let (c, l) = (by_name(&state, "c"), by_name(&state, "l"));
+        assert_eq!(c.int("r"), Some(c_r));
+        // The store says full in 1 200·sent s (minus its ms); the next cell in 1 200.
+        assert_eq!(c.int("t"), Some(1200), "central after {sent}");
+        // The lease's `r` is what this node holds; one more comes within 1h / 4.
+        assert!(l.int("r").is_some_and(|r| r < 4));
+        assert_eq!(l.int("t"), Some(900), "lease after {sent}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,8 +16,10 @@ pub struct PolicyReport {
     pub quota: QuotaInfo,
     /// `r`: requests it would admit right now.
     pub remaining: u64,
-    /// `t` for allowed requests: nanoseconds until full again.
+    /// Nanoseconds until full again.
     pub reset_after: Nanos,
+    /// `t` for allowed requests: nanoseconds until `remaining` grows by one (0 when full).
+    pub next_after: Nanos,
     /// Set when this policy denied: nanoseconds until this request would be admitted.
     pub retry_after: Option<Nanos>,
     /// `pk`: the partition the quota is counted in, for account-keyed policies (the

@@ -90,6 +90,10 @@ pub(super) struct Decided {
     pub committed: bool,
     pub remaining: u64,
     pub reset_after: Nanos,
+    /// Until `remaining` grows by one, when the site knows the state (local decisions,
+    /// leases); `None` from replies that carry only `reset_after` (the store's script, an
+    /// owner's answer): the report then derives it from the policy's rate.
+    pub next_after: Option<Nanos>,
     /// The store failed and the route fails open: allowed without a decision.
     pub error_open: bool,
 }
@@ -106,6 +110,7 @@ impl Decided {
             committed: false,
             remaining,
             reset_after,
+            next_after: None,
             error_open: false,
         }
     }
@@ -117,6 +122,7 @@ impl Decided {
             committed: false,
             remaining: 0,
             reset_after: 0,
+            next_after: None,
             error_open: true,
         }
     }
@@ -127,6 +133,7 @@ impl Decided {
             committed: r.committed,
             remaining: r.snapshot.remaining,
             reset_after: r.snapshot.reset_after,
+            next_after: Some(r.snapshot.next_after),
             error_open: false,
         }
     }
@@ -147,6 +154,7 @@ impl Decided {
                 committed: true,
                 remaining,
                 reset_after,
+                next_after: None,
                 error_open: false,
             },
             Answer::Denied {
@@ -169,6 +177,7 @@ impl Decided {
             committed: r.committed,
             remaining: r.remaining,
             reset_after: r.reset_after,
+            next_after: None,
             error_open: false,
         }
     }

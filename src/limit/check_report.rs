@@ -5,8 +5,10 @@
 use super::admission::{Admission, PolicyReport};
 use super::algorithm::Verdict;
 use super::check::Check;
+use super::clock::Nanos;
 use super::metrics::Outcome;
 use super::permit::Permits;
+use super::policy::AnyAlgorithm;
 use crate::config::{KeyPart, Mode};
 
 impl Check<'_> {
@@ -46,11 +48,15 @@ impl Check<'_> {
                 Verdict::Deny { retry_after } => Some(retry_after.max(1)),
             };
             admission.denied |= retry_after.is_some();
+            let algorithm = policy.algorithm(ask.headroom);
             admission.report.push(PolicyReport {
                 name: policy.name.clone(),
-                quota: policy.algorithm(ask.headroom).quota(),
+                quota: algorithm.quota(),
                 remaining: d.remaining,
                 reset_after: d.reset_after,
+                next_after: d
+                    .next_after
+                    .unwrap_or_else(|| next_from_reply(algorithm, d.reset_after)),
                 retry_after,
                 partition: partition(&policy.key, &ask.key),
             });
@@ -61,6 +67,24 @@ impl Check<'_> {
         }
         admission
     }
+}
+
+/// Until one more cell, from a reply that gives only the time until full: for the rate
+/// algorithms a cell comes every `T = period / limit` and the state is full at
+/// `reset_after`, so one comes after `reset_after mod T` (T when that is 0). Exact for gcra
+/// and token_bucket; a leaky bucket whose `max_delay` is not a multiple of T gains its
+/// slot up to T later. A sliding window's gain depends on its two counts, which the reply
+/// does not carry: its `t` stays the time until full, the one bound the reply gives.
+fn next_from_reply(algorithm: &AnyAlgorithm, reset_after: Nanos) -> Nanos {
+    let q = algorithm.quota();
+    let period = q.period.as_nanos();
+    if reset_after == 0 || period == 0 || q.limit == 0 || algorithm.is_sliding_window() {
+        return reset_after;
+    }
+    // In units of 1/limit ns, T is `period` exactly.
+    let rem = (u128::from(reset_after) * u128::from(q.limit)) % period;
+    let next = if rem == 0 { period } else { rem };
+    u64::try_from(next.div_ceil(u128::from(q.limit))).map_or(reset_after, |n| n.min(reset_after))
 }
 
 /// The `pk` of an account-keyed policy's key: the account's keyed hash (`acct:` and 32

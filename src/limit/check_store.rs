@@ -44,6 +44,12 @@ impl Check<'_> {
                         committed: true,
                         remaining,
                         reset_after: p.rate.ns_ceil(p.rate.cells(short)),
+                        // The view gains a cell within one emission interval.
+                        next_after: Some(if short == 0 {
+                            0
+                        } else {
+                            p.rate.ns_ceil(p.rate.cells(1))
+                        }),
                         error_open: false,
                     }
                 }

@@ -249,6 +249,7 @@ impl LocalStore {
                 Snapshot {
                     remaining: decision.remaining,
                     reset_after: decision.reset_after,
+                    next_after: decision.next_after,
                 }
             } else {
                 // Nothing was spent: report the key as it stands.
@@ -286,6 +287,7 @@ impl LocalStore {
             Snapshot {
                 remaining: decision.remaining,
                 reset_after: decision.reset_after,
+                next_after: decision.next_after,
             }
         } else {
             alg.peek(before, now)

@@ -65,6 +65,7 @@ fn wrap<S>(d: Decision<S>, f: impl FnOnce(S) -> AnyState) -> Decision<AnyState> 
         state: f(d.state),
         remaining: d.remaining,
         reset_after: d.reset_after,
+        next_after: d.next_after,
     }
 }
 
@@ -172,6 +173,10 @@ impl AnyAlgorithm {
 
     pub fn is_concurrency(&self) -> bool {
         matches!(self, AnyAlgorithm::Concurrency(_))
+    }
+
+    pub fn is_sliding_window(&self) -> bool {
+        matches!(self, AnyAlgorithm::SlidingWindow(_))
     }
 }
 

@@ -52,12 +52,14 @@ pub fn is_never(wait: Nanos) -> bool {
     wait >= NEVER / 2
 }
 
-/// The `t` of one item: the wait of a denying policy (≥ 1 s), else its reset. A denial
-/// that waiting never ends has no wait to give: its `t` is the reset, like an allowed one.
+/// The `t` of one item: for a denying policy its wait (≥ 1 s); otherwise the draft's
+/// "seconds until additional quota is made available", i.e. until `r` grows by one (0 when
+/// the quota is full). A denial that waiting never ends has no wait to give: its `t` is
+/// that of an allowed item.
 fn t_of(r: &PolicyReport) -> u64 {
     match r.retry_after {
         Some(wait) if !is_never(wait) => ceil_secs(wait).max(1),
-        _ => ceil_secs(r.reset_after.min(NEVER / 2)),
+        _ => ceil_secs(r.next_after.min(NEVER / 2)),
     }
 }
 
@@ -238,6 +240,7 @@ mod tests {
             },
             remaining,
             reset_after: reset_ms * 1_000_000,
+            next_after: reset_ms * 1_000_000,
             retry_after: retry_ms.map(|m| m * 1_000_000),
             partition: None,
         }

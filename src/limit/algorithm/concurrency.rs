@@ -55,6 +55,7 @@ impl Concurrency {
         Snapshot {
             remaining: u64::from(self.limit.get().saturating_sub(in_flight)),
             reset_after: 0,
+            next_after: 0,
         }
     }
 }
@@ -93,6 +94,7 @@ impl Algorithm for Concurrency {
             state: ConcurrencyState { in_flight },
             remaining: snap.remaining,
             reset_after: snap.reset_after,
+            next_after: snap.next_after,
         }
     }
 

@@ -88,6 +88,8 @@ impl Gcra {
                 .rate
                 .whole_cells((now_t + self.tolerance).saturating_sub(base)),
             reset_after: self.rate.ns_ceil(base).saturating_sub(now),
+            // The tat's lead over now shrinks one tick per tick.
+            next_after: self.rate.until_cell(base - now_t, self.tolerance),
         }
     }
 }
@@ -117,6 +119,7 @@ impl Algorithm for Gcra {
             state: GcraState { tat },
             remaining: snap.remaining,
             reset_after: snap.reset_after,
+            next_after: snap.next_after,
         }
     }
 

@@ -86,14 +86,19 @@ impl LeakyBucket {
     /// Headers for a queue whose next free slot is `slot` (`slot ≥ now_t`).
     fn snapshot(&self, slot: u128, now_t: u128, now: Nanos) -> Snapshot {
         let wait = slot - now_t;
-        let remaining = match self.max_delay.checked_sub(wait) {
-            // Slots at wait, wait + T, … up to max_delay.
-            Some(slack) => self.rate.whole_cells(slack).saturating_add(1),
-            None => 0,
+        let (remaining, next) = match self.max_delay.checked_sub(wait) {
+            // Slots at wait, wait + T, … up to max_delay; the slack grows as the queue drains.
+            Some(slack) => (
+                self.rate.whole_cells(slack).saturating_add(1),
+                self.rate.until_cell(wait, self.max_delay),
+            ),
+            // Past max_delay: the first slot opens when the wait is down to max_delay.
+            None => (0, self.rate.ns_ceil(wait - self.max_delay)),
         };
         Snapshot {
             remaining,
             reset_after: self.rate.ns_ceil(slot).saturating_sub(now),
+            next_after: next,
         }
     }
 }
@@ -132,6 +137,7 @@ impl Algorithm for LeakyBucket {
             state: LeakyBucketState { next },
             remaining: snap.remaining,
             reset_after: snap.reset_after,
+            next_after: snap.next_after,
         }
     }
 

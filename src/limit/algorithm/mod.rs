@@ -96,9 +96,12 @@ pub struct Decision<S> {
     /// How many more cost-1 requests would be admitted right now after this
     /// decision (the `r` of the RateLimit header).
     pub remaining: u64,
-    /// Nanoseconds until the state is back to full (the `t` of the RateLimit
-    /// header); 0 when it already is.
+    /// Nanoseconds until the state is back to full; 0 when it already is.
     pub reset_after: Nanos,
+    /// Nanoseconds until `remaining` grows by one (the `t` of the RateLimit header on an
+    /// allowed response: the draft's "until additional quota is made available"); 0 when
+    /// the state is full or nothing refills with time (concurrency).
+    pub next_after: Nanos,
 }
 
 /// Whether a request may proceed.
@@ -131,6 +134,8 @@ pub struct Snapshot {
     pub remaining: u64,
     /// As [`Decision::reset_after`].
     pub reset_after: Nanos,
+    /// As [`Decision::next_after`].
+    pub next_after: Nanos,
 }
 
 /// What a policy advertises in `RateLimit-Policy`.

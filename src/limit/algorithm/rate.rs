@@ -73,6 +73,18 @@ impl Rate {
         }
     }
 
+    /// Nanoseconds until a state that holds `capacity − deficit` ticks (nothing while the
+    /// deficit exceeds the capacity: a debt) and gains one tick per tick holds one more
+    /// whole cell than now; 0 when no more cells fit in `capacity` (the state is full).
+    pub(crate) fn until_cell(&self, deficit: u128, capacity: u128) -> Nanos {
+        let cells = self.whole_cells(capacity.saturating_sub(deficit));
+        let more = self.cells(cells.saturating_add(1));
+        if more > capacity {
+            return 0;
+        }
+        self.ns_ceil(more + deficit - capacity)
+    }
+
     /// Ticks back to nanoseconds, rounded up: a wait reported 1 ns late is
     /// harmless, one reported early would be denied again.
     pub(crate) fn ns_ceil(&self, ticks: u128) -> Nanos {

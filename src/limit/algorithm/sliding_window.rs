@@ -157,9 +157,17 @@ impl SlidingWindow {
             (_, 0) => self.start(r.window) + p,
             _ => self.start(r.window) + 2 * p,
         };
+        // One more cell is free exactly when a request of `remaining + 1` would fit.
+        let next_after = match u32::try_from(remaining + 1) {
+            Ok(c) if full_at > 0 && c <= self.limit.get() => {
+                saturate(self.earliest(r, c)).saturating_sub(now)
+            }
+            _ => 0,
+        };
         Snapshot {
             remaining,
             reset_after: saturate(full_at).saturating_sub(now),
+            next_after,
         }
     }
 }
@@ -195,6 +203,7 @@ impl Algorithm for SlidingWindow {
             },
             remaining: snap.remaining,
             reset_after: snap.reset_after,
+            next_after: snap.next_after,
         }
     }
 

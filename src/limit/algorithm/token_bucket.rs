@@ -100,10 +100,13 @@ impl TokenBucket {
     }
 
     /// Headers for a bucket holding `level` units at `now`.
-    fn snapshot(&self, level: u128) -> Snapshot {
+    /// `valid_at` after `now` is a debt: nothing refills until then.
+    fn snapshot(&self, (level, valid_at): (u128, Nanos), now: Nanos) -> Snapshot {
+        let short = self.capacity - level + self.rate.ticks(valid_at.saturating_sub(now));
         Snapshot {
             remaining: self.rate.whole_cells(level),
-            reset_after: self.rate.ns_ceil(self.capacity - level),
+            reset_after: self.rate.ns_ceil(short),
+            next_after: self.rate.until_cell(short, self.capacity),
         }
     }
 }
@@ -133,17 +136,18 @@ impl Algorithm for TokenBucket {
                 .saturating_add(last.saturating_sub(now));
             (Verdict::Deny { retry_after }, level)
         };
-        let snap = self.snapshot(level);
+        let snap = self.snapshot((level, last), now);
         Decision {
             verdict,
             state: self.pack(level, last),
             remaining: snap.remaining,
             reset_after: snap.reset_after,
+            next_after: snap.next_after,
         }
     }
 
     fn peek(&self, state: Option<TokenBucketState>, now: Nanos) -> Snapshot {
-        self.snapshot(self.refill(state, now).0)
+        self.snapshot(self.refill(state, now), now)
     }
 
     fn is_idle(&self, state: &TokenBucketState, now: Nanos) -> bool {
