@@ -93,7 +93,7 @@ async fn a_batch_answers_as_the_same_checks_in_a_row() {
     }
     // Per key: admitted, committed, remaining (reset and wait are times: compared apart).
     let decisions = |r: &[i64]| -> Vec<(i64, i64, i64)> {
-        r.chunks_exact(5).map(|c| (c[0], c[1], c[2])).collect()
+        r.chunks_exact(6).map(|c| (c[0], c[1], c[2])).collect()
     };
     assert_eq!(decisions(&together), decisions(&in_a_row));
     assert_eq!(

@@ -39,6 +39,8 @@ struct Reply {
     admitted: bool,
     remaining: u64,
     wait_us: u64,
+    /// Until `remaining` grows by one: the RateLimit `t`.
+    next_us: u64,
     now_us: u64,
 }
 
@@ -89,7 +91,15 @@ async fn check(
         .await
         .expect("check.lua runs");
     match r[..] {
-        [admitted, committed, remaining, _reset, wait_us, now_us] => {
+        [
+            admitted,
+            committed,
+            remaining,
+            _reset,
+            wait_us,
+            next_us,
+            now_us,
+        ] => {
             assert_eq!(
                 admitted, committed,
                 "a lone enforcing key spends when admitted"
@@ -98,6 +108,7 @@ async fn check(
                 admitted: admitted == 1,
                 remaining: remaining as u64,
                 wait_us: wait_us as u64,
+                next_us: next_us as u64,
                 now_us: now_us as u64,
             }
         }
@@ -128,6 +139,11 @@ async fn compare<A: Algorithm>(alg: A, p: Params, steps: &[Step]) -> usize {
         let at = format!("step {i} ({after_ms} ms, cost {cost}) of {p:?}: lua {lua:?}, rust {d:?}");
         assert_eq!(lua.admitted, d.verdict.admits(), "{at}");
         assert_eq!(lua.remaining, d.remaining, "{at}");
+        // The script works in µs doubles, the algorithms in exact ticks.
+        assert!(
+            lua.next_us.abs_diff(d.next_after.div_ceil(1_000)) <= 1,
+            "next: {at}"
+        );
         if let Verdict::Delay(ns) = d.verdict {
             assert!(lua.wait_us.abs_diff(ns.div_ceil(1_000)) <= 1, "{at}");
         }
@@ -389,10 +405,11 @@ async fn a_denied_request_takes_no_slot_and_a_refund_removes_its_own() {
     let redis = RedisServer::start();
     let mut conn = connect(&redis).await;
     let first = gcra_and_slot(&mut conn, "check", "one").await;
-    assert_eq!((first[1], first[6]), (1, 1), "both spent: {first:?}");
+    // 6 integers per key: key 2's admitted and committed are at 6 and 7.
+    assert_eq!((first[1], first[7]), (1, 1), "both spent: {first:?}");
     let denied = gcra_and_slot(&mut conn, "check", "two").await;
     assert_eq!(
-        (denied[0], denied[5], denied[6]),
+        (denied[0], denied[6], denied[7]),
         (0, 1, 0),
         "gcra denies, no slot: {denied:?}"
     );

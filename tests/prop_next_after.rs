@@ -22,7 +22,11 @@ fn nz(n: u32) -> NonZeroU32 {
 
 /// Feeds `arrivals` (gap in ms, cost, debit or decide) to `alg` from t = 1 s and checks `next_after` after
 /// each, at its instant and `probe` ms later.
-fn check<A: Algorithm>(alg: &A, arrivals: &[(u64, u32, bool)], probe: u64) -> Result<(), TestCaseError> {
+fn check<A: Algorithm>(
+    alg: &A,
+    arrivals: &[(u64, u32, bool)],
+    probe: u64,
+) -> Result<(), TestCaseError> {
     let (mut state, mut now) = (None, 1_000 * MS);
     for &(gap, cost, debit) in arrivals {
         now += gap * MS + 7; // odd nanoseconds: off the tick grid

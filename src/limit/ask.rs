@@ -90,9 +90,9 @@ pub(super) struct Decided {
     pub committed: bool,
     pub remaining: u64,
     pub reset_after: Nanos,
-    /// Until `remaining` grows by one, when the site knows the state (local decisions,
-    /// leases); `None` from replies that carry only `reset_after` (the store's script, an
-    /// owner's answer): the report then derives it from the policy's rate.
+    /// Until `remaining` grows by one, when the site knows it (local decisions, leases, the
+    /// store's script); `None` from an owner's answer, which carries only `reset_after`:
+    /// the report then derives it from the policy's rate.
     pub next_after: Option<Nanos>,
     /// The store failed and the route fails open: allowed without a decision.
     pub error_open: bool,
@@ -177,7 +177,7 @@ impl Decided {
             committed: r.committed,
             remaining: r.remaining,
             reset_after: r.reset_after,
-            next_after: None,
+            next_after: Some(r.next_after),
             error_open: false,
         }
     }

@@ -11,14 +11,15 @@
 -- 5 concurrency), limit, period_us (concurrency: how long a slot is held, 0 = 5 minutes),
 -- burst, cost, max_delay_us, mode (1 enforce, 2 shadow), slot id (concurrency: unique per
 -- acquisition, chosen by the gateway so that release can name it; others ignore it).
--- Reply: 5 integers per key: admitted, committed, remaining, reset_after_us, wait_us
--- (retry_after when denied, the leaky-bucket delay when admitted), then now_us.
+-- Reply: 6 integers per key: admitted, committed, remaining, reset_after_us, wait_us
+-- (retry_after when denied, the leaky-bucket delay when admitted), next_us (until remaining
+-- grows by one, 0 when full: the RateLimit `t`), then now_us.
 --
 -- "batch" is "check" for several requests in one call (the checks a gateway connection
 -- queued while its previous call was in flight): ARGV[2] is the number of requests g,
 -- ARGV[3 .. 2 + g] their key counts (KEYS holds their keys one request after the other),
 -- then the 8 values per key. Each request is decided and spent all-or-nothing on its own
--- keys, in order, exactly as g "check" calls in a row would; one reply of 5 integers per
+-- keys, in order, exactly as g "check" calls in a row would; one reply of 6 integers per
 -- key for all of them, then now_us.
 --
 -- A value this script cannot read as its algorithm's state (written by another algorithm
@@ -92,12 +93,23 @@ local function gcra(key, limit, period, burst, cost)
   local s = state(key, 1)
   local tat = math.max(s and s[1] or now, now)
   local new = tat + cost * T
+  -- Until the slack (tau - lead) holds one cell more than rem; 0 when that exceeds tau.
+  local function next_cell(lead, rem)
+    if (rem + 1) * T > tau + EPS then return 0 end
+    return math.max(0, (rem + 1) * T + lead - tau)
+  end
   if new - now <= tau + EPS then
     local rem = math.floor((tau - (new - now)) / T + EPS)
-    return true, string.format('%.3f', new), new - now, rem, new - now, 0
+    return true, string.format('%.3f', new), new - now, rem, new - now, 0, next_cell(new - now, rem)
   end
-  local rem = math.floor((tau - (tat - now)) / T + EPS)
-  return false, nil, 0, math.max(rem, 0), tat - now, new - tau - now
+  local rem = math.max(math.floor((tau - (tat - now)) / T + EPS), 0)
+  return false, nil, 0, rem, tat - now, new - tau - now, next_cell(tat - now, rem)
+end
+
+-- Until a bucket of `tokens` (whole: rem) refilling at `rate` after `debt` holds rem + 1.
+local function tb_next(tokens, rem, burst, rate, debt)
+  if rem + 1 > burst then return 0 end
+  return (rem + 1 - tokens) / rate + debt
 end
 
 local function token_bucket(key, limit, period, burst, cost)
@@ -109,9 +121,13 @@ local function token_bucket(key, limit, period, burst, cost)
   if tokens + EPS * rate >= cost then
     local left = tokens - cost
     local full = (burst - left) / rate
-    return true, string.format('%.6f:%d', left, now), full, math.floor(left + EPS * rate), full, 0
+    local rem = math.floor(left + EPS * rate)
+    return true, string.format('%.6f:%d', left, now), full, rem, full, 0, tb_next(left, rem, burst, rate, 0)
   end
-  return false, nil, 0, math.floor(tokens), (burst - tokens) / rate, (cost - tokens) / rate
+  local debt = math.max(0, last - now)
+  local rem = math.floor(tokens)
+  return false, nil, 0, rem, (burst - tokens) / rate + debt, (cost - tokens) / rate + debt,
+    tb_next(tokens, rem, burst, rate, debt)
 end
 
 -- A sliding window key now: the current window's index, and the previous and current
@@ -133,18 +149,27 @@ local function sliding_window(key, limit, period, cost)
     if p > 0 then return period - elapsed end
     return 0
   end
+  -- How long until a request of c fits, given it does not fit now.
+  local function wait_for(p, c_now, c)
+    if c_now + c <= limit then
+      if p == 0 then return 0 end
+      return period * (1 - (limit - c - c_now) / p) - elapsed
+    end
+    return (period - elapsed) + math.max(0, period * (1 - (limit - c) / c_now))
+  end
+  -- One more cell is free exactly when a request of rem + 1 fits; 0 when full.
+  local function next_cell(p, c_now, rem)
+    if (p == 0 and c_now == 0) or rem + 1 > limit then return 0 end
+    return math.max(0, wait_for(p, c_now, rem + 1))
+  end
   if estimate(prev, curr) + cost <= limit + EPS then
     curr = curr + cost
     local r = reset(prev, curr)
-    return true, idx .. ':' .. prev .. ':' .. curr, r, math.floor(limit - estimate(prev, curr) + EPS), r, 0
+    local rem = math.floor(limit - estimate(prev, curr) + EPS)
+    return true, idx .. ':' .. prev .. ':' .. curr, r, rem, r, 0, next_cell(prev, curr, rem)
   end
-  local wait
-  if curr + cost <= limit then
-    wait = period * (1 - (limit - cost - curr) / prev) - elapsed
-  else
-    wait = (period - elapsed) + math.max(0, period * (1 - (limit - cost) / curr))
-  end
-  return false, nil, 0, math.max(0, math.floor(limit - estimate(prev, curr) + EPS)), reset(prev, curr), wait
+  local rem = math.max(0, math.floor(limit - estimate(prev, curr) + EPS))
+  return false, nil, 0, rem, reset(prev, curr), wait_for(prev, curr, cost), next_cell(prev, curr, rem)
 end
 
 local function leaky_bucket(key, limit, period, cost, max_delay)
@@ -153,11 +178,19 @@ local function leaky_bucket(key, limit, period, cost, max_delay)
   local slot = math.max(s and s[1] or now, now)
   local wait = slot - now
   if wait > max_delay + EPS then
-    return false, nil, 0, 0, wait, wait - max_delay
+    return false, nil, 0, 0, wait, wait - max_delay, wait - max_delay
   end
   local nxt = slot + cost * T
-  local rem = math.max(0, math.floor((max_delay - (nxt - now)) / T + EPS) + 1)
-  return true, string.format('%.3f', nxt), nxt - now, rem, nxt - now, wait
+  local lead = nxt - now
+  local rem = math.max(0, math.floor((max_delay - lead) / T + EPS) + 1)
+  -- The next slot opens when the lead is down to max_delay, then one every T; 0 when full.
+  local next_us = lead - max_delay
+  if lead <= max_delay + EPS then
+    local cells = rem - 1
+    if (cells + 1) * T > max_delay + EPS then next_us = 0
+    else next_us = (cells + 1) * T - (max_delay - lead) end
+  end
+  return true, string.format('%.3f', nxt), lead, rem, lead, wait, math.max(0, next_us)
 end
 
 -- Cells held on a concurrency key once expired slots are dropped (0 for a foreign value).
@@ -170,9 +203,9 @@ end
 local function concurrency(key, limit, hold, cost)
   local inflight = held(key)
   if inflight + cost <= limit then
-    return true, 'slots', hold, limit - inflight - cost, 0, 0
+    return true, 'slots', hold, limit - inflight - cost, 0, 0, 0
   end
-  return false, nil, 0, math.max(0, limit - inflight), 0, CONCURRENCY_RETRY_US
+  return false, nil, 0, math.max(0, limit - inflight), 0, CONCURRENCY_RETRY_US, 0
 end
 
 local function arg(i, j) return tonumber(ARGV[BASE + (i - 1) * STRIDE + j]) end
@@ -185,7 +218,7 @@ local function hold_of(i)
   return hold
 end
 
--- One decision: returns admitted, new_state, ttl_us, remaining, reset_us, wait_us.
+-- One decision: returns admitted, new_state, ttl_us, remaining, reset_us, wait_us, next_us.
 local function decide(i)
   local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   if alg == 1 then return gcra(key, limit, period, burst, cost)
@@ -308,10 +341,10 @@ end
 -- Decide keys first..last (one request), spend them all-or-nothing, and append their
 -- replies to `reply`; returns the indexes spent.
 local function check(first, last, reply)
-  local admitted, states, ttls, rems, resets, waits = {}, {}, {}, {}, {}, {}
+  local admitted, states, ttls, rems, resets, waits, nexts = {}, {}, {}, {}, {}, {}, {}
   local enforce_ok, all_ok = true, true
   for i = first, last do
-    admitted[i], states[i], ttls[i], rems[i], resets[i], waits[i] = decide(i)
+    admitted[i], states[i], ttls[i], rems[i], resets[i], waits[i], nexts[i] = decide(i)
     if not admitted[i] then
       all_ok = false
       if arg(i, 6) == 1 then enforce_ok = false end
@@ -330,6 +363,7 @@ local function check(first, last, reply)
     reply[#reply + 1] = math.max(0, rems[i])
     reply[#reply + 1] = math.ceil(math.max(0, resets[i]))
     reply[#reply + 1] = math.ceil(math.max(0, waits[i]))
+    reply[#reply + 1] = math.ceil(math.max(0, nexts[i]))
   end
   return spent
 end

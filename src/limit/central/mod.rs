@@ -137,6 +137,8 @@ pub struct CentralResult {
     pub reset_after: Nanos,
     /// Retry-after when denied; the leaky-bucket delay when admitted.
     pub wait: Nanos,
+    /// Until `remaining` grows by one (0 when full): the RateLimit `t`.
+    pub next_after: Nanos,
 }
 
 impl From<CentralItem> for Debt {
@@ -287,9 +289,10 @@ impl CentralSite {
     }
 }
 
-/// 5 integers per item (admitted, committed, remaining, reset_us, wait_us), then now_us.
+/// 6 integers per item (admitted, committed, remaining, reset_us, wait_us, next_us), then
+/// now_us.
 fn decode(reply: &[i64], n: usize) -> Result<Vec<CentralResult>, StoreError> {
-    if reply.len() != n * 5 + 1 {
+    if reply.len() != n * 6 + 1 {
         return Err(StoreError::Reply(format!(
             "{} values for {n} keys",
             reply.len()
@@ -297,13 +300,14 @@ fn decode(reply: &[i64], n: usize) -> Result<Vec<CentralResult>, StoreError> {
     }
     let us = |v: i64| (v.max(0) as u64).saturating_mul(1_000);
     Ok(reply
-        .chunks_exact(5)
+        .chunks_exact(6)
         .map(|c| CentralResult {
             admitted: c[0] == 1,
             committed: c[1] == 1,
             remaining: c[2].max(0) as u64,
             reset_after: us(c[3]),
             wait: us(c[4]),
+            next_after: us(c[5]),
         })
         .collect())
 }
