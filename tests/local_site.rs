@@ -31,6 +31,7 @@ fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
         site: tollgate::config::Site::Local,
         local_first: false,
         lease: Default::default(),
+        spend: Default::default(),
     }
 }
 

@@ -1,7 +1,9 @@
-//! `GET` and `DELETE /limits/{policy}?ip=…&account=…&route=…&method=…&header.NAME=…`: one
-//! key's state, and resetting it (what redis-cell and envoy ratelimit users ask for). The
-//! key is built from the same parts a request brings, by the limiter's own code
-//! (`limit/inspect.rs`); the answer is JSON.
+//! `GET` and `DELETE /limits/{policy}?ip=…&account=…&route=…&method=…&path=…&header.NAME=…
+//! &query.NAME=…&cookie.NAME=…&jwt.CLAIM=…`: one key's state, and resetting it (what
+//! redis-cell and envoy ratelimit users ask for). The key is built from the same parts a
+//! request brings, by the limiter's own code (`limit/inspect.rs`); the answer is JSON.
+//! `query.` and `cookie.` take the decoded value, `jwt.` the claim's value (an operator
+//! has the claim, not a token), `path` the path as a client would send it.
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
@@ -61,17 +63,33 @@ fn parse(query: &str) -> Result<KeyQuery, String> {
                     .map_err(|_| format!("method: `{value}` is not a method"))?;
                 q.method = Some(m);
             }
-            other => match other.strip_prefix("header.") {
-                Some(h) => q.headers.push((h.to_ascii_lowercase(), value)),
-                None => {
-                    return Err(format!(
-                        "unknown parameter `{other}` (ip, account, route, method, header.NAME)"
-                    ));
-                }
-            },
+            "path" => q.path = Some(value),
+            other => {
+                let Some((kind, part)) = other.split_once('.') else {
+                    return Err(unknown(other));
+                };
+                let list = match kind {
+                    "header" => {
+                        q.headers.push((part.to_ascii_lowercase(), value));
+                        continue;
+                    }
+                    "query" => &mut q.query,
+                    "cookie" => &mut q.cookies,
+                    "jwt" => &mut q.claims,
+                    _ => return Err(unknown(other)),
+                };
+                list.push((part.to_owned(), value));
+            }
         }
     }
     Ok(q)
+}
+
+fn unknown(name: &str) -> String {
+    format!(
+        "unknown parameter `{name}` (ip, account, route, method, path, header.NAME, query.NAME, \
+         cookie.NAME, jwt.CLAIM)"
+    )
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response<ResponseBody> {

@@ -231,6 +231,10 @@ fn key_part(k: &KeyPart) -> String {
         KeyPart::Route => "route".into(),
         KeyPart::Method => "method".into(),
         KeyPart::Header(h) => format!("header:{h}"),
+        KeyPart::Query(q) => format!("query:{q}"),
+        KeyPart::Cookie(c) => format!("cookie:{c}"),
+        KeyPart::Jwt(c) => format!("jwt:{c}"),
+        KeyPart::Path => "path".into(),
     }
 }
 

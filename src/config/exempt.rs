@@ -112,21 +112,32 @@ impl Validator {
         let accounts = raw
             .accounts
             .iter()
-            .filter_map(|a| match a.strip_prefix("hash:") {
-                Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                    Some(h.to_ascii_lowercase())
-                }
-                Some(_) => {
-                    self.fail(&key, format!("`{a}`: a hash is `hash:` and 32 hex digits"));
-                    None
-                }
-                None if a.is_empty() => {
-                    self.fail(&key, "an empty account matches no request");
-                    None
-                }
-                None => account.map(|acc| acc.hash(a.as_bytes())),
-            })
+            .filter_map(|a| self.account_hash(&key, a, account))
             .collect();
         Exempt { cidrs, accounts }
+    }
+
+    /// An account as the file names it — raw (hashed here with `[account]`'s key, never
+    /// kept raw) or `hash:` and 32 hex digits — as the keyed hash requests are matched on.
+    pub(super) fn account_hash(
+        &mut self,
+        key: &str,
+        a: &str,
+        account: Option<&Account>,
+    ) -> Option<String> {
+        match a.strip_prefix("hash:") {
+            Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Some(h.to_ascii_lowercase())
+            }
+            Some(_) => {
+                self.fail(key, format!("`{a}`: a hash is `hash:` and 32 hex digits"));
+                None
+            }
+            None if a.is_empty() => {
+                self.fail(key, "an empty account matches no request");
+                None
+            }
+            None => account.map(|acc| acc.hash(a.as_bytes())),
+        }
     }
 }

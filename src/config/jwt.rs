@@ -57,10 +57,14 @@ impl std::fmt::Debug for Jwt {
     }
 }
 
+/// The claims of a token that verified.
+type Claims = serde_json::Map<String, serde_json::Value>;
+
 impl Jwt {
-    /// The account a token names: its claim, when the token verifies (a string or a
-    /// number); `None` for any token that does not.
-    pub fn account(&self, token: &str) -> Option<String> {
+    /// The claims of `token` when it verifies (signature, `exp`, `nbf`, `iss`/`aud` when
+    /// set); `None` for any token that does not. A request verifies its token once: the
+    /// account and every `jwt:CLAIM` key part read these claims.
+    pub fn claims(&self, token: &str) -> Option<Claims> {
         let header = jsonwebtoken::decode_header(token).ok()?;
         let claims = self
             .keys
@@ -74,9 +78,29 @@ impl Jwt {
                 jsonwebtoken::decode::<serde_json::Value>(token, key, &v).ok()
             })?
             .claims;
+        match claims {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The account a verified token names: its `claim`, a string or a number.
+    pub fn account(&self, claims: &Claims) -> Option<String> {
         match claims.get(&self.claim)? {
+            serde_json::Value::Bool(_) => None,
+            v => Self::claim_text(v),
+        }
+    }
+
+    /// A claim as a key value: a non-empty string as it is, a number or a boolean as its
+    /// text (`42`, `true`). `null`, an empty string, an object or an array is no value:
+    /// their text would key on structure (member order, list order) the issuer may change
+    /// at will, and a list claim (`roles`) is no identity.
+    pub fn claim_text(v: &serde_json::Value) -> Option<String> {
+        match v {
             serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
             serde_json::Value::Number(n) => Some(n.to_string()),
+            serde_json::Value::Bool(b) => Some(b.to_string()),
             _ => None,
         }
     }

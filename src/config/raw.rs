@@ -256,8 +256,8 @@ pub(super) mod defaults {
     pub fn cgnat_headroom() -> u32 {
         4
     }
-    pub fn cost() -> u64 {
-        1
+    pub fn cost() -> crate::config::raw_limits::RawCost {
+        crate::config::raw_limits::RawCost::Cells(1)
     }
     pub fn max_keys() -> u64 {
         1_000_000

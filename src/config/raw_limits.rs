@@ -1,6 +1,8 @@
 //! Rate-limit sections of the TOML file as written: `[account]`, `[response]`,
 //! `[policies.NAME]` and the enums they share with routes. Part of the user-facing contract.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use super::raw::defaults;
@@ -57,7 +59,8 @@ pub enum HeadersWhere {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPolicy {
-    /// Key parts, joined in order: ip, account, route, method, header:NAME.
+    /// Key parts, joined in order: ip, account, route, method, path, header:NAME,
+    /// query:NAME, cookie:NAME, jwt:CLAIM (README "Keys").
     pub key: Vec<String>,
     pub algorithm: AlgorithmName,
     /// Requests per period (concurrency: requests in flight).
@@ -66,9 +69,9 @@ pub struct RawPolicy {
     pub period: Option<String>,
     /// gcra / token_bucket: most requests at once from a full state (default: `limit`).
     pub burst: Option<u64>,
-    /// Cells a request spends.
+    /// Cells a request spends: a number, or `"request_bytes"` (its body's bytes).
     #[serde(default = "defaults::cost")]
-    pub cost: u64,
+    pub cost: RawCost,
     /// leaky_bucket: longest a request may be held before it is denied (default 0: no queue).
     pub max_delay: Option<String>,
     /// Overrides the route's mode for this policy.
@@ -90,6 +93,32 @@ pub struct RawPolicy {
     pub lease_target: Option<String>,
     /// Clients this policy never denies (besides `[exempt]`).
     pub exempt: Option<super::exempt::RawExempt>,
+    /// A trusted request header (set by an auth layer) stating the request's cost.
+    pub cost_header: Option<String>,
+    /// The most `cost_header` may state.
+    pub max_cost: Option<u64>,
+    /// A response header (set by the upstream) reporting what the call really cost.
+    pub response_cost_header: Option<String>,
+    /// Only responses with these statuses keep what their request spent.
+    pub count: Option<super::spend::RawCount>,
+    /// A trusted request header (set by an auth layer) naming the client's tier.
+    pub tier_header: Option<String>,
+    /// A claim of the verified `[account] jwt` token naming the client's tier.
+    pub tier_claim: Option<String>,
+    /// Tier name → its own `limit` and `burst`.
+    #[serde(default)]
+    pub tiers: BTreeMap<String, super::tiers::RawTier>,
+    /// Account (raw or `hash:…`) → a tier, or its own `limit` and `burst`.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, super::tiers::RawOverride>,
+}
+
+/// `policies.NAME.cost` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RawCost {
+    Cells(u64),
+    Named(String),
 }
 
 /// `policies.NAME.algorithm`

@@ -41,6 +41,8 @@ pub struct Config {
     pub cluster: Cluster,
     /// `[exempt]` and each policy's `exempt`.
     pub exempt: super::Exemptions,
+    /// Each policy's `tiers` and `overrides`: the variants the limit step chooses from.
+    pub tiers: super::Tiers,
 }
 
 impl Config {
@@ -200,6 +202,14 @@ pub enum KeyPart {
     Method,
     /// Value of a request header.
     Header(HeaderName),
+    /// Decoded value of a query parameter (the name as decoded, case-sensitive).
+    Query(String),
+    /// Value of a cookie of the `Cookie` header(s) (the name case-sensitive).
+    Cookie(String),
+    /// A claim of the verified `[account] jwt` token.
+    Jwt(String),
+    /// The canonical path the router matched (case and a trailing `/` folded).
+    Path,
 }
 
 /// One `[policies.NAME]`, typed: every value in range for its algorithm.
@@ -225,6 +235,8 @@ pub struct Policy {
     pub local_first: bool,
     /// lease only (defaults elsewhere): batch bound, cell lifetime, traffic per batch.
     pub lease: LeaseKnobs,
+    /// `cost_header` / `max_cost` and `count`: what a request spends beyond `cost`.
+    pub spend: super::Spend,
 }
 
 /// `lease_max`, `lease_ttl`, `lease_target` of a policy.

@@ -56,7 +56,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     if let Some(s) = server.as_mut().filter(|s| s.via_pseudonym.is_empty()) {
         s.via_pseudonym = default_via_pseudonym(&cluster.node_id);
     }
-    v.account_is_defined(&policies, account.is_some());
+    v.account_is_defined(&policies, account.as_ref());
     for (i, r) in routes.iter().enumerate() {
         if r.require_account && account.is_none() {
             v.fail(
@@ -66,6 +66,11 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         }
     }
     let exempt = v.exemptions(raw.exempt.as_ref(), &raw.policies, account.as_ref());
+    let tiers = v.tiers(&raw.policies, account.as_ref());
+    // A tier's numbers meet the same per-node bounds as the policy's own.
+    let variants: Vec<Policy> = tiers.variants().cloned().collect();
+    v.split_shares(&variants, cluster.expected_nodes);
+    v.node_periods(&variants, cluster.expected_nodes);
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {
             file: origin.to_path_buf(),
@@ -88,6 +93,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         expected_nodes: cluster.expected_nodes,
         cluster,
         exempt,
+        tiers,
     })
 }
 

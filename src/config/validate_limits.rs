@@ -14,9 +14,10 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use super::{MAX_PERIOD, MIN_PERIOD};
 
 use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
+use super::raw_limits::RawCost;
 use super::types::LeaseKnobs;
 use super::validate::Validator;
-use super::{Account, ClientIp, KeyPart, Policy};
+use super::{Account, ClientIp, Policy};
 
 /// Keyed-hash key used when `[account] hash_key_env` is not set. Account values are still
 /// never stored or logged raw, but anyone with this source can test guesses: set your own.
@@ -111,25 +112,13 @@ impl Validator {
         })
     }
 
-    /// A policy keyed on `account` needs `[account]`.
-    pub(super) fn account_is_defined(&mut self, policies: &[Policy], has_account: bool) {
-        for p in policies {
-            if !has_account && p.key.contains(&KeyPart::Account) {
-                self.fail(
-                    &format!("policies.{}.key", p.name),
-                    "uses `account` but there is no [account] section",
-                );
-            }
-        }
-    }
-
     pub(super) fn policies(&mut self, raw: &BTreeMap<String, RawPolicy>) -> Vec<Policy> {
         raw.iter()
             .filter_map(|(name, p)| self.policy(name, p))
             .collect()
     }
 
-    fn policy(&mut self, name: &str, p: &RawPolicy) -> Option<Policy> {
+    pub(super) fn policy(&mut self, name: &str, p: &RawPolicy) -> Option<Policy> {
         let at = |k: &str| format!("policies.{name}.{k}");
         let before = self.problem_count();
         // The name is a header item (an sf-string) and a metric label: keep it plain.
@@ -204,7 +193,18 @@ impl Validator {
             },
             None => Some(Duration::ZERO),
         };
-        let cost = self.nonzero_u32(&at("cost"), p.cost);
+        let cost = match &p.cost {
+            RawCost::Cells(n) => self.nonzero_u32(&at("cost"), *n),
+            // Priced per request; 1 is what a bodiless request spends.
+            RawCost::Named(s) if s == "request_bytes" => Some(NonZeroU32::MIN),
+            RawCost::Named(s) => {
+                self.fail(
+                    &at("cost"),
+                    format!("`{s}`: a number of cells, or \"request_bytes\""),
+                );
+                None
+            }
+        };
         // A cost no full state can pay would deny every request forever.
         let capacity = if bursty { burst } else { limit };
         if let (Some(c), Some(cap)) = (cost, capacity)
@@ -223,6 +223,7 @@ impl Validator {
             );
         }
         self.peer_algorithm(&at, p);
+        let spend = self.spend(&at, p, capacity);
         let lease = self.lease_knobs(&at, p);
         let max_keys = NonZeroUsize::new(p.max_keys as usize);
         if max_keys.is_none() {
@@ -245,6 +246,7 @@ impl Validator {
             site: p.site,
             local_first: p.local_first,
             lease: lease?,
+            spend: spend?,
         })
     }
 
@@ -343,7 +345,7 @@ impl Validator {
         })
     }
 
-    fn nonzero_u32(&mut self, key: &str, v: u64) -> Option<NonZeroU32> {
+    pub(super) fn nonzero_u32(&mut self, key: &str, v: u64) -> Option<NonZeroU32> {
         match u32::try_from(v).ok().and_then(NonZeroU32::new) {
             Some(n) => Some(n),
             None => {
@@ -351,37 +353,5 @@ impl Validator {
                 None
             }
         }
-    }
-
-    fn key_parts(&mut self, key: &str, parts: &[String]) -> Vec<KeyPart> {
-        if parts.is_empty() {
-            self.fail(
-                key,
-                "needs at least one part (ip, account, route, method, header:NAME)",
-            );
-        }
-        parts
-            .iter()
-            .enumerate()
-            .filter_map(|(i, part)| {
-                let parsed = match part.as_str() {
-                    "ip" => Some(KeyPart::Ip),
-                    "account" => Some(KeyPart::Account),
-                    "route" => Some(KeyPart::Route),
-                    "method" => Some(KeyPart::Method),
-                    other => other
-                        .strip_prefix("header:")
-                        .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok())
-                        .map(KeyPart::Header),
-                };
-                if parsed.is_none() {
-                    self.fail(
-                        &format!("{key}[{i}]"),
-                        format!("unknown key part `{part}`: use ip, account, route, method or header:NAME"),
-                    );
-                }
-                parsed
-            })
-            .collect()
     }
 }

@@ -47,6 +47,8 @@ pub struct Admission {
     pub report: Vec<PolicyReport>,
     /// Concurrency cells to give back when the response ends.
     pub permits: Permits,
+    /// `count` policies' spends, settled by the response head's status.
+    pub counted: super::counted::Counted,
     /// Set when a key part the route needs is stated ambiguously (an account header on two
     /// lines, or as a comma list): answer 400 naming it; no policy was asked.
     pub ambiguous: Option<String>,

@@ -32,6 +32,12 @@ pub(super) struct Ask {
     pub slot: usize,
     pub key: String,
     pub headroom: NonZeroU32,
+    /// Cells this request spends (the policy's `cost`, or its `cost_header`).
+    pub cost: u32,
+    /// No request of this policy could cost less: a denial may be remembered for the key.
+    pub cheapest: bool,
+    /// `request_bytes` with a streamed body: the bytes are debited at the response head.
+    pub streamed: bool,
     /// What its site decided; `None` until then (and for a store failure on `local`
     /// fallback, until step 4).
     pub decided: Option<Decided>,
@@ -47,12 +53,21 @@ pub(super) struct Ask {
 }
 
 impl Ask {
-    pub fn new(entry: PolicyEntry, slot: usize, key: String, headroom: NonZeroU32) -> Self {
+    pub fn new(
+        entry: PolicyEntry,
+        slot: usize,
+        key: String,
+        headroom: NonZeroU32,
+        price: super::cost::Price,
+    ) -> Self {
         Ask {
             entry,
             slot,
             key,
             headroom,
+            cost: price.cost,
+            cheapest: price.cheapest,
+            streamed: price.streamed,
             decided: None,
             spent: Spent::Nothing,
             empty: None,

@@ -88,6 +88,7 @@ impl Check<'_> {
             .all(|a| a.decided.is_none_or(|d| d.admitted()));
         let (mut refund, mut give_back, mut central_held) = (Vec::new(), Vec::new(), Vec::new());
         let mut owner_refund = Vec::new();
+        let counted = self.counted(enforce_ok, all_ok);
         for ask in &mut self.asks {
             let keep = keeps(ask.entry.mode, enforce_ok, all_ok);
             match std::mem::take(&mut ask.spent) {
@@ -119,7 +120,10 @@ impl Check<'_> {
             drop(self.permits(held, Vec::new()));
             Permits::default()
         };
-        self.report(permits)
+        Admission {
+            counted,
+            ..self.report(permits)
+        }
     }
 
     /// The store refused the request (fails closed): give back every leased cell and every

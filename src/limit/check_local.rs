@@ -113,7 +113,7 @@ impl Check<'_> {
             policy: ask.entry.policy,
             headroom: ask.headroom,
             key: ask.key.clone(),
-            cost: self.sites.policies[ask.entry.policy].cost.get(),
+            cost: ask.cost,
             fallback: split,
         }
     }

@@ -69,6 +69,7 @@ impl Check<'_> {
                     ..
                 } = a
                     && ask.enforcing()
+                    && ask.cheapest
                 {
                     let until = sent.saturating_add(retry_after);
                     let full_at = sent.saturating_add(reset_after);
@@ -126,7 +127,7 @@ impl Check<'_> {
             policy: policy.name.clone(),
             spec,
             headroom: ask.headroom.get(),
-            cost: policy.cost.get(),
+            cost: ask.cost,
             key: ask.key.clone(),
         }
     }

@@ -50,7 +50,7 @@ impl Check<'_> {
             admission.denied |= retry_after.is_some();
             let algorithm = policy.algorithm(ask.headroom);
             admission.report.push(PolicyReport {
-                name: policy.name.clone(),
+                name: policy.label.clone(),
                 quota: algorithm.quota(),
                 remaining: d.remaining,
                 reset_after: d.reset_after,

@@ -88,11 +88,12 @@ impl Check<'_> {
             ask.decided = Some(Decided::from_central(r));
             let concurrency = l.policies[ask.entry.policy].base().is_concurrency();
             let full_at = sent.saturating_add(r.reset_after);
-            if !r.admitted && ask.enforcing() && !concurrency && r.wait > 0 {
+            // Only a request no other could undercut says when the key is free again.
+            if !r.admitted && ask.enforcing() && !concurrency && r.wait > 0 && ask.cheapest {
                 l.denied_until
                     .deny(&ask.key, sent.saturating_add(r.wait), full_at, now, sent);
             } else if r.admitted && ask.enforcing() {
-                match empty_wait(&item, r) {
+                match empty_wait(&item, r).filter(|_| ask.cheapest) {
                     // Remembered once the request is sure to keep its spend.
                     Some(wait) => ask.empty = Some((sent.saturating_add(wait), full_at, sent)),
                     None => l.denied_until.forget(&ask.key),
@@ -155,7 +156,7 @@ impl Check<'_> {
                 // as one, at the lease's own interval and tolerance.
                 let l = self.lease_item(ask).params;
                 let interval_us = l.ns_ceil(l.interval()) as f64 / 1_000.0;
-                let cost = f64::from(policy.cost.get());
+                let cost = f64::from(ask.cost);
                 CentralItem {
                     key: site.key(&ask.key),
                     params: [1.0, 1.0, interval_us, f64::from(l.burst), cost, 0.0, 1.0],
@@ -183,7 +184,7 @@ impl Check<'_> {
             params: policy
                 .lease_params(ask.headroom)
                 .expect("lease entries exist only for lease policies"),
-            cost: policy.cost.get(),
+            cost: ask.cost,
             conformed: 0,
         }
     }
@@ -196,7 +197,7 @@ fn central_item(check: &Check<'_>, site: &CentralSite, ask: &Ask) -> CentralItem
         site.key(&ask.key),
         &policy.spec,
         ask.headroom.get(),
-        policy.cost.get(),
+        ask.cost,
         ask.entry.mode,
     )
 }

@@ -6,14 +6,18 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use std::borrow::Cow;
+
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use super::central::CentralItem;
 use super::clock::Nanos;
 use super::fleet::{Answer, KeyItem};
+use super::keys::Target;
 use super::limiter::Limiter;
 use super::route_limits::{Site, site_of};
-use crate::config::{KeyPart, Mode};
+use crate::config::{KeyPart, Mode, PathRules};
+use crate::normalize::normalize_path;
 
 /// The parts of a key, as a request would bring them.
 #[derive(Debug, Default)]
@@ -26,6 +30,15 @@ pub struct KeyQuery {
     pub method: Option<Method>,
     /// `header:NAME` parts.
     pub headers: Vec<(String, String)>,
+    /// The request path (`path` parts), made canonical here as the proxy makes it.
+    pub path: Option<String>,
+    /// `query:NAME` parts: decoded values, encoded again here as a client would send them.
+    pub query: Vec<(String, String)>,
+    /// `cookie:NAME` parts.
+    pub cookies: Vec<(String, String)>,
+    /// `jwt:CLAIM` parts: the claim's value as text (`42` for a number), standing for a
+    /// verified token's claim (an operator has the claim, not a token).
+    pub claims: Vec<(String, String)>,
 }
 
 /// What an operator sees of one key.
@@ -109,6 +122,9 @@ impl Limiter {
         if needs(&KeyPart::Route) && q.route.is_none() {
             return Err(bad("this policy's key has a route part: give route=".into()));
         }
+        if needs(&KeyPart::Path) && q.path.is_none() {
+            return Err(bad("this policy's key has a path part: give path=".into()));
+        }
         let mut headers = HeaderMap::new();
         let mut put = |name: &str, value: &str| -> Result<(), InspectError> {
             let n = HeaderName::from_bytes(name.as_bytes())
@@ -124,15 +140,35 @@ impl Limiter {
         for (name, value) in &q.headers {
             put(name, value)?;
         }
+        if !q.cookies.is_empty() {
+            put("cookie", &cookie_line(&q.cookies))?;
+        }
+        let path = q.path.as_deref().map(|p| {
+            // The default path rules; a path they refuse is taken as already canonical.
+            normalize_path(p, PathRules::default()).unwrap_or(Cow::Borrowed(p))
+        });
+        let query = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&q.query)
+            .finish();
+        let target = Target {
+            path: path.as_deref(),
+            query: Some(&query),
+        };
         let ip = q.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let method = q.method.clone().unwrap_or(Method::GET);
         let route = q.route.as_deref().unwrap_or("");
-        let facts = self.keys().facts(ip, route, &method, &headers);
+        let mut facts = self.keys().facts(ip, route, &method, target, &headers);
+        if !q.claims.is_empty() {
+            let given = q.claims.iter().map(|(c, v)| (c.clone(), v.clone().into()));
+            let mut claims = facts.claims.and_then(Result::ok).unwrap_or_default();
+            claims.extend(given);
+            facts.claims = Some(Ok(claims));
+        }
         match self.keys().key(p, &facts) {
             Ok(Some(key)) => Ok((key, facts.headroom)),
-            Ok(None) => Err(bad(
-                "a part of this policy's key is missing (account=, or header.NAME=)".into(),
-            )),
+            Ok(None) => Err(bad("a part of this policy's key is missing (account=, \
+                 header.NAME=, query.NAME=, cookie.NAME= or jwt.CLAIM=)"
+                .into())),
             Err(ambiguous) => Err(bad(ambiguous.reason())),
         }
     }
@@ -219,4 +255,24 @@ impl Limiter {
 /// A store or peer that could not answer.
 fn unavailable(e: impl std::fmt::Display) -> InspectError {
     InspectError::Unavailable(e.to_string())
+}
+
+/// A `Cookie` line holding `cookies`, each value `%XX`-encoded (but letters and digits) so
+/// that none can split the line, and decoded back to itself when the key is built.
+fn cookie_line(cookies: &[(String, String)]) -> String {
+    let mut line = String::new();
+    for (name, value) in cookies {
+        if !line.is_empty() {
+            line.push_str("; ");
+        }
+        line.push_str(name);
+        line.push('=');
+        for b in value.bytes() {
+            match b {
+                b if b.is_ascii_alphanumeric() => line.push(b as char),
+                b => line.push_str(&format!("%{b:02X}")),
+            }
+        }
+    }
+    line
 }

@@ -18,17 +18,19 @@ use super::carry::{PolicyCarry, describe, refusal};
 use super::central::{CHECK_LUA, CentralSite};
 use super::check::{Check, Stop};
 use super::clock::Clock;
+use super::cost::request_cost;
 use super::deny_cache::DenyCache;
 use super::fleet::{FleetSite, fingerprint};
-use super::keys::{KeyBuilder, RequestFacts};
+use super::keys::{KeyBuilder, RequestFacts, Target};
 use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::metrics::{LimitMetrics, PolicyGauges};
 use super::policy::PolicyRuntime;
-use super::route_limits::RouteLimits;
+use super::route_limits::{PolicyEntry, RouteLimits};
 use super::sites::{Logs, Sites};
 use super::store::RedisStore;
 use super::store::metrics::StoreMetrics;
+use super::tiers::TierTable;
 use crate::config::{Config, Exempt, Mode, StoreKind};
 
 /// Why the limiter could not be built.
@@ -58,6 +60,8 @@ pub struct Limiter {
     gauges: Arc<PolicyGauges>,
     /// Per policy: the clients it never applies to (`[exempt]` and its own).
     exempt: Vec<Exempt>,
+    /// Which variant of a tiered policy each request is asked under.
+    tiers: TierTable,
 }
 
 /// Keys remembered as denied, across policies.
@@ -136,7 +140,7 @@ impl Limiter {
     pub fn reload(&self, config: &Config) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
         let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
         let store = self.sites.central.is_some();
-        for new in &config.policies {
+        for new in config.policies.iter().chain(config.tiers.variants()) {
             let old = self.sites.policies.iter().find(|o| *o.name == *new.name);
             if let Some(why) = refusal(old.map(|o| &o.spec), new, store) {
                 return Err(LimiterError::Refused(why));
@@ -226,6 +230,7 @@ impl Limiter {
             metrics,
             gauges,
             exempt,
+            tiers: TierTable::new(config).0,
         }
     }
 
@@ -313,16 +318,18 @@ struct Parts {
     fleet: Option<Arc<FleetSite>>,
 }
 
-/// Every policy of `config` at `nodes` gateways.
+/// Every policy of `config` at `nodes` gateways, then the variants of its tiered ones.
 fn build_policies(
     config: &Config,
     keys: &KeyBuilder,
     nodes: NonZeroU32,
 ) -> Result<Arc<[PolicyRuntime]>, QuotaError> {
     let headrooms = keys.headrooms();
+    let (_, variants) = TierTable::new(config);
     Ok(config
         .policies
         .iter()
+        .chain(&variants)
         .enumerate()
         .map(|(i, p)| PolicyRuntime::with_nodes(i, p, &headrooms, nodes))
         .collect::<Result<Vec<_>, _>>()?
@@ -330,7 +337,8 @@ fn build_policies(
 }
 
 impl Limiter {
-    /// Decide a request of route `route` (its index in the config).
+    /// Decide a request of route `route` whose target is not known: policies keyed on
+    /// `path` or `query:NAME` do not apply. See [`Limiter::check_request`].
     pub async fn check(
         &self,
         route: usize,
@@ -339,14 +347,35 @@ impl Limiter {
         method: &Method,
         headers: &HeaderMap,
     ) -> Admission {
+        self.check_request(route, route_name, client, method, None, headers)
+            .await
+    }
+
+    /// Decide a request of route `route` (its index in the config) to `uri` (canonical).
+    pub async fn check_request(
+        &self,
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        uri: Option<&http::Uri>,
+        headers: &HeaderMap,
+    ) -> Admission {
         let limits = &self.routes[route];
-        if limits.require_account && !self.has_account(client, route_name, method, headers) {
+        if !limits.require_account && limits.entries.is_empty() {
+            return Admission::default();
+        }
+        // Built once: a token is verified once per request, whatever its parts.
+        let target = uri.map(Target::of).unwrap_or_default();
+        let facts = self.keys.facts(client, route_name, method, target, headers);
+        // An account stated twice, or a token that does not verify, is none.
+        if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
             return Admission {
                 unauthenticated: true,
                 ..Admission::default()
             };
         }
-        let asks = match self.asks(limits, route_name, client, method, headers) {
+        let asks = match self.asks(limits, client, &facts) {
             Ok(asks) if !asks.is_empty() => asks,
             Ok(_) => return Admission::default(),
             // A key part stated ambiguously: 400, nothing asked.
@@ -379,23 +408,26 @@ impl Limiter {
     fn asks(
         &self,
         limits: &RouteLimits,
-        route_name: &Arc<str>,
         client: IpAddr,
-        method: &Method,
-        headers: &HeaderMap,
+        facts: &RequestFacts<'_>,
     ) -> Result<Vec<Ask>, String> {
-        if limits.entries.is_empty() {
-            return Ok(Vec::new());
-        }
-        let facts = self.keys.facts(client, route_name, method, headers);
         let mut asks = Vec::with_capacity(limits.entries.len());
         for (slot, e) in limits.entries.iter().enumerate() {
-            if self.exempts(e.policy, client, &facts) {
+            if self.exempts(e.policy, client, facts) {
                 limits.counters[slot].count_exempt();
                 continue;
             }
-            match self.keys.key(&self.sites.policies[e.policy], &facts) {
-                Ok(Some(key)) => asks.push(Ask::new(*e, slot, key, facts.headroom)),
+            // A tiered policy is asked as the variant this client's tier names.
+            let e = &PolicyEntry {
+                policy: self.tiers.pick(e.policy, facts),
+                ..*e
+            };
+            let policy = &self.sites.policies[e.policy];
+            match self.keys.key(policy, facts) {
+                Ok(Some(key)) => {
+                    let cost = request_cost(policy, facts.headers)?;
+                    asks.push(Ask::new(*e, slot, key, facts.headroom, cost));
+                }
                 Ok(None) => {}
                 // An enforcing policy needs a header stated ambiguously: refuse (400) before
                 // any policy is asked, so nothing is spent.
@@ -405,19 +437,6 @@ impl Limiter {
             }
         }
         Ok(asks)
-    }
-
-    /// Whether the request names an account (with `[account] jwt`: a token that verifies);
-    /// one stated twice is none.
-    fn has_account(
-        &self,
-        client: IpAddr,
-        route: &str,
-        method: &Method,
-        headers: &HeaderMap,
-    ) -> bool {
-        let facts = self.keys.facts(client, route, method, headers);
-        matches!(facts.account, Some(Ok(_)))
     }
 
     /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated

@@ -18,6 +18,8 @@ mod check_peer;
 mod check_report;
 mod check_store;
 pub mod clock;
+mod cost;
+mod counted;
 pub mod inspect;
 pub(crate) mod keys;
 pub mod limiter;
@@ -27,6 +29,7 @@ pub(crate) mod permit;
 pub mod policy;
 mod route_limits;
 mod sites;
+mod tiers;
 
 pub use admission::{Admission, PolicyReport};
 pub use carry::PolicyCarry;

@@ -183,8 +183,11 @@ impl AnyAlgorithm {
 /// A policy ready for the request path.
 #[derive(Debug)]
 pub struct PolicyRuntime {
-    /// Name as written: header item name, metric label, key namespace.
+    /// Name as written: key namespace, and header item name and metric label except for a
+    /// tier's variant (`NAME@TIER`), whose `label` is its policy's name.
     pub name: Arc<str>,
+    /// The name clients and dashboards see: `name` up to any `@`.
+    pub label: Arc<str>,
     /// Position in the limiter's policy list; also the store's map index.
     pub index: usize,
     /// How the key is built.
@@ -260,6 +263,7 @@ impl PolicyRuntime {
         let split = split_levels(p, &levels, nodes)?;
         Ok(PolicyRuntime {
             name: Arc::from(p.name.as_str()),
+            label: Arc::from(p.name.split('@').next().unwrap_or(&p.name)),
             index,
             key: p.key.clone(),
             cost: p.cost,
@@ -393,6 +397,7 @@ mod tests {
                 ttl: Duration::from_millis(50),
                 target: Duration::from_millis(20),
             },
+            spend: Default::default(),
         }
     }
 

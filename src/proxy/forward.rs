@@ -38,6 +38,8 @@ pub type UpstreamBody = Either<Watchdog<Incoming>, Empty<Bytes>>;
 pub(super) struct Forwarded {
     pub response: Response<Watchdog<Incoming>>,
     pub slot: Option<OwnedSemaphorePermit>,
+    /// Bytes of the request body sent by the time the head arrived.
+    pub body_bytes: u64,
 }
 
 /// The client of one upstream: plain HTTP, or TLS for `https://` URLs.
@@ -194,7 +196,12 @@ impl Forwarder {
         let upstream = pool.name.clone();
         let response =
             resp.map(|b| Watchdog::new(b, self.body_timeout, None, None).on_stall(upstream));
-        Ok(Forwarded { response, slot })
+        let body_bytes = watch.as_ref().map_or(0, |w| w.bytes());
+        Ok(Forwarded {
+            response,
+            slot,
+            body_bytes,
+        })
     }
 }
 

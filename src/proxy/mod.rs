@@ -223,13 +223,14 @@ impl Gateway {
             return Err(GatewayError::PayloadTooLarge { limit });
         }
         // 4. limit
-        let admission = inner
+        let mut admission = inner
             .limiter
-            .check(
+            .check_request(
                 entry.index,
                 &entry.name,
                 client,
                 req.method(),
+                Some(req.uri()),
                 req.headers(),
             )
             .await;
@@ -260,6 +261,16 @@ impl Gateway {
             .forward(entry, pool, req, conn, client, peer_trusted)
             .await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
+        // The head's status settles `count` policies (an upstream that failed: ours).
+        let counted = std::mem::take(&mut admission.counted);
+        match &result {
+            Ok(f) => counted.settle(
+                f.response.status().as_u16(),
+                f.response.headers(),
+                f.body_bytes,
+            ),
+            Err(e) => counted.settle(e.status().as_u16(), &http::HeaderMap::new(), 0),
+        }
         let forwarded = result?;
         let mut resp = forwarded.response;
         respond::ratelimit::add_headers(
@@ -308,10 +319,13 @@ fn protected_headers(config: &Config) -> Vec<HeaderName> {
     names.extend(config.account.as_ref().map(|a| a.header.clone()));
     for policy in &config.policies {
         for part in &policy.key {
-            if let KeyPart::Header(name) = part
-                && !names.contains(name)
-            {
-                names.push(name.clone());
+            let name = match part {
+                KeyPart::Header(name) => name.clone(),
+                KeyPart::Cookie(_) => header::COOKIE,
+                _ => continue,
+            };
+            if !names.contains(&name) {
+                names.push(name);
             }
         }
     }

@@ -45,6 +45,8 @@ pub struct BodyWatch {
     base: Instant,
     /// Nanoseconds after `base` at which the body last moved (a frame, or its end).
     moved_ns: AtomicU64,
+    /// Data bytes passed on so far (`cost = "request_bytes"` of a streamed body).
+    bytes: AtomicU64,
 }
 
 impl BodyWatch {
@@ -53,7 +55,13 @@ impl BodyWatch {
             fault: OnceLock::new(),
             base: Instant::now(),
             moved_ns: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
         })
+    }
+
+    /// Data bytes the body has passed on so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn fault(&self) -> Option<BodyFault> {
@@ -177,6 +185,10 @@ where
         }
         if let Some(slot) = &this.fault {
             slot.moved();
+            if let Some(data) = frame.data_ref() {
+                slot.bytes
+                    .fetch_add(data.remaining() as u64, Ordering::Relaxed);
+            }
         }
         if let (Some((left, limit)), Some(data)) = (this.budget.as_mut(), frame.data_ref()) {
             let n = data.remaining() as u64;

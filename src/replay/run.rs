@@ -250,7 +250,9 @@ impl Replayer {
             return;
         }
         let route = &self.config.routes[route].name;
-        let facts = self.keys.facts(client, route, m, &self.headers);
+        let facts = self
+            .keys
+            .facts(client, route, m, Default::default(), &self.headers);
         for &i in denied_by {
             if let Ok(Some(key)) = self.keys.key(&self.policies[i], &facts) {
                 *self.tally.denied_keys.entry((i, key)).or_insert(0) += 1;

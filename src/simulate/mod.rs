@@ -88,6 +88,7 @@ impl Options {
             max_keys: NonZeroUsize::MIN,
             site: Site::Lease,
             local_first: false,
+            spend: Default::default(),
             lease: self.lease,
         }
     }

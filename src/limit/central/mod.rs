@@ -246,6 +246,21 @@ impl CentralSite {
         self.undo("refund", items).await;
     }
 
+    /// Spend `items`' cells whether or not they conform (a response reported a higher
+    /// cost). One call per key, so a cluster never sees keys of two slots; a call that
+    /// fails is owed, and paid before this node decides the key again.
+    pub async fn debit(&self, items: &[CentralItem]) {
+        for item in items {
+            if self
+                .call_raw("debit", std::slice::from_ref(item))
+                .await
+                .is_err()
+            {
+                self.owe(item.clone());
+            }
+        }
+    }
+
     /// Concurrency: the request ended.
     pub async fn release(&self, items: &[CentralItem]) {
         self.undo("release", items).await;

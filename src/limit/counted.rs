@@ -1,0 +1,251 @@
+//! What the response head decides about an admitted request's spends: `count = { statuses }`
+//! (only some statuses keep them), `response_cost_header` (the upstream reports what the
+//! call really cost: LLM tokens, rows) and `cost = "request_bytes"` for a streamed body (the
+//! bytes it has sent by then).
+//!
+//! The limit step spends as usual (so the check before forwarding denies a key that is
+//! already over, and requests in flight hold their cells: a burst of concurrent failed
+//! logins cannot all get through before the first fails). When the head arrives,
+//! [`Counted::settle`] moves each spend to its final size at the site that holds it: back to
+//! nothing for a status its policy does not count; to the reported cost otherwise — the rest
+//! given back, or the excess debited, which may take the key below empty (the next
+//! requests then wait). A request that never gets a head (the client went away) keeps its
+//! spends as they were.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName};
+
+use super::ask::{Spent, keeps};
+use super::central::{CentralItem, CentralSite};
+use super::check::Check;
+use super::deny_cache::DenyCache;
+use super::fleet::{FleetSite, KeyItem};
+use super::lease::{LeaseItem, LeaseSite};
+use super::local::{CheckItem, LocalStore};
+use super::route_limits::Site;
+
+/// One spend, at the site that holds it.
+#[derive(Debug)]
+pub(super) enum Spend {
+    /// This node's state (local, split, a store policy's L/N fallback); gossip policies
+    /// also name themselves, so a debit reaches the peers.
+    Local(CheckItem, Option<Arc<str>>),
+    /// The limiter's key (the deny cache's) and the store's item.
+    Central(String, CentralItem),
+    Lease(LeaseItem),
+    /// Reserved at another node.
+    Owner(SocketAddr, KeyItem),
+}
+
+impl Spend {
+    fn cost(&self) -> u32 {
+        match self {
+            Spend::Local(i, _) => i.cost,
+            Spend::Central(_, i) => i.params[4] as u32,
+            Spend::Lease(i) => i.cost,
+            Spend::Owner(_, i) => i.cost,
+        }
+    }
+
+    /// The same spend of `cost` cells.
+    fn resized(mut self, cost: u32) -> Self {
+        match &mut self {
+            Spend::Local(i, _) => i.cost = cost,
+            Spend::Central(_, i) => i.params[4] = f64::from(cost),
+            Spend::Lease(i) => i.cost = cost,
+            Spend::Owner(_, i) => i.cost = cost,
+        }
+        self
+    }
+}
+
+/// What settles one spend: its policy's counted statuses (sorted) and reported-cost header.
+#[derive(Debug, Clone)]
+pub(super) struct Rule {
+    pub statuses: Option<Arc<[u16]>>,
+    pub response_cost: Option<HeaderName>,
+    /// `request_bytes` of a streamed body: the spend becomes the bytes sent.
+    pub body_bytes: bool,
+}
+
+/// Where the spends are settled.
+#[derive(Clone)]
+pub(super) struct Sites {
+    pub local: Arc<LocalStore>,
+    pub central: Option<Arc<CentralSite>>,
+    pub lease: Arc<LeaseSite>,
+    pub fleet: Option<Arc<FleetSite>>,
+    pub denied_until: Arc<DenyCache>,
+}
+
+/// The settled spends of one admitted request (boxed: most requests have none, and the
+/// admission travels by value).
+#[derive(Default)]
+pub struct Counted(Option<Box<(Sites, Spends)>>);
+
+/// Each spend with what settles it.
+type Spends = Vec<(Rule, Spend)>;
+
+/// Refunds and debits, by site, of one settlement.
+#[derive(Default)]
+struct Moves {
+    refund: Vec<Spend>,
+    debit: Vec<Spend>,
+}
+
+impl Counted {
+    pub(super) fn new(sites: Sites, spends: Spends) -> Self {
+        Counted(Some(Box::new((sites, spends))).filter(|b| !b.1.is_empty()))
+    }
+
+    /// The response head has `status` and `headers`, and the request body had sent `sent`
+    /// bytes: size each spend to what its policy keeps. Store and owner calls run in the
+    /// background, as the limit step's own do.
+    pub fn settle(self, status: u16, headers: &HeaderMap, sent: u64) {
+        let Some(inner) = self.0 else { return };
+        let (sites, spends) = *inner;
+        let mut moves = Moves::default();
+        for (rule, spend) in spends {
+            let spent = spend.cost();
+            let counted = rule
+                .statuses
+                .is_none_or(|s| s.binary_search(&status).is_ok());
+            let keep = match (&rule.response_cost, counted) {
+                (_, false) => 0,
+                (Some(h), true) => reported(headers, h).unwrap_or(spent),
+                (None, true) if rule.body_bytes => u32::try_from(sent.max(1)).unwrap_or(u32::MAX),
+                (None, true) => spent,
+            };
+            if keep < spent {
+                moves.refund.push(spend.resized(spent - keep));
+            } else if keep > spent {
+                moves.debit.push(spend.resized(keep - spent));
+            }
+        }
+        sites.apply(moves);
+    }
+}
+
+/// The cost a response reports: one whole number; anything else leaves the estimate.
+fn reported(headers: &HeaderMap, name: &HeaderName) -> Option<u32> {
+    let mut all = headers.get_all(name).into_iter();
+    let v = all.next()?;
+    if all.next().is_some() {
+        return None;
+    }
+    v.to_str().ok()?.trim().parse().ok()
+}
+
+impl Sites {
+    fn apply(self, moves: Moves) {
+        let (mut central, mut central_debit, mut lease, mut owner) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for spend in moves.refund {
+            match spend {
+                Spend::Local(item, _) => self.local.refund(&item),
+                Spend::Central(key, item) => central.push((key, item)),
+                Spend::Lease(item) => lease.push(item),
+                Spend::Owner(at, item) => owner.push((at, item)),
+            }
+        }
+        for spend in moves.debit {
+            match spend {
+                Spend::Local(item, gossip) => {
+                    self.local.debit(&item);
+                    if let (Some(name), Some(fleet)) = (gossip, &self.fleet) {
+                        fleet.record(&name, item.headroom.get(), &item.key, item.cost);
+                    }
+                }
+                Spend::Central(_, item) => central_debit.push(item),
+                // `check` refuses reported costs on these sites.
+                Spend::Lease(_) | Spend::Owner(..) => {}
+            }
+        }
+        self.lease.give_back(&lease);
+        if let Some(fleet) = self.fleet.clone().filter(|_| !owner.is_empty()) {
+            owner
+                .iter()
+                .for_each(|(_, i)| self.denied_until.forget(&i.key));
+            fleet.refund(owner);
+        }
+        let Some(site) = self.central.clone() else {
+            return;
+        };
+        if !central_debit.is_empty() {
+            let site = site.clone();
+            tokio::spawn(async move { site.debit(&central_debit).await });
+        }
+        if !central.is_empty() {
+            // The key moves back: what this node remembered of it is stale.
+            let (cache, local) = (self.denied_until, self.local);
+            let now = local.now();
+            let (keys, central): (Vec<String>, Vec<CentralItem>) = central.into_iter().unzip();
+            keys.iter().for_each(|k| cache.refunding(k, now));
+            tokio::spawn(async move {
+                site.refund(&central).await;
+                let now = local.now();
+                keys.iter().for_each(|k| cache.refunding(k, now));
+            });
+        }
+    }
+}
+
+impl Check<'_> {
+    /// The kept spends of policies with `count` or `response_cost_header` (before `end`
+    /// takes the store spends apart).
+    pub(super) fn counted(&self, enforce_ok: bool, all_ok: bool) -> Counted {
+        if !enforce_ok {
+            return Counted::default();
+        }
+        let mut spends = Vec::new();
+        for ask in &self.asks {
+            let policy = &self.sites.policies[ask.entry.policy];
+            let rules = &policy.spec.spend;
+            let body_bytes = rules.request_bytes && ask.streamed;
+            if rules.count_statuses.is_none() && rules.response_cost.is_none() && !body_bytes {
+                continue;
+            }
+            let kept = keeps(ask.entry.mode, enforce_ok, all_ok);
+            if !(kept && ask.decided.is_some_and(|d| d.committed)) {
+                continue;
+            }
+            let spend = match &ask.spent {
+                Spent::Central(item) => Spend::Central(ask.key.clone(), item.clone()),
+                Spent::Lease(item) => Spend::Lease(item.clone()),
+                Spent::Owner(at, item) => Spend::Owner(*at, item.clone()),
+                // Decided here: this node's own state, or its L/N share.
+                Spent::Nothing => {
+                    let split = ask.entry.site == Site::Split || ask.fallback;
+                    let gossip = (ask.entry.site == Site::Gossip).then(|| policy.name.clone());
+                    Spend::Local(self.check_item(ask, split), gossip)
+                }
+            };
+            let rule = Rule {
+                statuses: rules.count_statuses.as_deref().map(Arc::from),
+                response_cost: rules.response_cost.clone(),
+                body_bytes,
+            };
+            spends.push((rule, spend));
+        }
+        if spends.is_empty() {
+            return Counted::default();
+        }
+        let s = self.sites;
+        let sites = Sites {
+            local: s.local.clone(),
+            central: s.central.clone(),
+            lease: s.lease.clone(),
+            fleet: s.fleet.clone(),
+            denied_until: s.denied_until.clone(),
+        };
+        Counted::new(sites, spends)
+    }
+}
+
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Counted({})", self.0.as_ref().map_or(0, |b| b.1.len()))
+    }
+}

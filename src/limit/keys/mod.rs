@@ -1,0 +1,274 @@
+//! Keys: what a request is counted as, per policy. The first thing the limit step does.
+//!
+//! A key is the policy name followed by its parts, joined with `:` (e.g.
+//! `per_account_login:acct:3f…:login`), so two policies never share state. Secret-bearing
+//! parts (account, header, query and cookie values, token claims) enter keys only as a keyed
+//! hash, so neither the store nor a log ever holds them raw.
+//!
+//! Nothing a client can vary freely may mint a fresh key: unknown methods share one `other`
+//! bucket, a header, query parameter or cookie a key needs must be stated exactly once
+//! ([`Ambiguous`] otherwise), since rotating a junk first line or a second value would
+//! otherwise give a new budget each time, and encodings of one value (`%61` and `a`, `/Login`
+//! and `/login/`) are one key. `parts.rs` reads the parts out of a request.
+
+mod parts;
+#[cfg(test)]
+mod tests;
+
+use std::fmt::Write;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+
+use http::{HeaderMap, Method};
+use ipnet::{IpNet, Ipv6Net};
+
+use super::policy::PolicyRuntime;
+use crate::config::{Account, ClientIp, KeyPart, keyed_hash};
+pub use parts::Ambiguous;
+use parts::{bearer, cookie, method_part, path_part, query_param, single};
+
+/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is the IPv4 client it wraps: keys, logs and
+/// forwarding headers all name a client by this one form.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// What key building needs from the config.
+#[derive(Debug, Clone)]
+pub struct KeyBuilder {
+    /// IPv6 clients are folded to their network of this length.
+    ipv6_prefix: u8,
+    /// Shared-address ranges, most specific first, with their headroom.
+    shared_ranges: Vec<(IpNet, NonZeroU32)>,
+    /// Where accounts come from, and the hash key for them and header values.
+    account: Option<Account>,
+}
+
+/// Where a request goes, for the `path` and `query:NAME` parts. `Default` is a request
+/// whose target is not known (a replayed log line's key tally): those parts are absent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Target<'a> {
+    /// The canonical path the router matched (`proxy/canonical.rs` made it so).
+    pub path: Option<&'a str>,
+    /// The query as the client sent it, undecoded.
+    pub query: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    /// The target of a request whose URI is already canonical.
+    pub fn of(uri: &'a http::Uri) -> Self {
+        Target {
+            path: Some(uri.path()),
+            query: uri.query(),
+        }
+    }
+}
+
+/// The claims of a verified token.
+pub type Claims = serde_json::Map<String, serde_json::Value>;
+
+/// The facts about one request that keys are made of; built once per request.
+#[derive(Debug)]
+pub struct RequestFacts<'a> {
+    /// The client address part (IPv4 address, or IPv6 network).
+    pub ip: String,
+    /// Multiplier of ip-keyed limits for this client (shared ranges), 1 elsewhere.
+    pub headroom: NonZeroU32,
+    /// Hashed account, when the request names one; `Err` when it names it ambiguously.
+    pub account: Option<Result<String, Ambiguous>>,
+    /// With `[account] jwt`: the claims of the request's token, verified once here for the
+    /// account and every `jwt:CLAIM` part; `None` without a token or when it fails.
+    pub claims: Option<Result<Claims, Ambiguous>>,
+    /// Route name.
+    pub route: &'a str,
+    pub method: &'a Method,
+    /// For `path` and `query:NAME` parts.
+    pub target: Target<'a>,
+    /// For `header:NAME` and `cookie:NAME` parts.
+    pub headers: &'a HeaderMap,
+}
+
+impl KeyBuilder {
+    pub fn new(client_ip: &ClientIp, account: Option<Account>) -> Self {
+        KeyBuilder {
+            ipv6_prefix: client_ip.ipv6_prefix,
+            shared_ranges: client_ip.shared_ranges.clone(),
+            account,
+        }
+    }
+
+    /// Whether `policy`'s keys come out as other strings under `next` than under this
+    /// builder for the same request: an IPv6 prefix or the hash key of hashed values
+    /// changed (a reload then cannot carry the old keys' state). A `jwt:CLAIM` part names
+    /// its claim itself (another claim is another key); `path` is not hashed.
+    pub fn rekeys(&self, next: &KeyBuilder, policy: &[KeyPart]) -> bool {
+        let secret = |b: &KeyBuilder| b.account.as_ref().map(|a| a.hash_key);
+        // With `jwt`, the account is a claim: another claim names accounts otherwise.
+        let claim = |b: &KeyBuilder| {
+            b.account
+                .as_ref()
+                .and_then(|a| a.jwt.as_ref())
+                .map(|j| j.claim.clone())
+        };
+        let ip = policy.contains(&KeyPart::Ip) && self.ipv6_prefix != next.ipv6_prefix;
+        let hashed = policy.iter().any(|p| {
+            matches!(
+                p,
+                KeyPart::Account
+                    | KeyPart::Header(_)
+                    | KeyPart::Query(_)
+                    | KeyPart::Cookie(_)
+                    | KeyPart::Jwt(_)
+            )
+        });
+        let account = policy.contains(&KeyPart::Account) && claim(self) != claim(next);
+        ip || account || (hashed && secret(self) != secret(next))
+    }
+
+    /// The header accounts are read from, when `[account]` is set.
+    pub fn account_header(&self) -> Option<&http::HeaderName> {
+        self.account.as_ref().map(|a| &a.header)
+    }
+
+    /// Every distinct headroom level a client may get.
+    pub fn headrooms(&self) -> Vec<NonZeroU32> {
+        self.shared_ranges.iter().map(|(_, h)| *h).collect()
+    }
+
+    pub fn facts<'a>(
+        &self,
+        client: IpAddr,
+        route: &'a str,
+        method: &'a Method,
+        target: Target<'a>,
+        headers: &'a HeaderMap,
+    ) -> RequestFacts<'a> {
+        let client = canonical(client);
+        let headroom = self
+            .shared_ranges
+            .iter()
+            .find(|(net, _)| net.contains(&client))
+            .map_or(NonZeroU32::MIN, |(_, h)| *h);
+        let claims = self.claims(headers);
+        let account = self.account.as_ref().and_then(|a| {
+            let Some(jwt) = &a.jwt else {
+                return match single(headers, &a.header) {
+                    Err(ambiguous) => Some(Err(ambiguous)),
+                    Ok(v) => Some(Ok(keyed_hash(&a.hash_key, v.filter(|v| !v.is_empty())?))),
+                };
+            };
+            // A token that does not verify is no account at all: never a fresh one.
+            Some(match claims.as_ref()? {
+                Err(ambiguous) => Err(ambiguous.clone()),
+                Ok(c) => Ok(keyed_hash(&a.hash_key, jwt.account(c)?.as_bytes())),
+            })
+        });
+        RequestFacts {
+            ip: self.ip_part(client),
+            headroom,
+            account,
+            claims,
+            route,
+            method,
+            target,
+            headers,
+        }
+    }
+
+    /// The verified claims of the request's token, when `[account] jwt` is set: the one
+    /// signature check of the request.
+    fn claims(&self, headers: &HeaderMap) -> Option<Result<Claims, Ambiguous>> {
+        let a = self.account.as_ref()?;
+        let jwt = a.jwt.as_ref()?;
+        match single(headers, &a.header) {
+            Err(ambiguous) => Some(Err(ambiguous)),
+            Ok(v) => jwt.claims(bearer(v?)?).map(Ok),
+        }
+    }
+
+    /// IPv4 as is; IPv6 as its `/ipv6_prefix` network, since one subscriber holds a whole /64.
+    pub fn ip_part(&self, ip: IpAddr) -> String {
+        match canonical(ip) {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => Ipv6Net::new(v6, self.ipv6_prefix)
+                .map(|n| n.trunc().to_string())
+                .unwrap_or_else(|_| v6.to_string()),
+        }
+    }
+
+    /// The key of `policy` for this request, `None` when the request lacks a part the key
+    /// needs (no account header, say): the policy then does not apply to it; `Err` when it
+    /// states a needed header, query parameter or cookie ambiguously.
+    pub fn key(
+        &self,
+        policy: &PolicyRuntime,
+        facts: &RequestFacts<'_>,
+    ) -> Result<Option<String>, Ambiguous> {
+        let mut key = String::with_capacity(64);
+        key.push_str(&policy.name);
+        for part in &policy.key {
+            key.push(':');
+            if !self.push_part(&mut key, part, facts)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(key))
+    }
+
+    /// Append one part to `key`; `false` when the request lacks it.
+    fn push_part(
+        &self,
+        key: &mut String,
+        part: &KeyPart,
+        facts: &RequestFacts<'_>,
+    ) -> Result<bool, Ambiguous> {
+        let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
+        let hashed = |key: &mut String, tag: &str, value: Option<&[u8]>| {
+            if let Some(v) = value {
+                let _ = write!(key, "{tag}:{}", keyed_hash(secret, v));
+            }
+            Ok(value.is_some())
+        };
+        match part {
+            KeyPart::Ip => {
+                key.push_str("ip:");
+                key.push_str(&facts.ip);
+            }
+            KeyPart::Account => {
+                let Some(account) = &facts.account else {
+                    return Ok(false);
+                };
+                key.push_str("acct:");
+                key.push_str(account.as_ref().map_err(Clone::clone)?);
+            }
+            KeyPart::Route => key.push_str(facts.route),
+            KeyPart::Method => key.push_str(method_part(facts.method)),
+            KeyPart::Header(name) => return hashed(key, "h", single(facts.headers, name)?),
+            KeyPart::Query(name) => {
+                return hashed(key, "q", query_param(facts.target.query, name)?.as_deref());
+            }
+            KeyPart::Cookie(name) => {
+                return hashed(key, "c", cookie(facts.headers, name)?.as_deref());
+            }
+            KeyPart::Jwt(claim) => {
+                let claims = match &facts.claims {
+                    None => None,
+                    Some(c) => c.as_ref().map_err(Clone::clone)?.get(claim),
+                };
+                let text = claims.and_then(crate::config::Jwt::claim_text);
+                return hashed(key, "j", text.as_deref().map(str::as_bytes));
+            }
+            KeyPart::Path => {
+                let Some(path) = facts.target.path else {
+                    return Ok(false);
+                };
+                key.push_str("path:");
+                path_part(key, path);
+            }
+        }
+        Ok(true)
+    }
+}

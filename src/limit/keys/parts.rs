@@ -1,0 +1,195 @@
+//! Reading key parts out of a request: a header's one value, a query parameter, a cookie,
+//! the method and the path, each in the one form every spelling of it shares.
+//!
+//! The rule throughout: where backends may read a request differently, the part is read so
+//! that no reading gives a client a fresh budget. Two values for one name are refused
+//! ([`Ambiguous`]) rather than one picked, because the other could be rotated while the
+//! backend reads the first; where backends split or fold more than the standard says
+//! (`;` between query parameters, `,` between cookies, names in any case, `/Login` and
+//! `/login/`), the key splits and folds too: two readings then share one budget, which
+//! costs a legitimate client at most a shared budget and an attacker every free one.
+
+use std::borrow::Cow;
+
+use http::{HeaderMap, HeaderName, Method, header};
+
+/// A part a key needs, stated more than once (a header on several field lines or as a
+/// comma list, a query parameter or cookie given twice): which value would be the client?
+/// Whichever we picked, a client could rotate the other for a fresh budget, and the
+/// backend might read a different one. The request is refused (400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Ambiguous {
+    #[error("the `{0}` header must appear once, with one value")]
+    Header(HeaderName),
+    #[error("the `{0}` query parameter must appear once")]
+    Query(String),
+    #[error("the `{0}` cookie must appear once")]
+    Cookie(String),
+}
+
+impl Ambiguous {
+    /// The client-facing reason (names come from the config, never from the request).
+    pub fn reason(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// The one value of header `name`: `None` when absent, `Err` when on several field lines
+/// or holding a comma.
+pub(super) fn single<'h>(
+    headers: &'h HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'h [u8]>, Ambiguous> {
+    let mut lines = headers.get_all(name).into_iter();
+    let Some(first) = lines.next() else {
+        return Ok(None);
+    };
+    if lines.next().is_some() || first.as_bytes().contains(&b',') {
+        return Err(Ambiguous::Header(name.clone()));
+    }
+    Ok(Some(first.as_bytes()))
+}
+
+/// The decoded value of query parameter `name` (`None` when absent; `?k` and `?k=` are the
+/// empty value). Names and values are decoded as HTML forms encode them (`%XX`, and `+` is
+/// a space, as every common framework reads a query), names compared ASCII-case-
+/// insensitively (ASP.NET reads them so). Parameters are split on `&` and on `;` (which
+/// some frameworks also split on), so `?k=a;k=b` is a second `k` and not a fresh value.
+pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, Ambiguous> {
+    let mut found = None;
+    for pair in query
+        .unwrap_or("")
+        .as_bytes()
+        .split(|&b| b == b'&' || b == b';')
+    {
+        if pair.is_empty() {
+            continue;
+        }
+        let (n, v) = split_once(pair, b'=');
+        if !decode(n, true).eq_ignore_ascii_case(name.as_bytes()) {
+            continue;
+        }
+        if found.is_some() {
+            return Err(Ambiguous::Query(name.to_owned()));
+        }
+        found = Some(decode(v, true).into_owned());
+    }
+    Ok(found)
+}
+
+/// The value of cookie `name` across every `Cookie` line (HTTP/2 sends one per cookie):
+/// trimmed, unquoted and `%XX`-decoded (frameworks that decode would otherwise see one
+/// session under many keys); `+` stays a `+`. Hand-parsed rather than with the `cookie`
+/// crate: it must see every occurrence of the name to refuse a second one, split on `,` as
+/// well as `;` (RFC 2965 parsers do, so `a=1, sid=x; sid=y` holds two `sid`), and treat
+/// a pair without `=` as a name (some parsers do) — the crate's lenient parse would pick
+/// one value silently.
+pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>, Ambiguous> {
+    let mut found = None;
+    for line in headers.get_all(header::COOKIE) {
+        for pair in line.as_bytes().split(|&b| b == b';' || b == b',') {
+            let (n, v) = split_once(pair, b'=');
+            if !n.trim_ascii().eq_ignore_ascii_case(name.as_bytes()) {
+                continue;
+            }
+            if found.is_some() {
+                return Err(Ambiguous::Cookie(name.to_owned()));
+            }
+            let v = v.trim_ascii();
+            let v = v
+                .strip_prefix(b"\"")
+                .and_then(|v| v.strip_suffix(b"\""))
+                .unwrap_or(v);
+            found = Some(decode(v, false).into_owned());
+        }
+    }
+    Ok(found)
+}
+
+/// Longest `path` part a key holds: longer paths share a key with their first 256 bytes
+/// (a bound on key size in memory and the store; sharing never gives a fresh budget).
+const MAX_PATH: usize = 256;
+
+/// The `path` part: the canonical path with the spellings one endpoint may still have
+/// folded — ASCII case (a case-insensitive backend serves `/Login` as `/login`), `;params`
+/// of each segment (servlet containers strip them) and a trailing `/` (many frameworks
+/// route `/login/` as `/login`) — and `:` written `%3a`, so a path cannot pose as a later
+/// part of the key.
+pub(super) fn path_part(key: &mut String, path: &str) {
+    let start = key.len();
+    let path = match path.strip_suffix('/') {
+        Some(p) if !p.is_empty() => p,
+        _ => path,
+    };
+    let mut in_params = false;
+    for c in path.chars() {
+        match c {
+            '/' => in_params = false,
+            ';' => in_params = true,
+            _ => {}
+        }
+        if key.len() - start >= MAX_PATH {
+            break;
+        }
+        match c {
+            _ if in_params => {}
+            ':' => key.push_str("%3a"),
+            c => key.push(c.to_ascii_lowercase()),
+        }
+    }
+}
+
+/// `pair` split at the first `sep` (all of it is the name when there is none).
+fn split_once(pair: &[u8], sep: u8) -> (&[u8], &[u8]) {
+    match pair.iter().position(|&b| b == sep) {
+        Some(i) => (&pair[..i], &pair[i + 1..]),
+        None => (pair, &[]),
+    }
+}
+
+/// `%XX` decoded (a `%` not followed by two hex digits stays as it is), and `+` a space
+/// when `plus` (form encoding). Borrowed when there is nothing to decode.
+fn decode(s: &[u8], plus: bool) -> Cow<'_, [u8]> {
+    if !s.iter().any(|&b| b == b'%' || (plus && b == b'+')) {
+        return Cow::Borrowed(s);
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let escaped = (s[i] == b'%')
+            .then(|| Some(hex(*s.get(i + 1)?)? << 4 | hex(*s.get(i + 2)?)?))
+            .flatten();
+        match (escaped, s[i]) {
+            (Some(b), _) => {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+            (None, b'+') if plus => out.push(b' '),
+            (None, b) => out.push(b),
+        }
+        i += 1;
+    }
+    Cow::Owned(out)
+}
+
+/// The token of an `Authorization: Bearer <token>` value (or a bare token).
+pub(super) fn bearer(value: &[u8]) -> Option<&str> {
+    let v = std::str::from_utf8(value).ok()?.trim();
+    let token = match v.split_once(' ') {
+        Some((scheme, t)) if scheme.eq_ignore_ascii_case("bearer") => t.trim(),
+        _ => v,
+    };
+    (!token.is_empty()).then_some(token)
+}
+
+/// The nine standard methods (RFC 9110, RFC 5789) key as themselves; any other is `other`,
+/// so made-up methods cannot mint fresh budgets.
+pub(super) fn method_part(method: &Method) -> &str {
+    match method.as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "CONNECT" | "OPTIONS" | "TRACE"
+        | "PATCH") => m,
+        _ => "other",
+    }
+}

@@ -1,0 +1,84 @@
+//! Step 1, for tiered policies: which variant of the policy (`config/tiers.rs`) a request is
+//! asked under. An override for the request's account wins; else the tier its header or
+//! token claim names; else (no tier, an unknown one, a header stated twice) the policy's own
+//! numbers. The variant is then asked like any policy, on any site.
+
+use std::collections::HashMap;
+
+use http::HeaderMap;
+
+use super::keys::RequestFacts;
+use crate::config::{Config, Policy, TierSource};
+
+/// One tiered policy's choices, as indexes into the limiter's policy list.
+#[derive(Debug)]
+struct Choice {
+    source: Option<TierSource>,
+    tiers: HashMap<String, usize>,
+    /// Hashed account → variant.
+    overrides: HashMap<String, usize>,
+}
+
+/// Per base policy (by index), its choices when it has tiers or overrides.
+#[derive(Debug, Default)]
+pub(super) struct TierTable {
+    by_base: Vec<Option<Choice>>,
+}
+
+impl TierTable {
+    /// The table for `config`, and the variants to append to its policies (in order, from
+    /// index `config.policies.len()`).
+    pub fn new(config: &Config) -> (Self, Vec<Policy>) {
+        let mut variants = Vec::new();
+        let by_base = config
+            .policies
+            .iter()
+            .map(|p| {
+                let t = config.tiers.by_policy.get(&p.name)?;
+                let first = config.policies.len() + variants.len();
+                variants.extend(t.variants.iter().cloned());
+                let at = |(k, i): &(String, usize)| (k.clone(), first + i);
+                Some(Choice {
+                    source: t.source.clone(),
+                    tiers: t.tiers.iter().map(at).collect(),
+                    overrides: t.overrides.iter().map(at).collect(),
+                })
+            })
+            .collect();
+        (TierTable { by_base }, variants)
+    }
+
+    /// The policy to ask in place of `base` for this request.
+    pub fn pick(&self, base: usize, facts: &RequestFacts<'_>) -> usize {
+        let Some(Some(c)) = self.by_base.get(base) else {
+            return base;
+        };
+        // An account stated ambiguously is none: it never buys an override.
+        let account = facts.account.as_ref().and_then(|a| a.as_deref().ok());
+        if let Some(&v) = account.and_then(|a| c.overrides.get(a)) {
+            return v;
+        }
+        let tier = match &c.source {
+            Some(TierSource::Header(h)) => single(facts.headers, h),
+            Some(TierSource::Claim(name)) => facts
+                .claims
+                .as_ref()
+                .and_then(|c| c.as_ref().ok())
+                .and_then(|c| c.get(name))
+                .and_then(crate::config::Jwt::claim_text),
+            None => None,
+        };
+        tier.and_then(|t| c.tiers.get(&t).copied()).unwrap_or(base)
+    }
+}
+
+/// A tier header's one value; none when absent, repeated or not text (the policy's own
+/// numbers then apply: an auth layer sets this header once).
+fn single(headers: &HeaderMap, name: &http::HeaderName) -> Option<String> {
+    let mut all = headers.get_all(name).into_iter();
+    let v = all.next()?;
+    if all.next().is_some() {
+        return None;
+    }
+    v.to_str().ok().map(|s| s.trim().to_string())
+}
