@@ -6,14 +6,9 @@
 //!                                  cost u32, key…
 //! ask answer:                      status u8, remaining u64, reset_after u64, wait u64
 //! refund, ping answers:            empty
-//! gossip report (one policy):      name_len u16, policy name, spec u64, then per key:
-//!                                  headroom u32, cells u32, key_len u32, key
+//! gossip report (one policy):      see `report.rs`
 //! gossip answer:                   empty, or `?` when refused (the policy differs here)
 //! ```
-//!
-//! A gossip push carries one report per policy, not one item per key: a busy node
-//! reports hundreds of keys per interval, and a per-key item cost an allocation, an item
-//! header and an answer each on both sides.
 //!
 //! Policies travel by name, not index: two nodes' configs may list them in another order;
 //! `spec` is the [`fingerprint`] of the policy's numbers as the sender runs it, so a node
@@ -88,118 +83,6 @@ impl KeyItem {
             key,
         })
     }
-}
-
-/// Builds one policy's gossip report.
-pub struct ReportWriter {
-    buf: BytesMut,
-    spec: u64,
-}
-
-impl ReportWriter {
-    pub fn new(policy: &str, spec: u64) -> Self {
-        let name = &policy.as_bytes()[..policy.len().min(usize::from(u16::MAX))];
-        let mut buf = BytesMut::with_capacity(2 + name.len() + 8 + 64 * 20);
-        buf.put_u16(name.len() as u16);
-        buf.put_slice(name);
-        buf.put_u64(spec);
-        ReportWriter { buf, spec }
-    }
-
-    /// The fingerprint this report carries.
-    pub fn spec(&self) -> u64 {
-        self.spec
-    }
-
-    /// `cells` of `key` spent; a count above `u32::MAX` takes several entries.
-    pub fn push(&mut self, headroom: u32, mut cells: u64, key: &str) {
-        while cells > 0 {
-            let now = u32::try_from(cells).unwrap_or(u32::MAX);
-            cells -= u64::from(now);
-            self.buf.put_u32(headroom);
-            self.buf.put_u32(now);
-            self.buf.put_u32(key.len() as u32);
-            self.buf.put_slice(key.as_bytes());
-        }
-    }
-
-    /// Bytes so far (pushes split reports well below the transport's message limit).
-    pub fn bytes(&self) -> usize {
-        self.buf.len()
-    }
-
-    pub fn finish(self) -> Bytes {
-        self.buf.freeze()
-    }
-}
-
-/// A received gossip report: its policy, and its entries to read one by one.
-pub struct Report {
-    pub policy: Bytes,
-    pub spec: u64,
-    entries: Bytes,
-}
-
-/// One entry of a [`Report`].
-#[derive(Debug, PartialEq, Eq)]
-pub struct Spent<'a> {
-    pub headroom: u32,
-    pub cells: u32,
-    pub key: &'a str,
-}
-
-impl Report {
-    /// `None` when the header is not shaped as a report's.
-    pub fn decode(mut b: Bytes) -> Option<Report> {
-        if b.remaining() < 2 {
-            return None;
-        }
-        let n = usize::from(b.get_u16());
-        if b.remaining() < n + 8 {
-            return None;
-        }
-        let policy = b.split_to(n);
-        let spec = b.get_u64();
-        Some(Report {
-            policy,
-            spec,
-            entries: b,
-        })
-    }
-
-    /// The entries in order; a malformed one ends the walk with `Err(())` (the ones before
-    /// it stand: each is a spend the sender made).
-    pub fn entries(&self) -> impl Iterator<Item = Result<Spent<'_>, ()>> {
-        let mut rest: &[u8] = &self.entries;
-        std::iter::from_fn(move || {
-            if rest.is_empty() {
-                return None;
-            }
-            let entry = read_entry(&mut rest);
-            if entry.is_err() {
-                rest = &[];
-            }
-            Some(entry)
-        })
-    }
-}
-
-fn read_entry<'a>(rest: &mut &'a [u8]) -> Result<Spent<'a>, ()> {
-    if rest.len() < 12 {
-        return Err(());
-    }
-    let (headroom, cells, n) = (rest.get_u32(), rest.get_u32(), rest.get_u32() as usize);
-    if rest.len() < n {
-        return Err(());
-    }
-    let (key, tail) = rest.split_at(n);
-    *rest = tail;
-    let key = std::str::from_utf8(key).map_err(|_| ())?;
-    Ok(Spent {
-        headroom,
-        cells,
-        key,
-    })
 }
 
 /// The owner's decision on one asked key.
@@ -306,40 +189,5 @@ mod tests {
             assert_eq!(Answer::decode(a.encode()), Some(a));
         }
         assert_eq!(Answer::decode(Bytes::from_static(b"\x09")), None);
-    }
-
-    #[test]
-    fn reports_round_trip_and_stop_at_a_malformed_entry() {
-        let mut w = ReportWriter::new("per-ip", 0xbeef);
-        w.push(1, 3, "per-ip\u{1f}10.0.0.1");
-        w.push(4, u64::from(u32::MAX) + 2, "k");
-        let bytes = w.finish();
-        let r = Report::decode(bytes.clone()).expect("a report");
-        assert_eq!((&r.policy[..], r.spec), (&b"per-ip"[..], 0xbeef));
-        let spent: Vec<_> = r.entries().collect();
-        let s = |headroom, cells, key| {
-            Ok(Spent {
-                headroom,
-                cells,
-                key,
-            })
-        };
-        assert_eq!(
-            spent,
-            [
-                s(1, 3, "per-ip\u{1f}10.0.0.1"),
-                s(4, u32::MAX, "k"),
-                s(4, 2, "k")
-            ]
-        );
-        // Cut inside the last entry: the whole ones stand, then one error, then the end.
-        let cut = Report::decode(bytes.slice(..bytes.len() - 1)).expect("header intact");
-        let spent: Vec<_> = cut.entries().collect();
-        assert_eq!(
-            spent[..2],
-            [s(1, 3, "per-ip\u{1f}10.0.0.1"), s(4, u32::MAX, "k")]
-        );
-        assert_eq!(spent[2..], [Err(())]);
-        assert!(Report::decode(Bytes::from_static(b"\x00\x05abc")).is_none());
     }
 }

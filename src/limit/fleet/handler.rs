@@ -16,7 +16,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 
-use super::codec::{Answer, KeyItem, Report, fingerprint};
+use super::codec::{Answer, KeyItem, fingerprint};
+use super::report::Report;
 
 /// A gossip report's answer when this node refuses it (no such gossip policy here, or other
 /// numbers).
@@ -120,15 +121,22 @@ impl FleetHandler {
         if report.spec != spec {
             return false;
         }
-        for spent in report.entries() {
-            let Ok(spent) = spent else { break };
-            view.local.debit(&CheckItem {
-                policy,
-                headroom: NonZeroU32::new(spent.headroom).unwrap_or(NonZeroU32::MIN),
-                key: spent.key.to_owned(),
-                cost: spent.cells,
-                fallback: false,
-            });
+        // One item for the whole report: each entry rewrites its key in place, so a fold
+        // allocates no key (the local store copies one only for a key new to it).
+        let mut item = CheckItem {
+            policy,
+            headroom: NonZeroU32::MIN,
+            key: String::new(),
+            cost: 0,
+            fallback: false,
+        };
+        let mut entries = report.entries();
+        while let Some(Ok(spent)) = entries.next_entry() {
+            item.headroom = NonZeroU32::new(spent.headroom).unwrap_or(NonZeroU32::MIN);
+            item.cost = spent.cells;
+            item.key.clear();
+            item.key.push_str(spent.key);
+            view.local.debit(&item);
         }
         true
     }

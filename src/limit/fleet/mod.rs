@@ -5,6 +5,7 @@
 //! - [`ring`]: who is in the fleet, who answers, and which live peer owns a key.
 //! - [`handler`]: what this node answers its peers, from its own local state.
 //! - [`gossip`]: the cells this node admitted since its last push.
+//! - [`report`]: how a push carries them to the peers (one report per policy).
 //! - [`FleetSite`]: the request path's door to all of it (used by `check_peer.rs` and the
 //!   local step), and the background loop that pushes gossip and pings the peers.
 //!
@@ -17,9 +18,9 @@
 mod codec;
 mod gossip;
 mod handler;
+mod report;
 pub mod ring;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +37,9 @@ use crate::limit::peer::{
 };
 use crate::limit::policy::PolicyRuntime;
 use crate::shutdown::Shutdown;
-use codec::ReportWriter;
 pub use codec::{Answer, KeyItem, fingerprint};
 use handler::FleetHandler;
+use report::ReportWriter;
 use ring::Ring;
 
 /// Bytes of one gossip report before the push starts another for the same policy.
@@ -257,25 +258,7 @@ impl FleetSite {
     }
 
     fn push_gossip(self: &Arc<Self>) {
-        // Per policy name: its report so far, or `None` when this node no longer runs it
-        // as a gossip policy (a reload removed it: its spends are dropped).
-        let mut reports: HashMap<Arc<str>, Option<ReportWriter>> = HashMap::new();
-        let mut done: Vec<Bytes> = Vec::new();
-        let mut cells = 0;
-        self.outbox.take(|policy, headroom, key, n| {
-            let report = reports.entry(policy.clone()).or_insert_with(|| {
-                let spec = self.handler.gossip_spec(policy)?;
-                Some(ReportWriter::new(policy, spec))
-            });
-            let Some(writer) = report else { return };
-            writer.push(headroom, n, key);
-            cells += n;
-            if writer.bytes() >= REPORT_BYTES {
-                let full = std::mem::replace(writer, ReportWriter::new(policy, writer.spec()));
-                done.push(full.finish());
-            }
-        });
-        done.extend(reports.into_values().flatten().map(ReportWriter::finish));
+        let (done, cells) = self.reports();
         if done.is_empty() {
             return;
         }
@@ -286,6 +269,8 @@ impl FleetSite {
                 let (me, chunk) = (self.clone(), chunk.clone());
                 // Not retried: a push that may have landed must not count twice; a lost one
                 // under-counts by one interval, which the documented bound already allows.
+                // A task per peer: one task joining every peer's call was tried and cost
+                // more per message under callgrind than the spawns it saved.
                 tokio::spawn(async move {
                     if let Ok(replies) = me.client.call(peer, Op::Gossip, chunk).await
                         && replies.iter().any(|r| r.as_ref() == handler::REFUSED)
@@ -295,6 +280,47 @@ impl FleetSite {
                 });
             }
         }
+    }
+
+    /// The outbox taken as finished reports (one per policy, more past [`REPORT_BYTES`]),
+    /// and the cells they carry.
+    fn reports(&self) -> (Vec<Bytes>, u64) {
+        // Per policy name: its report so far, or `None` when this node no longer runs it
+        // as a gossip policy (a reload removed it: its spends are dropped). A push holds one
+        // policy or a few, so a list searched from the last one used beats a map.
+        let mut reports: Vec<(Arc<str>, Option<ReportWriter>)> = Vec::new();
+        let mut last = 0;
+        let mut done: Vec<Bytes> = Vec::new();
+        let mut cells = 0;
+        self.outbox.take(|policy, headroom, key, n| {
+            let same = |(p, _): &(Arc<str>, _)| Arc::ptr_eq(p, policy) || p == policy;
+            if !reports.get(last).is_some_and(same) {
+                last = match reports.iter().position(same) {
+                    Some(i) => i,
+                    None => {
+                        let spec = self.handler.gossip_spec(policy);
+                        let writer = spec.map(|spec| ReportWriter::new(policy, spec));
+                        reports.push((policy.clone(), writer));
+                        reports.len() - 1
+                    }
+                };
+            }
+            let Some(writer) = &mut reports[last].1 else {
+                return;
+            };
+            writer.push(headroom, n, key);
+            cells += n;
+            if writer.bytes() >= REPORT_BYTES {
+                let full = std::mem::replace(writer, ReportWriter::new(policy, writer.spec()));
+                done.push(full.finish());
+            }
+        });
+        done.extend(
+            reports
+                .into_iter()
+                .filter_map(|(_, w)| w.map(ReportWriter::finish)),
+        );
+        (done, cells)
     }
 
     /// `peer` refused our gossip: it runs other numbers for a gossip policy (or none).

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! mac        32 bytes  HMAC-SHA256(secret, everything below [+ the request's mac, in a reply])
-//! version     u8       2
+//! version     u8       4 (`VERSION`)
 //! kind        u8       1 = request, 2 = reply
 //! timestamp   u64      sender's wall clock, Unix milliseconds
 //! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
@@ -36,9 +36,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-/// The format version (2: the recipient is signed; 3: gossip travels as one report per
-/// policy, `fleet/codec.rs`, so a node of 2 and one of 3 refuse each other's messages).
-pub const VERSION: u8 = 3;
+/// The format version (2: the recipient is signed; 3: gossip as one report per policy; 4:
+/// front-coded report entries, `fleet/report.rs`): nodes of two versions refuse each other.
+pub const VERSION: u8 = 4;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
 pub const MAX_SKEW: Duration = Duration::from_secs(5);
