@@ -106,8 +106,8 @@ pub(super) struct Decided {
     pub remaining: u64,
     pub reset_after: Nanos,
     /// Until `remaining` grows by one, when the site knows it (local decisions, leases, the
-    /// store's script); `None` from an owner's answer, which carries only `reset_after`:
-    /// the report then derives it from the policy's rate.
+    /// store's script, an owner's admission); `None` for denials, whose `t` is their wait,
+    /// and from a failed decision: the report then derives it from the policy's rate.
     pub next_after: Option<Nanos>,
     /// The store failed and the route fails open: allowed without a decision.
     pub error_open: bool,
@@ -160,6 +160,7 @@ impl Decided {
                 remaining,
                 reset_after,
                 wait,
+                next_after,
             } => Decided {
                 verdict: if wait == 0 {
                     Verdict::Allow
@@ -169,7 +170,7 @@ impl Decided {
                 committed: true,
                 remaining,
                 reset_after,
-                next_after: None,
+                next_after: Some(next_after),
                 error_open: false,
             },
             Answer::Denied {

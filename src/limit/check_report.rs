@@ -69,7 +69,8 @@ impl Check<'_> {
     }
 }
 
-/// Until one more cell, from an owner's answer, which gives only the time until full: for the rate
+/// Until one more cell, from a decision that gives only the time until full (a denial that
+/// waiting never ends, whose `t` is then this): for the rate
 /// algorithms a cell comes every `T = period / limit` and the state is full at
 /// `reset_after`, so one comes after `reset_after mod T` (T when that is 0). Exact for gcra
 /// and token_bucket; a leaky bucket whose `max_delay` is not a multiple of T gains its

@@ -4,7 +4,8 @@
 //! ```text
 //! key item (ask, refund, gossip):  name_len u16, policy name, spec u64, headroom u32,
 //!                                  cost u32, key…
-//! ask answer:                      status u8, remaining u64, reset_after u64, wait u64
+//! ask answer:                      status u8, remaining u64, reset_after u64, wait u64,
+//!                                  next_after u64
 //! refund, ping answers:            empty
 //! gossip report (one policy):      see `report.rs`
 //! gossip answer:                   empty, or `?` when refused (the policy differs here)
@@ -94,6 +95,8 @@ pub enum Answer {
         remaining: u64,
         reset_after: u64,
         wait: u64,
+        /// Until `remaining` grows by one (the RateLimit `t`).
+        next_after: u64,
     },
     /// Denied, nothing spent.
     Denied {
@@ -112,39 +115,41 @@ const UNKNOWN: u8 = 3;
 
 impl Answer {
     pub fn encode(self) -> Bytes {
-        let (status, a, b, c) = match self {
+        let (status, a, b, c, d) = match self {
             Answer::Admitted {
                 remaining,
                 reset_after,
                 wait,
-            } => (ADMITTED, remaining, reset_after, wait),
+                next_after,
+            } => (ADMITTED, remaining, reset_after, wait, next_after),
             Answer::Denied {
                 remaining,
                 reset_after,
                 retry_after,
-            } => (DENIED, remaining, reset_after, retry_after),
-            Answer::Unknown => (UNKNOWN, 0, 0, 0),
+            } => (DENIED, remaining, reset_after, retry_after, 0),
+            Answer::Unknown => (UNKNOWN, 0, 0, 0, 0),
         };
-        let mut out = BytesMut::with_capacity(25);
+        let mut out = BytesMut::with_capacity(33);
         out.put_u8(status);
-        out.put_u64(a);
-        out.put_u64(b);
-        out.put_u64(c);
+        for v in [a, b, c, d] {
+            out.put_u64(v);
+        }
         out.freeze()
     }
 
     /// `None` when not shaped as an answer.
     pub fn decode(mut b: Bytes) -> Option<Answer> {
-        if b.remaining() != 25 {
+        if b.remaining() != 33 {
             return None;
         }
         let status = b.get_u8();
-        let (x, y, z) = (b.get_u64(), b.get_u64(), b.get_u64());
+        let (x, y, z, n) = (b.get_u64(), b.get_u64(), b.get_u64(), b.get_u64());
         match status {
             ADMITTED => Some(Answer::Admitted {
                 remaining: x,
                 reset_after: y,
                 wait: z,
+                next_after: n,
             }),
             DENIED => Some(Answer::Denied {
                 remaining: x,
@@ -178,6 +183,7 @@ mod tests {
                 remaining: 1,
                 reset_after: 2,
                 wait: 3,
+                next_after: 4,
             },
             Answer::Denied {
                 remaining: 0,

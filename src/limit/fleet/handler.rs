@@ -151,16 +151,19 @@ impl FleetHandler {
         });
         let r = &results[0];
         let (remaining, reset_after) = (r.snapshot.remaining, r.snapshot.reset_after);
+        let next_after = r.snapshot.next_after;
         match r.decision.verdict {
             Verdict::Allow => Answer::Admitted {
                 remaining,
                 reset_after,
                 wait: 0,
+                next_after,
             },
             Verdict::Delay(wait) => Answer::Admitted {
                 remaining,
                 reset_after,
                 wait,
+                next_after,
             },
             Verdict::Deny { retry_after } => Answer::Denied {
                 remaining,

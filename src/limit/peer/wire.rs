@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! mac        32 bytes  HMAC-SHA256(secret, everything below [+ the request's mac, in a reply])
-//! version     u8       4 (`VERSION`)
+//! version     u8       5 (`VERSION`)
 //! kind        u8       1 = request, 2 = reply
 //! timestamp   u64      sender's wall clock, Unix milliseconds
 //! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
@@ -37,8 +37,9 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 /// The format version (2: the recipient is signed; 3: gossip as one report per policy; 4:
-/// front-coded report entries, `fleet/report.rs`): nodes of two versions refuse each other.
-pub const VERSION: u8 = 4;
+/// front-coded report entries, `fleet/report.rs`; 5: ask answers carry `next_after`): nodes
+/// of two versions refuse each other.
+pub const VERSION: u8 = 5;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
 pub const MAX_SKEW: Duration = Duration::from_secs(5);
