@@ -147,10 +147,16 @@ impl Validator {
                 "request_bytes needs gcra, token_bucket or sliding_window",
             );
         }
-        if matches!(p.site, Site::Lease | Site::Owner) || p.local_first {
+        if p.site == Site::Lease {
             self.fail(
                 &key,
-                "request_bytes is not supported with site = \"lease\", \"owner\" or local_first yet",
+                "request_bytes cannot be leased: one body's bytes may exceed any batch",
+            );
+        }
+        if p.site == Site::Owner || p.local_first {
+            self.fail(
+                &key,
+                "request_bytes is not supported with site = \"owner\" or local_first yet",
             );
         }
         if p.cost_header.is_some() || p.response_cost_header.is_some() || p.count.is_some() {
@@ -175,10 +181,10 @@ impl Validator {
                 "only gcra, token_bucket and sliding_window can be debited",
             );
         }
-        if matches!(p.site, Site::Lease | Site::Owner) || p.local_first {
+        if p.site == Site::Owner || p.local_first {
             self.fail(
                 &key,
-                "not supported with site = \"lease\", \"owner\" or local_first yet: use local, split, central or gossip",
+                "not supported with site = \"owner\" or local_first yet: use local, split, central, lease or gossip",
             );
         }
         HeaderName::from_bytes(h.as_bytes())

@@ -142,6 +142,7 @@ impl Sites {
     fn apply(self, moves: Moves) {
         let (mut central, mut central_debit, mut lease, mut owner) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut lease_debit = Vec::new();
         for spend in moves.refund {
             match spend {
                 Spend::Local(item, _) => self.local.refund(&item),
@@ -159,11 +160,13 @@ impl Sites {
                     }
                 }
                 Spend::Central(_, item) => central_debit.push(item),
-                // `check` refuses reported costs on these sites.
-                Spend::Lease(_) | Spend::Owner(..) => {}
+                Spend::Lease(item) => lease_debit.push(item),
+                // `check` refuses reported costs on owner policies.
+                Spend::Owner(..) => {}
             }
         }
         self.lease.give_back(&lease);
+        self.lease.debit(&lease_debit);
         if let Some(fleet) = self.fleet.clone().filter(|_| !owner.is_empty()) {
             owner
                 .iter()

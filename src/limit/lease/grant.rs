@@ -105,6 +105,16 @@ impl MemoryCoordinator {
         g
     }
 
+    /// Spend `cost` cells of `key` whether or not they conform (a response reported a
+    /// higher cost): the key's arrival time moves on, past now if it must.
+    pub fn debit(&self, key: &str, p: &LeaseParams, cost: u32, now: Nanos) {
+        let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
+        let now_t = p.rate.ticks(now);
+        let base = tats.get(key).map_or(now_t, |(t, _)| (*t).max(now_t));
+        let tat = base + p.rate.cells(u64::from(cost));
+        tats.insert(key.into(), (tat, p.rate.ns_ceil(tat)));
+    }
+
     /// Calls answered so far.
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)

@@ -27,7 +27,7 @@ use super::params::LeaseParams;
 pub use super::refill::LEASE_LUA;
 use crate::limit::clock::{Clock, Nanos};
 use crate::limit::metrics::PolicyGauges;
-use crate::limit::store::{RedisStore, StoreError};
+use crate::limit::store::{Debt, RedisStore, StoreError};
 
 /// One leased key of one request.
 #[derive(Debug, Clone)]
@@ -172,6 +172,28 @@ impl LeaseSite {
     }
 
     /// Undo admitted takes of a request another policy denied.
+    /// Spend items' cells at the coordinator whether or not they conform (a response
+    /// reported a higher cost). Redis: owed, as the L/N fallback's admissions are, and paid
+    /// through the check script's `debit` before this node next asks for the key.
+    pub fn debit(&self, items: &[LeaseItem]) {
+        let now = self.now();
+        for item in items {
+            let p = &item.params;
+            match &self.coordinator {
+                Coordinator::Memory(m) => m.debit(&item.key, p, item.cost, now),
+                Coordinator::Redis { store, .. } => {
+                    let interval_us = p.ns_ceil(p.interval()) as f64 / 1_000.0;
+                    let cost = f64::from(item.cost);
+                    store.owe(Debt {
+                        key: store.key(&item.key),
+                        params: [1.0, 1.0, interval_us, f64::from(p.burst), cost, 0.0, 1.0],
+                        slot: Arc::from("-"),
+                    });
+                }
+            }
+        }
+    }
+
     pub fn give_back(&self, items: &[LeaseItem]) {
         for it in items {
             let mut shard = self.books.lock(&it.key);
