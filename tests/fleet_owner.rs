@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use common::config::{policy, route};
-use common::peers::{self, PeerFleet};
+use common::peers;
 use common::*;
 use futures_util::future::join_all;
 use http::StatusCode;
@@ -26,18 +26,6 @@ async fn status(addr: SocketAddr, ip: &str, account: Option<&str>) -> StatusCode
 
 fn count(statuses: &[StatusCode], want: StatusCode) -> usize {
     statuses.iter().filter(|&&s| s == want).count()
-}
-
-/// Wait until no peer call is in flight anywhere (every call counted has answered or
-/// failed): refunds run in the background.
-async fn quiet(fleet: &PeerFleet) {
-    eventually("no peer call in flight", Duration::from_secs(5), || async {
-        let calls = fleet.metric("tollgate_peer_calls_total").await;
-        let done = fleet.metric("tollgate_peer_latency_seconds_count").await
-            + fleet.metric("tollgate_peer_errors_total").await;
-        calls == done
-    })
-    .await;
 }
 
 fn owner_limits(policies: &str, names: &[&str], on_error: &str) -> String {
@@ -117,7 +105,7 @@ async fn keys_with_different_owners_are_all_or_nothing() {
         first.push(status(entry, &ips[0], None).await);
     }
     assert_eq!(count(&first, StatusCode::OK), 3, "{first:?}");
-    quiet(&fleet).await;
+    fleet.quiet().await;
     let mut second = Vec::new();
     for _ in 0..4 {
         second.push(status(entry, &ips[1], None).await);

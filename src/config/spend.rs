@@ -153,10 +153,10 @@ impl Validator {
                 "request_bytes cannot be leased: one body's bytes may exceed any batch",
             );
         }
-        if p.site == Site::Owner || p.local_first {
+        if p.local_first {
             self.fail(
                 &key,
-                "request_bytes is not supported with site = \"owner\" or local_first yet",
+                "request_bytes: a local_first state in front cannot be debited: drop local_first",
             );
         }
         if p.cost_header.is_some() || p.response_cost_header.is_some() || p.count.is_some() {
@@ -181,10 +181,10 @@ impl Validator {
                 "only gcra, token_bucket and sliding_window can be debited",
             );
         }
-        if p.site == Site::Owner || p.local_first {
+        if p.local_first {
             self.fail(
                 &key,
-                "not supported with site = \"owner\" or local_first yet: use local, split, central, lease or gossip",
+                "a local_first state in front cannot be debited: drop local_first",
             );
         }
         HeaderName::from_bytes(h.as_bytes())

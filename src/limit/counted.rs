@@ -142,7 +142,7 @@ impl Sites {
     fn apply(self, moves: Moves) {
         let (mut central, mut central_debit, mut lease, mut owner) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut lease_debit = Vec::new();
+        let (mut lease_debit, mut owner_debit) = (Vec::new(), Vec::new());
         for spend in moves.refund {
             match spend {
                 Spend::Local(item, _) => self.local.refund(&item),
@@ -161,17 +161,23 @@ impl Sites {
                 }
                 Spend::Central(_, item) => central_debit.push(item),
                 Spend::Lease(item) => lease_debit.push(item),
-                // `check` refuses reported costs on owner policies.
-                Spend::Owner(..) => {}
+                Spend::Owner(at, item) => owner_debit.push((at, item)),
             }
         }
         self.lease.give_back(&lease);
         self.lease.debit(&lease_debit);
-        if let Some(fleet) = self.fleet.clone().filter(|_| !owner.is_empty()) {
+        if let Some(fleet) = &self.fleet {
+            // The keys move: what this node remembered of them is stale.
             owner
                 .iter()
+                .chain(&owner_debit)
                 .for_each(|(_, i)| self.denied_until.forget(&i.key));
-            fleet.refund(owner);
+            if !owner.is_empty() {
+                fleet.refund(owner);
+            }
+            if !owner_debit.is_empty() {
+                fleet.debit(owner_debit);
+            }
         }
         let Some(site) = self.central.clone() else {
             return;

@@ -105,6 +105,18 @@ impl PeerFleet {
         sum
     }
 
+    /// Wait until no peer call is in flight anywhere (every call counted has answered or
+    /// failed): refunds and debits run in the background.
+    pub async fn quiet(&self) {
+        eventually("no peer call in flight", Duration::from_secs(5), || async {
+            let calls = self.metric("tollgate_peer_calls_total").await;
+            let done = self.metric("tollgate_peer_latency_seconds_count").await
+                + self.metric("tollgate_peer_errors_total").await;
+            calls == done
+        })
+        .await;
+    }
+
     /// Wait until every node sees every peer live and has heard from each of them.
     pub async fn settled(&self) {
         let n = self.nodes.len();

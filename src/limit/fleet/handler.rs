@@ -188,6 +188,12 @@ impl PeerHandler for FleetHandler {
                     }
                     Bytes::new()
                 }
+                Op::Debit => {
+                    if let Some(it) = self.item(&view, item.data, Site::Owner) {
+                        view.local.debit(&it);
+                    }
+                    Bytes::new()
+                }
                 Op::Gossip if self.gossip(&view, item.data) => Bytes::new(),
                 Op::Gossip => Bytes::from_static(REFUSED),
                 Op::Ping => self.me.clone(),

@@ -197,6 +197,16 @@ impl FleetSite {
 
     /// Give back reservations at their owners, in the background.
     pub fn refund(self: &Arc<Self>, items: Vec<(SocketAddr, KeyItem)>) {
+        self.send(Op::Refund, items);
+    }
+
+    /// Spend cells at their owners whether or not they conform, in the background.
+    pub fn debit(self: &Arc<Self>, items: Vec<(SocketAddr, KeyItem)>) {
+        self.send(Op::Debit, items);
+    }
+
+    /// `op` for each item at its owner, one message per owner, in the background.
+    fn send(self: &Arc<Self>, op: Op, items: Vec<(SocketAddr, KeyItem)>) {
         let mut by_owner: Vec<(SocketAddr, Vec<Bytes>)> = Vec::new();
         for (owner, item) in items {
             match by_owner.iter_mut().find(|(o, _)| *o == owner) {
@@ -207,8 +217,8 @@ impl FleetSite {
         for (owner, data) in by_owner {
             let client = self.client.clone();
             tokio::spawn(async move {
-                if let Err(e) = client.call(owner, Op::Refund, data).await {
-                    warn!(peer = %owner, error = %e, "owner refund failed: the key keeps the spend until it refills");
+                if let Err(e) = client.call(owner, op, data).await {
+                    warn!(peer = %owner, op = op.label(), error = %e, "owner call failed: the key keeps its state until it refills");
                 }
             });
         }

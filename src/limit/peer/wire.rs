@@ -37,8 +37,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 /// The format version (2: the recipient is signed; 3: gossip as one report per policy; 4:
-/// front-coded report entries, `fleet/report.rs`; 5: ask answers carry `next_after`): nodes
-/// of two versions refuse each other.
+/// front-coded report entries, `fleet/report.rs`; 5: ask answers carry `next_after`, and the
+/// `debit` op): nodes of two versions refuse each other.
 pub const VERSION: u8 = 5;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
@@ -67,6 +67,9 @@ pub enum Op {
     Gossip,
     /// Liveness.
     Ping,
+    /// Route by key: spend cells at the owner whether or not they conform (a response
+    /// reported a higher cost than the request was admitted on).
+    Debit,
 }
 
 impl Op {
@@ -77,6 +80,7 @@ impl Op {
             Op::Refund => "refund",
             Op::Gossip => "gossip",
             Op::Ping => "ping",
+            Op::Debit => "debit",
         }
     }
 
@@ -86,6 +90,7 @@ impl Op {
             Op::Refund => 2,
             Op::Gossip => 3,
             Op::Ping => 4,
+            Op::Debit => 5,
         }
     }
 
@@ -95,6 +100,7 @@ impl Op {
             2 => Op::Refund,
             3 => Op::Gossip,
             4 => Op::Ping,
+            5 => Op::Debit,
             _ => return None,
         })
     }

@@ -1,0 +1,69 @@
+//! `response_cost_header` on `site = "owner"`, three real gateway processes: the spend a
+//! non-owner reserved at the key's owner is resized there when the head arrives (the
+//! excess debited with the peer transport's `debit` op).
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::config::{policy, route};
+use common::peers;
+use common::*;
+use http::{Request, Response};
+use hyper::body::Incoming;
+
+/// An upstream reporting the number at the end of the path as `x-tokens-used`.
+async fn reporting_upstream() -> SocketAddr {
+    upstream(|req: Request<Incoming>| async move {
+        let n = req
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or("0")
+            .to_string();
+        let mut resp = Response::new(body("ok"));
+        resp.headers_mut()
+            .insert("x-tokens-used", n.parse().unwrap());
+        resp
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_takes_the_reported_cost() {
+    let up = reporting_upstream().await;
+    let extra = "site = \"owner\"\nresponse_cost_header = \"x-tokens-used\"";
+    let limits = format!(
+        "{}{}",
+        policy("llm", &["ip"], "gcra", 100, "1h", extra),
+        route("api", &["llm"], "closed")
+    );
+    let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-reported");
+    fleet.settled().await;
+    // A client whose key node 1 owns, sent to node 0: every spend is a reservation there.
+    let ip = (0..=255)
+        .map(|i| format!("203.0.113.{i}"))
+        .find(|c| fleet.owner_of(&format!("llm:ip:{c}")) == 1)
+        .unwrap();
+    let a = fleet.nodes[0].addr;
+    let call = |n: u32| {
+        let ip = ip.clone();
+        async move {
+            get_as(a, &format!("/api/{n}"), &ip, None)
+                .await
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(call(30).await, 200);
+    assert_eq!(call(80).await, 200, "70 left: the estimate (1) fits");
+    fleet.quiet().await;
+    // 100 − 30 − 80: ten below empty at the owner, so the next call waits.
+    assert_eq!(call(1).await, 429);
+    let debits = metric_sum(
+        &metrics_text(fleet.nodes[0].admin.unwrap()).await,
+        "tollgate_peer_calls_total{op=\"debit\"}",
+    );
+    assert_eq!(debits, 2.0, "one debit per resized spend");
+}
