@@ -1,10 +1,12 @@
-//! `response_cost_header` on `site = "owner"`, three real gateway processes: the spend a
-//! non-owner reserved at the key's owner is resized there when the head arrives (the
-//! excess debited with the peer transport's `debit` op).
+//! `response_cost_header` on the peer sites, three real gateway processes each: on `owner`
+//! the spend a non-owner reserved at the key's owner is resized there when the head arrives
+//! (the excess debited with the peer transport's `debit` op); on `gossip` the excess is
+//! debited here and gossiped like any admitted cell, so the peers count it too.
 
 mod common;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use common::config::{policy, route};
 use common::peers;
@@ -66,4 +68,41 @@ async fn an_owner_takes_the_reported_cost() {
         "tollgate_peer_calls_total{op=\"debit\"}",
     );
     assert_eq!(debits, 2.0, "one debit per resized spend");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_peers_count_the_reported_cost() {
+    let up = reporting_upstream().await;
+    let extra = "site = \"gossip\"\nresponse_cost_header = \"x-tokens-used\"";
+    let limits = format!(
+        "{}{}",
+        policy("llm", &["ip"], "gcra", 100, "1h", extra),
+        route("api", &["llm"], "closed")
+    );
+    let cluster = "heartbeat = \"100ms\"\ngossip_interval = \"20ms\"";
+    let fleet = peers::start(3, up, cluster, &limits, "gossip-reported");
+    fleet.settled().await;
+    let (a, b) = (fleet.nodes[0].addr, fleet.nodes[1].admin.unwrap());
+    let resp = get_as(a, "/api/90", "203.0.113.9", None).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    // B hears of all 90 cells (1 admitted, 89 debited), not of the estimate alone.
+    let url = format!("http://{b}/limits/llm?ip=203.0.113.9");
+    eventually(
+        "the peer counts the reported cost",
+        Duration::from_secs(5),
+        || {
+            let url = url.clone();
+            async move {
+                let resp = send_h1(
+                    b,
+                    Request::get(url)
+                        .body(http_body_util::Empty::<bytes::Bytes>::new())
+                        .unwrap(),
+                )
+                .await;
+                json(resp).await["remaining"].as_u64() == Some(10)
+            }
+        },
+    )
+    .await;
 }
