@@ -105,21 +105,7 @@ impl Validator {
             statuses
         });
         if count_statuses.is_some() {
-            if !matches!(
-                p.algorithm,
-                AlgorithmName::Gcra | AlgorithmName::TokenBucket | AlgorithmName::SlidingWindow
-            ) {
-                self.fail(
-                    &at("count"),
-                    "only gcra, token_bucket and sliding_window can give a spend back",
-                );
-            }
-            if p.local_first {
-                self.fail(
-                    &at("count"),
-                    "a local_first state in front cannot give spends back",
-                );
-            }
+            self.resizable(&at("count"), p);
         }
         let response_cost = self.response_cost(at, p);
         let request_bytes = p.cost == RawCost::Named("request_bytes".into());
@@ -134,29 +120,35 @@ impl Validator {
         })
     }
 
-    /// `cost = "request_bytes"`: a streamed body's bytes are debited when the response head
-    /// arrives, so the sites must take debits; its price is its own, so no other pricing.
-    fn request_bytes(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) {
-        let key = at("cost");
+    /// A spend resized when the head arrives (given back, or debited past what conforms):
+    /// only the rate algorithms can, and not behind a node-local `local_first` state.
+    fn resizable(&mut self, key: &str, p: &RawPolicy) {
         if !matches!(
             p.algorithm,
             AlgorithmName::Gcra | AlgorithmName::TokenBucket | AlgorithmName::SlidingWindow
         ) {
             self.fail(
-                &key,
-                "request_bytes needs gcra, token_bucket or sliding_window",
-            );
-        }
-        if p.site == Site::Lease {
-            self.fail(
-                &key,
-                "request_bytes cannot be leased: one body's bytes may exceed any batch",
+                key,
+                "only gcra, token_bucket and sliding_window can resize a spend after the response",
             );
         }
         if p.local_first {
             self.fail(
+                key,
+                "a local_first state in front cannot be resized after the response: drop local_first",
+            );
+        }
+    }
+
+    /// `cost = "request_bytes"`: a streamed body's bytes are debited when the response head
+    /// arrives, so the sites must take debits; its price is its own, so no other pricing.
+    fn request_bytes(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) {
+        let key = at("cost");
+        self.resizable(&key, p);
+        if p.site == Site::Lease {
+            self.fail(
                 &key,
-                "request_bytes: a local_first state in front cannot be debited: drop local_first",
+                "request_bytes cannot be leased: one body's bytes may exceed any batch",
             );
         }
         if p.cost_header.is_some() || p.response_cost_header.is_some() || p.count.is_some() {
@@ -172,21 +164,7 @@ impl Validator {
     fn response_cost(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) -> Option<HeaderName> {
         let h = p.response_cost_header.as_ref()?;
         let key = at("response_cost_header");
-        if !matches!(
-            p.algorithm,
-            AlgorithmName::Gcra | AlgorithmName::TokenBucket | AlgorithmName::SlidingWindow
-        ) {
-            self.fail(
-                &key,
-                "only gcra, token_bucket and sliding_window can be debited",
-            );
-        }
-        if p.local_first {
-            self.fail(
-                &key,
-                "a local_first state in front cannot be debited: drop local_first",
-            );
-        }
+        self.resizable(&key, p);
         HeaderName::from_bytes(h.as_bytes())
             .map_err(|_| self.fail(&key, format!("`{h}` is not a valid header name")))
             .ok()
