@@ -121,15 +121,18 @@ impl Validator {
     }
 
     /// A spend resized when the head arrives (given back, or debited past what conforms):
-    /// only the rate algorithms can, and not behind a node-local `local_first` state.
+    /// only gcra and token_bucket can, whose cells are alike whenever they were spent — a
+    /// sliding window would give back from the current window a cell spent in the previous
+    /// one, where it counts for less, and so erase newer spends — and not behind a
+    /// node-local `local_first` state.
     fn resizable(&mut self, key: &str, p: &RawPolicy) {
         if !matches!(
             p.algorithm,
-            AlgorithmName::Gcra | AlgorithmName::TokenBucket | AlgorithmName::SlidingWindow
+            AlgorithmName::Gcra | AlgorithmName::TokenBucket
         ) {
             self.fail(
                 key,
-                "only gcra, token_bucket and sliding_window can resize a spend after the response",
+                "only gcra and token_bucket can resize a spend after the response",
             );
         }
         if p.local_first {

@@ -202,6 +202,13 @@ impl Validator {
             let Some(hash) = self.account_hash(&key, who, account) else {
                 continue;
             };
+            if t.overrides.iter().any(|(h, _)| *h == hash) {
+                self.fail(
+                    &key,
+                    "names an account another override already names (raw or as its hash)",
+                );
+                continue;
+            }
             let variant = match (&o.tier, o.limit) {
                 (Some(tier), None) if o.burst.is_none() => {
                     match t.tiers.iter().find(|(n, _)| n == tier) {

@@ -14,6 +14,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::{HeaderMap, HeaderName};
 
@@ -81,9 +82,22 @@ pub(super) struct Sites {
 }
 
 /// The settled spends of one admitted request (boxed: most requests have none, and the
-/// admission travels by value).
+/// admission travels by value). Dropped unsettled — the request ended without a head (the
+/// client went away) — it still charges a streamed body the bytes it sent.
 #[derive(Default)]
-pub struct Counted(Option<Box<(Sites, Spends)>>);
+pub struct Counted(Option<Box<Inner>>);
+
+struct Inner {
+    sites: Sites,
+    spends: Spends,
+    /// A streamed body's bytes so far, when a `request_bytes` spend waits for them.
+    sent: Option<Arc<AtomicU64>>,
+}
+
+/// The counter the forwarder adds a streamed request body's bytes to (carried to it in the
+/// request's extensions).
+#[derive(Clone)]
+pub struct SentBytes(pub Arc<AtomicU64>);
 
 /// Each spend with what settles it.
 type Spends = Vec<(Rule, Spend)>;
@@ -97,26 +111,58 @@ struct Moves {
 
 impl Counted {
     pub(super) fn new(sites: Sites, spends: Spends) -> Self {
-        Counted(Some(Box::new((sites, spends))).filter(|b| !b.1.is_empty()))
+        if spends.is_empty() {
+            return Counted::default();
+        }
+        let counts_body = spends.iter().any(|(r, _)| r.body_bytes);
+        let sent = counts_body.then(|| Arc::new(AtomicU64::new(0)));
+        Counted(Some(Box::new(Inner {
+            sites,
+            spends,
+            sent,
+        })))
     }
 
-    /// The response head has `status` and `headers`, and the request body had sent `sent`
-    /// bytes: size each spend to what its policy keeps. Store and owner calls run in the
-    /// background, as the limit step's own do.
-    pub fn settle(self, status: u16, headers: &HeaderMap, sent: u64) {
-        let Some(inner) = self.0 else { return };
-        let (sites, spends) = *inner;
+    /// Where the forwarder counts a streamed body's bytes, when a spend waits for them.
+    pub fn sent_bytes(&self) -> Option<SentBytes> {
+        let sent = self.0.as_ref()?.sent.as_ref()?;
+        Some(SentBytes(sent.clone()))
+    }
+
+    /// The response head has `status` and `headers`: size each spend to what its policy
+    /// keeps. Store and owner calls run in the background, as the limit step's own do.
+    pub fn settle(mut self, status: u16, headers: &HeaderMap) {
+        if let Some(inner) = self.0.take() {
+            inner.finish(Some((status, headers)));
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            inner.finish(None);
+        }
+    }
+}
+
+impl Inner {
+    /// Size each spend: by the head when there is one; without one, only a streamed body's
+    /// bytes are known (counted statuses and reported costs keep the spend as it is).
+    fn finish(self, head: Option<(u16, &HeaderMap)>) {
+        let sent = self.sent.map_or(0, |s| s.load(Ordering::Relaxed));
+        let body = u32::try_from(sent.max(1)).unwrap_or(u32::MAX);
         let mut moves = Moves::default();
-        for (rule, spend) in spends {
+        for (rule, spend) in self.spends {
             let spent = spend.cost();
-            let counted = rule
-                .statuses
-                .is_none_or(|s| s.binary_search(&status).is_ok());
-            let keep = match (&rule.response_cost, counted) {
-                (_, false) => 0,
-                (Some(h), true) => reported(headers, h).unwrap_or(spent),
-                (None, true) if rule.body_bytes => u32::try_from(sent.max(1)).unwrap_or(u32::MAX),
-                (None, true) => spent,
+            let keep = match head {
+                _ if rule.body_bytes => body,
+                None => spent,
+                Some((status, headers)) => match (&rule.response_cost, &rule.statuses) {
+                    (_, Some(s)) if s.binary_search(&grpc_as_http(headers, status)).is_err() => 0,
+                    (Some(h), _) => reported(headers, h).unwrap_or(spent),
+                    (None, _) => spent,
+                },
             };
             if keep < spent {
                 moves.refund.push(spend.resized(spent - keep));
@@ -124,7 +170,31 @@ impl Counted {
                 moves.debit.push(spend.resized(keep - spent));
             }
         }
-        sites.apply(moves);
+        self.sites.apply(moves);
+    }
+}
+
+/// The status `count` reads: a gRPC error answered in the head (Trailers-Only, as servers
+/// answer a call that fails before any message) as the HTTP status it maps to
+/// (UNAUTHENTICATED 401, PERMISSION_DENIED 403, …: the mapping of Google's API design
+/// guide), since such an answer is HTTP 200; any other response its own status.
+fn grpc_as_http(headers: &HeaderMap, status: u16) -> u16 {
+    let Some(code) = headers.get("grpc-status").and_then(|v| v.to_str().ok()) else {
+        return status;
+    };
+    match code.trim() {
+        "0" => 200,
+        "1" => 499,
+        "3" | "9" | "11" => 400,
+        "4" => 504,
+        "5" => 404,
+        "6" | "10" => 409,
+        "7" => 403,
+        "8" => 429,
+        "12" => 501,
+        "14" => 503,
+        "16" => 401,
+        _ => 500,
     }
 }
 
@@ -166,7 +236,10 @@ impl Sites {
         }
         self.lease.give_back(&lease);
         self.lease.debit(&lease_debit);
-        if let Some(fleet) = &self.fleet {
+        // Outside a runtime (process exit) peer and store calls are skipped: the keys keep
+        // their spends until they refill.
+        let rt = tokio::runtime::Handle::try_current().ok();
+        if let Some(fleet) = self.fleet.as_ref().filter(|_| rt.is_some()) {
             // The keys move: what this node remembered of them is stale.
             owner
                 .iter()
@@ -179,12 +252,12 @@ impl Sites {
                 fleet.debit(owner_debit);
             }
         }
-        let Some(site) = self.central.clone() else {
+        let (Some(site), Some(rt)) = (self.central.clone(), rt) else {
             return;
         };
         if !central_debit.is_empty() {
             let site = site.clone();
-            tokio::spawn(async move { site.debit(&central_debit).await });
+            rt.spawn(async move { site.debit(&central_debit).await });
         }
         if !central.is_empty() {
             // The key moves back: what this node remembered of it is stale.
@@ -192,7 +265,7 @@ impl Sites {
             let now = local.now();
             let (keys, central): (Vec<String>, Vec<CentralItem>) = central.into_iter().unzip();
             keys.iter().for_each(|k| cache.refunding(k, now));
-            tokio::spawn(async move {
+            rt.spawn(async move {
                 site.refund(&central).await;
                 let now = local.now();
                 keys.iter().for_each(|k| cache.refunding(k, now));
@@ -255,6 +328,10 @@ impl Check<'_> {
 
 impl std::fmt::Debug for Counted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Counted({})", self.0.as_ref().map_or(0, |b| b.1.len()))
+        write!(
+            f,
+            "Counted({})",
+            self.0.as_ref().map_or(0, |b| b.spends.len())
+        )
     }
 }

@@ -77,8 +77,9 @@ impl Limiter {
         let index = self
             .policy_index(policy)
             .ok_or_else(|| InspectError::NoPolicy(policy.to_string()))?;
+        // A tiered policy: the variant these key parts' request would be asked under.
+        let (index, key, headroom) = self.query_key(index, query)?;
         let p = &self.sites().policies[index];
-        let (key, headroom) = self.query_key(index, query)?;
         let site = site_of(&p.spec, self.central().is_some());
         let (source, remaining, reset_after) = match site {
             Site::Central { .. } | Site::Lease => {
@@ -107,12 +108,13 @@ impl Limiter {
         })
     }
 
-    /// The key a request with these parts would have, and its headroom.
+    /// The policy (a tier's variant) a request with these parts would be asked under, its
+    /// key, and its headroom.
     fn query_key(
         &self,
         index: usize,
         q: &KeyQuery,
-    ) -> Result<(String, std::num::NonZeroU32), InspectError> {
+    ) -> Result<(usize, String, std::num::NonZeroU32), InspectError> {
         let p = &self.sites().policies[index];
         let bad = |m: String| InspectError::BadKey(m);
         let needs = |part: &KeyPart| p.key.contains(part);
@@ -164,8 +166,9 @@ impl Limiter {
             claims.extend(given);
             facts.claims = Some(Ok(claims));
         }
-        match self.keys().key(p, &facts) {
-            Ok(Some(key)) => Ok((key, facts.headroom)),
+        let index = self.tiers().pick(index, &facts).map_err(bad)?;
+        match self.keys().key(&self.sites().policies[index], &facts) {
+            Ok(Some(key)) => Ok((index, key, facts.headroom)),
             Ok(None) => Err(bad("a part of this policy's key is missing (account=, \
                  header.NAME=, query.NAME=, cookie.NAME= or jwt.CLAIM=)"
                 .into())),

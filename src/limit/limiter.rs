@@ -288,6 +288,11 @@ impl Limiter {
         self.sites.policies.iter().position(|p| &*p.name == name)
     }
 
+    /// Which variant of a tiered policy a request is asked under (the admin API asks too).
+    pub(super) fn tiers(&self) -> &TierTable {
+        &self.tiers
+    }
+
     /// What every check decides with (the admin API reads keys through it).
     pub(super) fn sites(&self) -> &Sites {
         &self.sites
@@ -417,17 +422,23 @@ impl Limiter {
                 limits.counters[slot].count_exempt();
                 continue;
             }
-            // A tiered policy is asked as the variant this client's tier names.
-            let e = &PolicyEntry {
-                policy: self.tiers.pick(e.policy, facts),
-                ..*e
+            // A tiered policy is asked as the variant this client's tier names. What
+            // a client states wrongly (an account for an override, a price) refuses the
+            // request (400) for an enforcing policy; a shadow one then does not apply.
+            let enforcing = e.mode == Mode::Enforce;
+            let policy = match self.tiers.pick(e.policy, facts) {
+                Ok(p) => p,
+                Err(why) if enforcing => return Err(why),
+                Err(_) => continue,
             };
+            let e = &PolicyEntry { policy, ..*e };
             let policy = &self.sites.policies[e.policy];
             match self.keys.key(policy, facts) {
-                Ok(Some(key)) => {
-                    let cost = request_cost(policy, facts.headers)?;
-                    asks.push(Ask::new(*e, slot, key, facts.headroom, cost));
-                }
+                Ok(Some(key)) => match request_cost(policy, facts.headers) {
+                    Ok(price) => asks.push(Ask::new(*e, slot, key, facts.headroom, price)),
+                    Err(why) if enforcing => return Err(why),
+                    Err(_) => {}
+                },
                 Ok(None) => {}
                 // An enforcing policy needs a header stated ambiguously: refuse (400) before
                 // any policy is asked, so nothing is spent.

@@ -33,6 +33,7 @@ mod tiers;
 
 pub use admission::{Admission, PolicyReport};
 pub use carry::PolicyCarry;
+pub use counted::SentBytes;
 pub use limiter::{Limiter, LimiterError};
 pub mod central;
 pub(crate) mod deny_cache;

@@ -48,15 +48,20 @@ impl TierTable {
         (TierTable { by_base }, variants)
     }
 
-    /// The policy to ask in place of `base` for this request.
-    pub fn pick(&self, base: usize, facts: &RequestFacts<'_>) -> usize {
+    /// The policy to ask in place of `base` for this request; `Err` (a 400) when the
+    /// policy has overrides and the request states its account ambiguously: as no account
+    /// it would escape an override that lowers its limit.
+    pub fn pick(&self, base: usize, facts: &RequestFacts<'_>) -> Result<usize, String> {
         let Some(Some(c)) = self.by_base.get(base) else {
-            return base;
+            return Ok(base);
         };
-        // An account stated ambiguously is none: it never buys an override.
-        let account = facts.account.as_ref().and_then(|a| a.as_deref().ok());
+        let account = match &facts.account {
+            Some(Err(ambiguous)) if !c.overrides.is_empty() => return Err(ambiguous.reason()),
+            Some(a) => a.as_deref().ok(),
+            None => None,
+        };
         if let Some(&v) = account.and_then(|a| c.overrides.get(a)) {
-            return v;
+            return Ok(v);
         }
         let tier = match &c.source {
             Some(TierSource::Header(h)) => single(facts.headers, h),
@@ -68,7 +73,7 @@ impl TierTable {
                 .and_then(crate::config::Jwt::claim_text),
             None => None,
         };
-        tier.and_then(|t| c.tiers.get(&t).copied()).unwrap_or(base)
+        Ok(tier.and_then(|t| c.tiers.get(&t).copied()).unwrap_or(base))
     }
 }
 

@@ -24,6 +24,7 @@ use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
 use super::{ConnInfo, upgrade};
 use crate::config::{Config, Upstream, UpstreamProtocol};
+use crate::limit::SentBytes;
 use crate::limit::keys::canonical;
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
@@ -38,8 +39,6 @@ pub type UpstreamBody = Either<Watchdog<Incoming>, Empty<Bytes>>;
 pub(super) struct Forwarded {
     pub response: Response<Watchdog<Incoming>>,
     pub slot: Option<OwnedSemaphorePermit>,
-    /// Bytes of the request body sent by the time the head arrived.
-    pub body_bytes: u64,
 }
 
 /// The client of one upstream: plain HTTP, or TLS for `https://` URLs.
@@ -150,7 +149,9 @@ impl Forwarder {
             timeout: self.upstream_timeout,
         };
         let slot = self.slot(pool, deadline).await.ok_or_else(timed_out)?;
-        let watch = (!body.is_end_stream()).then(BodyWatch::new);
+        // `request_bytes` policies count the body (the proxy put their counter here).
+        let sent = parts.extensions.remove::<SentBytes>().map(|s| s.0);
+        let watch = (!body.is_end_stream()).then(|| BodyWatch::new(sent));
         let body = match &watch {
             None => Either::Right(Empty::new()),
             Some(w) => {
@@ -196,12 +197,7 @@ impl Forwarder {
         let upstream = pool.name.clone();
         let response =
             resp.map(|b| Watchdog::new(b, self.body_timeout, None, None).on_stall(upstream));
-        let body_bytes = watch.as_ref().map_or(0, |w| w.bytes());
-        Ok(Forwarded {
-            response,
-            slot,
-            body_bytes,
-        })
+        Ok(Forwarded { response, slot })
     }
 }
 

@@ -211,7 +211,7 @@ impl Gateway {
     async fn limit_and_forward(
         &self,
         entry: &RouteEntry,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
         conn: ConnInfo,
         client: IpAddr,
     ) -> Result<Response<ResponseBody>, GatewayError> {
@@ -253,7 +253,10 @@ impl Gateway {
             // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
             tokio::time::sleep(Duration::from_nanos(admission.delay)).await;
         }
-        // 5. forward
+        // 5. forward (a streamed body's bytes counted for `request_bytes` policies)
+        if let Some(sent) = admission.counted.sent_bytes() {
+            req.extensions_mut().insert(sent);
+        }
         let pool = &inner.pools[entry.route.upstream];
         let sent = Instant::now();
         let peer_trusted = inner.trusted.contains(conn.peer.ip());
@@ -264,12 +267,8 @@ impl Gateway {
         // The head's status settles `count` policies (an upstream that failed: ours).
         let counted = std::mem::take(&mut admission.counted);
         match &result {
-            Ok(f) => counted.settle(
-                f.response.status().as_u16(),
-                f.response.headers(),
-                f.body_bytes,
-            ),
-            Err(e) => counted.settle(e.status().as_u16(), &http::HeaderMap::new(), 0),
+            Ok(f) => counted.settle(f.response.status().as_u16(), f.response.headers()),
+            Err(e) => counted.settle(e.status().as_u16(), &http::HeaderMap::new()),
         }
         let forwarded = result?;
         let mut resp = forwarded.response;

@@ -45,23 +45,20 @@ pub struct BodyWatch {
     base: Instant,
     /// Nanoseconds after `base` at which the body last moved (a frame, or its end).
     moved_ns: AtomicU64,
-    /// Data bytes passed on so far (`cost = "request_bytes"` of a streamed body).
-    bytes: AtomicU64,
+    /// Data bytes passed on so far, when a `cost = "request_bytes"` policy counts them
+    /// (shared with the limit step's settlement, which outlives a dropped request).
+    bytes: Option<Arc<AtomicU64>>,
 }
 
 impl BodyWatch {
-    pub fn new() -> Arc<Self> {
+    /// A watch that also counts the body's data bytes into `sent`, when given.
+    pub fn new(sent: Option<Arc<AtomicU64>>) -> Arc<Self> {
         Arc::new(BodyWatch {
             fault: OnceLock::new(),
             base: Instant::now(),
             moved_ns: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            bytes: sent,
         })
-    }
-
-    /// Data bytes the body has passed on so far.
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn fault(&self) -> Option<BodyFault> {
@@ -185,9 +182,8 @@ where
         }
         if let Some(slot) = &this.fault {
             slot.moved();
-            if let Some(data) = frame.data_ref() {
-                slot.bytes
-                    .fetch_add(data.remaining() as u64, Ordering::Relaxed);
+            if let (Some(sent), Some(data)) = (&slot.bytes, frame.data_ref()) {
+                sent.fetch_add(data.remaining() as u64, Ordering::Relaxed);
             }
         }
         if let (Some((left, limit)), Some(data)) = (this.budget.as_mut(), frame.data_ref()) {

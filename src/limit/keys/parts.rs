@@ -117,25 +117,28 @@ const MAX_PATH: usize = 256;
 /// part of the key.
 pub(super) fn path_part(key: &mut String, path: &str) {
     let start = key.len();
-    let path = match path.strip_suffix('/') {
-        Some(p) if !p.is_empty() => p,
-        _ => path,
-    };
-    let mut in_params = false;
-    for c in path.chars() {
-        match c {
-            '/' => in_params = false,
-            ';' => in_params = true,
-            _ => {}
+    // Segments without their `;params`, empty ones dropped: `/a/;x/` and `/a//` are `/a`,
+    // so neither parameters nor slashes mint a fresh key.
+    let segments = path
+        .split('/')
+        .map(|seg| seg.split(';').next().unwrap_or(""))
+        .filter(|seg| !seg.is_empty());
+    let mut any = false;
+    for seg in segments {
+        any = true;
+        key.push('/');
+        for c in seg.chars() {
+            if key.len() - start >= MAX_PATH {
+                return;
+            }
+            match c {
+                ':' => key.push_str("%3a"),
+                c => key.push(c.to_ascii_lowercase()),
+            }
         }
-        if key.len() - start >= MAX_PATH {
-            break;
-        }
-        match c {
-            _ if in_params => {}
-            ':' => key.push_str("%3a"),
-            c => key.push(c.to_ascii_lowercase()),
-        }
+    }
+    if !any {
+        key.push('/');
     }
 }
 

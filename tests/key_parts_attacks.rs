@@ -1,0 +1,65 @@
+//! Attacks on issue 16's `path` key part. Each test asserts the SAFE behaviour, so a
+//! failure demonstrates a break.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use common::config::{limited, policy};
+use common::*;
+use http::{Request, StatusCode};
+use http_body_util::Empty;
+
+const OK: StatusCode = StatusCode::OK;
+const DENIED: StatusCode = StatusCode::TOO_MANY_REQUESTS;
+
+async fn send(addr: SocketAddr, path: &str) -> StatusCode {
+    let req = Request::get(format!("http://{addr}{path}"))
+        .header("x-forwarded-for", "203.0.113.9")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    send_h1(addr, req).await.status()
+}
+
+/// One policy, 2 per hour keyed on `path`, on a catch-all route.
+async fn gateway() -> Gateway {
+    let up = echo_upstream().await;
+    // `path_parameters = "keep"`: the only mode where `;` reaches the key (the default
+    // refuses it with 400, which holds).
+    let text = limited(up, "")
+        .text(&policy("p", &["path"], "gcra", 2, "1h", ""))
+        .app_route("api", "policies = [\"p\"]")
+        .build()
+        .replace("[server]\n", "[server]\npath_parameters = \"keep\"\n");
+    Gateway::start(&text).await
+}
+
+/// Was a break (fixed): `path_part` strips one trailing `/` *before* dropping `;params`, so a segment
+/// made only of a parameter (`/;x`) leaves a `/` behind that is never folded:
+/// `/api/login/;a` keys as `/api/login/`, `/api/login/;a/;b` as `/api/login//`, and so on —
+/// an unbounded number of fresh budgets for one endpoint on any backend that strips
+/// `;params` (servlet containers, the very case the fold exists for) and folds empty
+/// segments / a trailing slash. Once `/api/login` is spent, every spelling must be denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_param_only_segments_share_the_endpoints_budget() {
+    let gw = gateway().await;
+    let addr = gw.addrs.listen;
+    assert_eq!(send(addr, "/api/login").await, OK);
+    assert_eq!(send(addr, "/api/login").await, OK);
+    assert_eq!(send(addr, "/api/login").await, DENIED, "budget spent");
+    // Spellings the code itself promises to fold (held):
+    assert_eq!(send(addr, "/api/login/").await, DENIED);
+    assert_eq!(send(addr, "/api/login;jsessionid=1").await, DENIED);
+    // The break: a parameter-only segment.
+    let mut fresh = Vec::new();
+    for p in ["/api/login/;a", "/api/login/;a/;b", "/api/login/;a/;b/;c"] {
+        if send(addr, p).await != DENIED {
+            fresh.push(p);
+        }
+    }
+    assert!(
+        fresh.is_empty(),
+        "spent `/api/login`, yet these spellings got a fresh budget: {fresh:?}"
+    );
+}
