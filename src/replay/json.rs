@@ -16,8 +16,9 @@ use std::net::IpAddr;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use super::ip::parse_ip;
 use super::json_scan::scan;
-use super::parse::{Malformed, Record, parse_ip};
+use super::parse::{Malformed, Record};
 use super::time::parse_rfc3339;
 
 /// The target of access-log lines.

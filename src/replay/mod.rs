@@ -4,11 +4,13 @@
 //! nothing on the request path imports it.
 //!
 //! The walk: `source.rs` opens each file (gzip by magic bytes), `parse.rs`/`json.rs` turn
-//! lines into records (format detected per file), `run.rs` decides each record with the
-//! gateway's own code and counts it in `tally.rs`, `report.rs` prints the result and
-//! `plot.rs` draws denials per minute. `cli.rs` is the command line.
+//! lines into records (format detected per file; `ip.rs` reads the client address),
+//! `run.rs` decides each record with the gateway's own code and counts it in `tally.rs`,
+//! `report.rs` prints the result and `plot.rs` draws denials per minute. `cli.rs` is the
+//! command line.
 
 mod cli;
+mod ip;
 mod json;
 mod json_scan;
 mod parse;
@@ -158,11 +160,12 @@ async fn replay_file(
         skipped: 0,
     };
     let mut format = None;
-    let mut line = Vec::with_capacity(4096);
-    while input.next_line(&mut line)? {
+    let read = input.read.clone();
+    let mut buf = Vec::new();
+    while let Some(line) = input.next_line(&mut buf)? {
         file.lines += 1;
         if file.lines.is_multiple_of(PROGRESS_EVERY) {
-            bar.set_position(done_before + input.read.get());
+            bar.set_position(done_before + read.get());
         }
         let f = match format {
             Some(f) => f,
@@ -170,9 +173,9 @@ async fn replay_file(
                 file.skipped += 1;
                 continue;
             }
-            None => *format.insert(Format::detect(&line)),
+            None => *format.insert(Format::detect(line)),
         };
-        match parse_line(f, &line, &options.account_field) {
+        match parse_line(f, line, &options.account_field) {
             Ok(Some(record)) => {
                 file.requests += 1;
                 replayer.record(&record).await;
@@ -182,7 +185,7 @@ async fn replay_file(
                 file.malformed += 1;
                 if shown.len() < options.show_malformed {
                     let m = MalformedLine {
-                        file: input.name.clone(),
+                        file: file.file.clone(),
                         line: file.lines,
                         reason,
                     };

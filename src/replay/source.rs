@@ -28,6 +28,8 @@ pub struct Input {
     /// Bytes read from disk so far.
     pub read: Rc<Cell<u64>>,
     reader: Box<dyn BufRead>,
+    /// Bytes of the line last returned (and its newline), consumed at the next call.
+    pending: usize,
 }
 
 /// Counts the bytes passing through.
@@ -87,23 +89,38 @@ impl Input {
             size: 0,
             read: Rc::new(Cell::new(0)),
             reader,
+            pending: 0,
         })
     }
 
-    /// The next line into `buf` (cleared first, newline removed); `false` at the end.
-    pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<bool, ReplayError> {
+    /// The next line without its newline, `None` at the end. Borrowed from the read buffer
+    /// when the line lies wholly in it (nearly always): `read_until` copied every line into
+    /// `buf` and searched with core's scalar `memchr`, ~390 instructions a line under
+    /// callgrind against ~200 now. A line that straddles the buffer's end is gathered in
+    /// `buf`.
+    pub fn next_line<'s>(
+        &'s mut self,
+        buf: &'s mut Vec<u8>,
+    ) -> Result<Option<&'s [u8]>, ReplayError> {
+        let fail = |source| ReplayError::Read {
+            file: self.name.clone(),
+            source,
+        };
+        self.reader.consume(std::mem::take(&mut self.pending));
+        let newline = memchr::memchr(b'\n', self.reader.fill_buf().map_err(fail)?);
+        if let Some(n) = newline {
+            self.pending = n + 1;
+            // The same buffered bytes again: no read happens between the two calls.
+            return Ok(Some(&self.reader.fill_buf().map_err(fail)?[..n]));
+        }
         buf.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', buf)
-            .map_err(|source| ReplayError::Read {
-                file: self.name.clone(),
-                source,
-            })?;
+        if self.reader.read_until(b'\n', buf).map_err(fail)? == 0 {
+            return Ok(None);
+        }
         if buf.last() == Some(&b'\n') {
             buf.pop();
         }
-        Ok(n > 0)
+        Ok(Some(buf))
     }
 }
 
@@ -115,8 +132,8 @@ mod tests {
     fn lines(mut input: Input) -> Vec<String> {
         let mut buf = Vec::new();
         let mut out = Vec::new();
-        while input.next_line(&mut buf).unwrap() {
-            out.push(String::from_utf8(buf.clone()).unwrap());
+        while let Some(line) = input.next_line(&mut buf).unwrap() {
+            out.push(String::from_utf8(line.to_vec()).unwrap());
         }
         out
     }
@@ -135,6 +152,13 @@ mod tests {
         let zipped = Input::from_reader("z".into(), io::Cursor::new(gz)).unwrap();
         assert!(zipped.gzip);
         assert_eq!(lines(zipped), ["a", "b"]);
+    }
+
+    #[test]
+    fn lines_straddling_the_read_buffer_are_whole() {
+        let small = io::BufReader::with_capacity(4, &b"abcdef\ngh\n\nijklmnopq"[..]);
+        let input = Input::from_reader("s".into(), small).unwrap();
+        assert_eq!(lines(input), ["abcdef", "gh", "", "ijklmnopq"]);
     }
 
     #[test]

@@ -11,12 +11,18 @@ pub type UnixNanos = i64;
 
 const NANOS: i64 = 1_000_000_000;
 
-/// `N` ASCII digits at `at` as a number, or `None`.
+/// `N` ASCII digits at `at` as a number, or `None`. A plain loop over a fixed-length slice:
+/// the fold with `try_fold` and `then` it replaced cost twice the instructions.
 fn digits(b: &[u8], at: usize, n: usize) -> Option<i64> {
-    let s = b.get(at..at + n)?;
-    s.iter().try_fold(0i64, |acc, &c| {
-        c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-    })
+    let mut acc = 0i64;
+    for &c in b.get(at..at + n)? {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        acc = acc * 10 + i64::from(d);
+    }
+    Some(acc)
 }
 
 /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -112,20 +118,19 @@ pub fn parse_rfc3339(b: &[u8]) -> Option<UnixNanos> {
         digits(b, 14, 2)?,
         digits(b, 17, 2)?,
     )?;
-    let mut at = 19;
-    let mut frac = 0;
+    // The fraction in one pass: up to nine digits kept (nanoseconds), further ones dropped.
+    let (mut at, mut frac) = (19, 0);
     if b[at] == b'.' {
-        let start = at + 1;
-        at = start;
-        while b.get(at).is_some_and(u8::is_ascii_digit) {
+        at += 1;
+        let mut scale = NANOS;
+        while let Some(d) = b.get(at).map(|c| c.wrapping_sub(b'0')).filter(|&d| d <= 9) {
+            scale /= 10;
+            frac += i64::from(d) * scale;
             at += 1;
         }
-        let n = at - start;
-        if n == 0 {
+        if at == 20 {
             return None;
         }
-        // Nanosecond precision; further digits are dropped.
-        frac = digits(b, start, n.min(9))? * 10i64.pow(9 - n.min(9) as u32);
     }
     let offset = match &b[at..] {
         [b'Z' | b'z'] => 0,
