@@ -342,8 +342,9 @@ async fn central_check(conn: &mut MultiplexedConnection, key: &str) -> (bool, i6
         .invoke_async(conn)
         .await
         .expect("check.lua runs");
-    assert_eq!(reply.len(), 6, "check.lua replied {reply:?}");
-    (reply[0] == 1, reply[5])
+    // 6 integers for the key, then now_us.
+    assert_eq!(reply.len(), 7, "check.lua replied {reply:?}");
+    (reply[0] == 1, reply[6])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::config::fleet;
-use super::process::{GatewayProcess, spawn_serve_with_env, temp_file};
+use super::process::{GatewayProcess, spawn_serve_with_env, temp_file, try_spawn_serve_with_env};
 use super::{eventually, metric_sum, metrics_text};
 
 /// The fleet's shared secret (the children's environment only).
@@ -91,8 +91,20 @@ impl PeerFleet {
     }
 
     /// Start node `i` again from its config (same peer address), at the end of `nodes`.
+    /// Its addresses were free when the fleet started; between its death and now another
+    /// socket of this test run may have taken one for a moment (a client's ephemeral port):
+    /// a start that fails to bind is tried again, and a third failure says why.
     pub fn start_again(&mut self, i: usize) -> &GatewayProcess {
-        self.nodes.push(spawn(&self.configs[i]));
+        let env = [("TOLLGATE_PEER_SECRET", SECRET)];
+        let mut tries = 0;
+        let node = loop {
+            match try_spawn_serve_with_env(&self.configs[i], &env) {
+                Ok(node) => break node,
+                Err(log) if tries == 2 => panic!("node {i} did not start again:\n{log}"),
+                Err(_) => tries += 1,
+            }
+        };
+        self.nodes.push(node);
         self.nodes.last().unwrap()
     }
 

@@ -32,6 +32,15 @@ pub fn spawn_serve(config: &Path) -> GatewayProcess {
 /// [`spawn_serve`] with these variables in the child's environment (secrets a config
 /// names with `*_env` keys: the test process's own environment is never changed).
 pub fn spawn_serve_with_env(config: &Path, env: &[(&str, &str)]) -> GatewayProcess {
+    try_spawn_serve_with_env(config, env)
+        .unwrap_or_else(|log| panic!("tollgate exited before listening:\n{log}"))
+}
+
+/// [`spawn_serve_with_env`], or what the process wrote before it exited without listening.
+pub fn try_spawn_serve_with_env(
+    config: &Path,
+    env: &[(&str, &str)],
+) -> Result<GatewayProcess, String> {
     let mut child = tollgate()
         .args(["serve", "-c"])
         .arg(config)
@@ -45,11 +54,13 @@ pub fn spawn_serve_with_env(config: &Path, env: &[(&str, &str)]) -> GatewayProce
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
     let (addr, admin) = loop {
-        let line = lines
-            .next()
-            .expect("tollgate exited before listening")
-            .unwrap();
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.wait();
+            return Err(seen.join("\n"));
+        };
+        seen.push(line.clone());
         let v: serde_json::Value = match serde_json::from_str(&line) {
             Ok(v) => v,
             Err(_) => continue,
@@ -65,7 +76,7 @@ pub fn spawn_serve_with_env(config: &Path, env: &[(&str, &str)]) -> GatewayProce
     };
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    GatewayProcess { child, addr, admin }
+    Ok(GatewayProcess { child, addr, admin })
 }
 
 /// A file in a fresh temp folder for this test.
