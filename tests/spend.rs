@@ -314,7 +314,12 @@ async fn local_site() {
 async fn central_and_lease_sites() {
     let redis = common::redis::RedisServer::start();
     let up = status_upstream().await;
-    let store = format!("[store]\nkind = \"redis\"\nurls = [\"{}\"]\n", redis.url());
+    // A patient store: the default 10 ms timeout fails open on a busy CI machine, and a
+    // request the store did not decide tells nothing about tiers.
+    let store = format!(
+        "[store]\nkind = \"redis\"\nurls = [\"{}\"]\ntimeout = \"2s\"\n",
+        redis.url()
+    );
     for site in ["central", "lease"] {
         redis.cli(&["FLUSHALL"]);
         let gw = Gateway::start(&config(up, &store, site)).await;

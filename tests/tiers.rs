@@ -125,7 +125,12 @@ async fn tiers_hold_on_the_store_sites() {
     let redis = common::redis::RedisServer::start();
     let up = echo_upstream().await;
     let hash = hash_of(up, "hashed-one").await;
-    let store = format!("[store]\nkind = \"redis\"\nurls = [\"{}\"]\n", redis.url());
+    // A patient store: the default 10 ms timeout fails open on a busy CI machine, and a
+    // request the store did not decide tells nothing about tiers.
+    let store = format!(
+        "[store]\nkind = \"redis\"\nurls = [\"{}\"]\ntimeout = \"2s\"\n",
+        redis.url()
+    );
     let gw = Gateway::start(&config(up, &store, "central", &hash)).await;
     tiers_hold(gw.addrs.listen).await;
     // The tier's keys live in the store under the variant's name.
