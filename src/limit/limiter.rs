@@ -13,25 +13,25 @@ use prometheus_client::registry::Registry;
 
 use super::admission::Admission;
 use super::algorithm::QuotaError;
-use super::ask::Ask;
 use super::carry::{PolicyCarry, describe, refusal};
 use super::central::{CHECK_LUA, CentralSite};
 use super::check::{Check, Stop};
 use super::clock::Clock;
-use super::cost::request_cost;
 use super::deny_cache::DenyCache;
 use super::fleet::{FleetSite, fingerprint};
-use super::keys::{KeyBuilder, RequestFacts, Target};
+use super::keys::{KeyBuilder, Target};
 use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::metrics::{LimitMetrics, PolicyGauges};
 use super::policy::PolicyRuntime;
-use super::route_limits::{PolicyEntry, RouteLimits};
+use super::route_limits::RouteLimits;
 use super::sites::{Logs, Sites};
 use super::store::RedisStore;
 use super::store::metrics::StoreMetrics;
 use super::tiers::TierTable;
-use crate::config::{Config, Exempt, Mode, StoreKind};
+
+mod asks;
+use crate::config::{Config, Exempt, StoreKind};
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -405,59 +405,5 @@ impl Limiter {
             }
             _ => check.end(),
         }
-    }
-}
-
-impl Limiter {
-    /// Step 1: one ask per applicable policy, or why a key part is ambiguous (a 400).
-    fn asks(
-        &self,
-        limits: &RouteLimits,
-        client: IpAddr,
-        facts: &RequestFacts<'_>,
-    ) -> Result<Vec<Ask>, String> {
-        let mut asks = Vec::with_capacity(limits.entries.len());
-        for (slot, e) in limits.entries.iter().enumerate() {
-            if self.exempts(e.policy, client, facts) {
-                limits.counters[slot].count_exempt();
-                continue;
-            }
-            // A tiered policy is asked as the variant this client's tier names. What
-            // a client states wrongly (an account for an override, a price) refuses the
-            // request (400) for an enforcing policy; a shadow one then does not apply.
-            let enforcing = e.mode == Mode::Enforce;
-            let policy = match self.tiers.pick(e.policy, facts) {
-                Ok(p) => p,
-                Err(why) if enforcing => return Err(why),
-                Err(_) => continue,
-            };
-            let e = &PolicyEntry { policy, ..*e };
-            let policy = &self.sites.policies[e.policy];
-            match self.keys.key(policy, facts) {
-                Ok(Some(key)) => match request_cost(policy, facts.headers) {
-                    Ok(price) => asks.push(Ask::new(*e, slot, key, facts.headroom, price)),
-                    Err(why) if enforcing => return Err(why),
-                    Err(_) => {}
-                },
-                Ok(None) => {}
-                // An enforcing policy needs a header stated ambiguously: refuse (400) before
-                // any policy is asked, so nothing is spent.
-                Err(ambiguous) if e.mode == Mode::Enforce => return Err(ambiguous.reason()),
-                // A shadow policy must not change what the client sees: it does not apply.
-                Err(_) => {}
-            }
-        }
-        Ok(asks)
-    }
-
-    /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated
-    /// ambiguously is no account here: it never buys an exemption.
-    fn exempts(&self, policy: usize, client: IpAddr, facts: &RequestFacts<'_>) -> bool {
-        let exempt = &self.exempt[policy];
-        if exempt.is_empty() {
-            return false;
-        }
-        let account = facts.account.as_ref().and_then(|a| a.as_deref().ok());
-        exempt.covers(super::keys::canonical(client), account)
     }
 }
