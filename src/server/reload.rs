@@ -253,10 +253,12 @@ impl Reloader {
         let (limiter, carried) = self.limiter.load().reload(&new)?;
         let limiter = Arc::new(limiter);
         let slots = slots.reloaded(&old.upstreams, &new.upstreams);
-        self.views.store(Arc::new(Views::new(&new)));
+        // The request path first, the admin views last: once `/routes` shows the new
+        // config, every request that starts after it is served by the new config.
         self.limiter.store(limiter.clone());
         self.live
             .publish(make_gateway(&new, &limiter, &self.metrics, &slots));
+        self.views.store(Arc::new(Views::new(&new)));
         self.restart_checks(&new, &slots);
         *running = (new, slots);
         Ok(carried)
