@@ -45,12 +45,8 @@ async fn status_upstream() -> SocketAddr {
 fn config(up: SocketAddr, store: &str, site: &str) -> String {
     // Leased cells unspent 50 ms after they conform are dropped (the lease's documented
     // loss): keep them for the test's pace.
-    // Uploads: local, or central (request_bytes is not taken on leases).
-    let upload_site = if site == "central" {
-        "central"
-    } else {
-        "local"
-    };
+    // Uploads: on the same site, but local for leases (request_bytes is not taken there).
+    let upload_site = if site == "lease" { "local" } else { site };
     let (site, reported) = match site {
         "lease" => (
             "lease\"\nlease_ttl = \"10s",
@@ -308,6 +304,17 @@ async fn local_site() {
     reported_costs_settle_the_spend(&gw).await;
     uploads_spend_their_bytes(&gw).await;
     the_header_prices_requests(gw.addrs.listen, "local").await;
+}
+
+/// `split` with the memory store: N = `expected_nodes` = 1, so the numbers are local's,
+/// decided on the split state (its own table, its own give-back and debit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_site() {
+    let gw = Gateway::start(&config(status_upstream().await, "", "split")).await;
+    only_failures_spend(&gw, "split").await;
+    reported_costs_settle_the_spend(&gw).await;
+    uploads_spend_their_bytes(&gw).await;
+    the_header_prices_requests(gw.addrs.listen, "split").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,6 +98,9 @@ async fn each_tier_and_override_gets_its_own_numbers() {
     let hash = hash_of(up, "hashed-one").await;
     let gw = Gateway::start(&config(up, "", "local", &hash)).await;
     tiers_hold(gw.addrs.listen).await;
+    // The split site (N = 1 with the memory store) decides each variant on its split state.
+    let split = Gateway::start(&config(up, "", "split", &hash)).await;
+    tiers_hold(split.addrs.listen).await;
     // A tier header stated twice is no tier: the policy's own numbers.
     let addr = gw.addrs.listen;
     let twice = Request::get(format!("http://{addr}/x"))
