@@ -135,3 +135,32 @@ async fn es256_tokens_verify_against_a_jwks_file() {
     assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 200);
     assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 429);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rs256_tokens_verify_against_a_jwks_file() {
+    // A 2048-bit test key (`openssl genpkey -algorithm RSA`), public in this repository.
+    let pem = std::fs::read(repo_path("tests/fixtures/jwt/rs256-test-key.pem")).unwrap();
+    let key = EncodingKey::from_rsa_pem(&pem).unwrap();
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, Algorithm::RS256).unwrap();
+    jwk.common.key_id = Some("rsa-1".into());
+    let jwks = serde_json::json!({ "keys": [jwk] }).to_string();
+    let jwks_path = process::temp_file("jwks-rs.json", &jwks);
+    let up = echo_upstream().await;
+    let cfg = process::temp_file(
+        "jwks-rs.toml",
+        &config(up, &format!("jwks_file = \"{}\"", jwks_path.display())),
+    );
+    let gw = process::spawn_serve(&cfg);
+    let good = token("erin", now() + 600, Algorithm::RS256, Some("rsa-1"), &key);
+    assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 200);
+    // Expired, another algorithm of the same family, the key's text as an HS256 secret.
+    let expired = token("erin", now() - 600, Algorithm::RS256, Some("rsa-1"), &key);
+    assert_eq!(status(gw.addr, "/api", Some(&expired)).await.0, 401);
+    let rs512 = token("erin", now() + 600, Algorithm::RS512, Some("rsa-1"), &key);
+    assert_eq!(status(gw.addr, "/api", Some(&rs512)).await.0, 401);
+    let confused = hs("erin", now() + 600, &jwks);
+    assert_eq!(status(gw.addr, "/api", Some(&confused)).await.0, 401);
+    // The verified account's two an hour (the failed tokens above spent none of them).
+    assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 200);
+    assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 429);
+}
