@@ -64,6 +64,22 @@ pub type Results = SmallVec<[ItemResult; INLINE]>;
 /// Which items of one check spend (the all-or-nothing rule's answer, `ask::keeps`).
 pub type Spends = SmallVec<[bool; INLINE]>;
 
+/// [`LocalStore::algorithm_of`]'s answer.
+enum AlgorithmOf<'a> {
+    Own(&'a AnyAlgorithm),
+    Split(AnyAlgorithm),
+}
+
+impl std::ops::Deref for AlgorithmOf<'_> {
+    type Target = AnyAlgorithm;
+    fn deref(&self) -> &AnyAlgorithm {
+        match self {
+            AlgorithmOf::Own(a) => a,
+            AlgorithmOf::Split(a) => a,
+        }
+    }
+}
+
 /// A key and its state. Keys are hashed once per check: the same hash picks the shard and
 /// finds the entry.
 struct Entry {
@@ -169,12 +185,14 @@ impl LocalStore {
         }]
     }
 
-    fn algorithm_of(&self, it: &CheckItem) -> AnyAlgorithm {
+    /// The algorithm deciding `it`: borrowed for the policy's own state (every check of a
+    /// busy policy: no copy of the algorithm), copied out of the swappable L/N split.
+    fn algorithm_of(&self, it: &CheckItem) -> AlgorithmOf<'_> {
         let p = &self.policies[it.policy];
         if it.fallback {
-            p.split_algorithm(it.headroom)
+            AlgorithmOf::Split(p.split_algorithm(it.headroom))
         } else {
-            *p.algorithm(it.headroom)
+            AlgorithmOf::Own(p.algorithm(it.headroom))
         }
     }
 
@@ -274,16 +292,21 @@ impl LocalStore {
         let mut shard = self.lock(Self::shard_of(hash));
         let now = self.clock.now();
         let alg = self.algorithm_of(it);
-        let before = shard.tables[self.table_of(it)]
-            .find(hash, |e| *e.key == *it.key)
-            .map(|e| e.state);
+        let table = self.table_of(it);
+        // One probe of the table: a key that is there is updated in place (the common
+        // case: a busy key); a new key, or one back to idle, takes `write`'s path.
+        let found = shard.tables[table].find_mut(hash, |e| *e.key == *it.key);
+        let before = found.as_ref().map(|e| e.state);
         let decision = alg.decide(before, it.cost, now);
         let committed = spends(std::slice::from_ref(&decision))
             .first()
             .copied()
             .unwrap_or(false);
         let snapshot = if committed {
-            self.write(&mut shard, it, hash, decision.state, now);
+            match found {
+                Some(e) if !alg.is_idle(&decision.state, now) => e.state = decision.state,
+                _ => self.write(&mut shard, it, hash, decision.state, now),
+            }
             Snapshot {
                 remaining: decision.remaining,
                 reset_after: decision.reset_after,

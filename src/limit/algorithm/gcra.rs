@@ -83,13 +83,13 @@ impl Gcra {
 
     /// Headers for a key whose governing tat is `base` (`base ≥ now_t`).
     fn snapshot(&self, base: u128, now_t: u128, now: Nanos) -> Snapshot {
+        let lead = base - now_t;
+        let remaining = self.rate.whole_cells(self.tolerance.saturating_sub(lead));
         Snapshot {
-            remaining: self
-                .rate
-                .whole_cells((now_t + self.tolerance).saturating_sub(base)),
+            remaining,
             reset_after: self.rate.ns_ceil(base).saturating_sub(now),
             // The tat's lead over now shrinks one tick per tick.
-            next_after: self.rate.until_cell(base - now_t, self.tolerance),
+            next_after: self.rate.until_next(remaining, lead, self.tolerance),
         }
     }
 }

@@ -77,7 +77,16 @@ impl Rate {
     /// deficit exceeds the capacity: a debt) and gains one tick per tick holds one more
     /// whole cell than now; 0 when no more cells fit in `capacity` (the state is full).
     pub(crate) fn until_cell(&self, deficit: u128, capacity: u128) -> Nanos {
-        let cells = self.whole_cells(capacity.saturating_sub(deficit));
+        self.until_next(
+            self.whole_cells(capacity.saturating_sub(deficit)),
+            deficit,
+            capacity,
+        )
+    }
+
+    /// [`Rate::until_cell`] for a caller that already holds `cells`, the whole cells in
+    /// `capacity − deficit` (its `remaining`): one division fewer on every decision.
+    pub(crate) fn until_next(&self, cells: u64, deficit: u128, capacity: u128) -> Nanos {
         let more = self.cells(cells.saturating_add(1));
         if more > capacity {
             return 0;
