@@ -110,3 +110,54 @@ async fn exempt_clients_pass_the_policies_they_are_exempt_from_only() {
     assert!(!cfg.to_string().contains("\"partner\""), "{cfg}");
     assert_eq!(cfg["exempt"]["global"]["cidrs"][0], "10.20.0.0/16");
 }
+
+/// An exempt request shows nothing of the policy (no `RateLimit` headers: it was not
+/// asked), an IPv6 network matches its addresses, and a reload's new list applies to the
+/// very next request — both ways: a network added is exempt, one removed is limited again
+/// with its key's state as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exemptions_show_no_headers_match_ipv6_and_follow_a_reload() {
+    use common::reload::{file, policy, reload, route, serve};
+    let up = echo_upstream().await;
+    let clock = tollgate::limit::clock::ManualClock::new();
+    let with = |cidrs: &str| {
+        file(
+            up,
+            &format!(
+                "[exempt]\ncidrs = [{cidrs}]\n{}{}",
+                policy("per_ip", "gcra", 1, ""),
+                route("api", "/", &["per_ip"])
+            ),
+        )
+    };
+    let s = serve(&with("\"2001:db8:77::/48\""), &clock).await;
+    let v6 = "2001:db8:77:1::9";
+    for _ in 0..3 {
+        let r = get_as(s.addr, "/x", v6, None).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().get("ratelimit").is_none(), "{:?}", r.headers());
+        assert!(r.headers().get("ratelimit-policy").is_none());
+    }
+    let other = "198.51.100.9";
+    let r = get_as(s.addr, "/x", other, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers().get("ratelimit").is_some(),
+        "a limited client sees its state"
+    );
+    assert_eq!(get_as(s.addr, "/x", other, None).await.status(), 429);
+
+    // The lists swap: 198.51.100.0/24 exempt, the IPv6 network limited again.
+    let (status, body) = reload(&s, &with("\"198.51.100.0/24\"")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(get_as(s.addr, "/x", other, None).await.status(), 200);
+    assert_eq!(get_as(s.addr, "/x", v6, None).await.status(), 200);
+    assert_eq!(
+        get_as(s.addr, "/x", v6, None).await.status(),
+        429,
+        "no longer exempt: one an hour"
+    );
+    // Back: the address's spent cell from before is still there.
+    assert_eq!(reload(&s, &with("")).await.0, StatusCode::OK);
+    assert_eq!(get_as(s.addr, "/x", other, None).await.status(), 429);
+}
