@@ -3,6 +3,8 @@
 # policy against a gossip policy and an owner policy, counted by valgrind's callgrind.
 #
 #   benches/instructions_sites.sh [BINARY]        # BINARY defaults to target/release/tollgate
+#   KEEP=DIR benches/instructions_sites.sh         # also keeps DIR/ROW.callgrind.out, to read
+#                                                  # with callgrind_annotate
 #
 # Why: the load bench's gossip / local throughput ratio drifts between runs on these shared
 # 2-core machines by more than the difference it is meant to show; user-space instructions
@@ -12,11 +14,16 @@
 # own run of A: wrk -t1 -c8 -d8s with X-Forwarded-For spread over 1 000 clients (limits never
 # reached), through an nginx upstream; an idle run of A is subtracted:
 #   per request = (instructions(row) - instructions(idle)) / requests(row).
+# Only the 8 s after A's 6 s of start-up are counted (callgrind starts with instrumentation
+# off; callgrind_control turns it on): start-up varies from run to run by more than the
+# rows differ (quanta's clock calibration alone by some 3 M instructions, 0.5 % of a row
+# when charged to its requests), and it is no cost of a request.
 # The SHA-256 column is the part of that spent in SHA-256 compression (the peer messages'
-# HMAC): valgrind does not emulate the CPU's SHA extensions, so under it the sha2 crate
-# takes its software path, some 3 500 instructions a 64-byte block, where a CPU with SHA
-# extensions (the bench machines have them) spends a small fraction of that. The last
-# column is the ratio without it. Pushes come every gossip_interval whatever the load, so
+# HMAC up to wire version 5; they are keyed BLAKE3 since, so it is 0 for newer builds):
+# valgrind does not emulate the CPU's SHA extensions, so under it the sha2 crate takes its
+# software path, some 3 500 instructions a 64-byte block, where a CPU with SHA extensions
+# (the bench machines have them) spends a small fraction of that. The last column is the
+# ratio without it. Pushes come every gossip_interval whatever the load, so
 # the gossip row's push share per request grows as fewer requests fit in a run (a busy
 # machine): compare rows of one run.
 # Binds free 127.0.0.1 ports; kills what it started by pid; takes about 2 minutes.
@@ -26,7 +33,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${1:-$ROOT/target/release/tollgate}"
 NGINX="${NGINX:-/usr/sbin/nginx}"
 log() { printf '[instructions_sites.sh] %s\n' "$*" >&2; }
-for c in valgrind wrk "$NGINX" callgrind_annotate python3; do
+for c in valgrind wrk "$NGINX" callgrind_annotate callgrind_control python3; do
     command -v "$c" >/dev/null 2>&1 || { log "error: $c missing (apt-get install valgrind wrk nginx)"; exit 1; }
 done
 [ -x "$BIN" ] || { log "error: $BIN is not an executable"; exit 1; }
@@ -81,16 +88,18 @@ done
 # run ROW: prints "REQUESTS INSTRUCTIONS SHA256" for node A (under callgrind) serving /ROW.
 run() {
     local out="$TMP/cg.out" n=0 pid
-    RUST_LOG=warn TOLLGATE_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$BIN" serve -c "$TMP/n0.toml" 2>/dev/null & pid=$!
+    RUST_LOG=warn TOLLGATE_WORKERS=1 valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$out" "$BIN" serve -c "$TMP/n0.toml" 2>/dev/null & pid=$!
     PIDS+=("$pid")
     sleep 6
+    callgrind_control -i on "$pid" >/dev/null 2>&1 || { log "error: callgrind_control failed"; exit 1; }
     if [ "$1" = idle ]; then
         sleep 8
     else
         n=$(wrk -t1 -c8 -d8s -s "$TMP/spread.lua" "http://127.0.0.1:$L0/$1" | awk '/requests in/ { print $1 }')
     fi
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+    [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP"; cp "$out" "$KEEP/$1.callgrind.out"; }
     callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk -v n="$n" '
         /PROGRAM TOTALS/ { gsub(",", "", $1); total = $1 }
         /sha2::sha256::compress256 / { gsub(",", "", $1); sha = $1 }

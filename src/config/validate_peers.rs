@@ -12,8 +12,9 @@ use super::raw::RawCluster;
 use super::validate::Validator;
 use super::{Cluster, Policy, Site};
 
-/// The shortest accepted peer secret: SHA-256's output size, the strength HMAC-SHA256 can
-/// offer; a shorter, human-chosen one could be guessed offline from one captured message.
+/// The shortest accepted peer secret: the 256-bit key the peer MAC (keyed BLAKE3,
+/// `limit/peer/mac.rs`) is derived from; a shorter, human-chosen one could be guessed
+/// offline from one captured message.
 const MIN_PEER_SECRET_BYTES: usize = 32;
 
 /// The accepted range of `gossip_interval`.

@@ -15,11 +15,18 @@ use std::sync::{Arc, Mutex};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use prometheus_client::metrics::counter::Counter;
+use smallvec::SmallVec;
 
 /// Keys the outbox holds.
 pub const MAX_KEYS: usize = 100_000;
 
 const SHARDS: usize = 16;
+
+/// A key's bytes, inline up to 32 (an IPv4 key with its policy's prefix is about 20). A key
+/// idle for an interval leaves the outbox, so with many clients nearly every request's key
+/// is new to it: a heap key cost an allocation on the request's thread and a free on the
+/// pushing one (a cross-thread free under mimalloc) per request (BENCHMARKS.md, issue 12).
+type Key = SmallVec<[u8; 32]>;
 
 /// One key's cells since the last push. Keyed by (policy, headroom, key): one hash per
 /// record picks both the shard and the slot (the hasher is foldhash, randomly seeded, so a
@@ -29,7 +36,7 @@ struct Entry {
     /// between) still names the policy it spent on, whatever its index is now.
     policy: Arc<str>,
     headroom: u32,
-    key: Box<str>,
+    key: Key,
     cells: u64,
 }
 
@@ -56,6 +63,7 @@ impl Default for Outbox {
 impl Outbox {
     /// This node admitted `cost` cells of `key` (policy `policy`, at `headroom`).
     pub fn record(&self, policy: &Arc<str>, headroom: u32, key: &str, cost: u32) {
+        let key = key.as_bytes();
         let hash = self.hasher.hash_one((&**policy, headroom, key));
         // The table's slot uses the low bits and its control bytes the top 7: the shard
         // takes bits from the middle.
@@ -77,21 +85,26 @@ impl Outbox {
         let entry = Entry {
             policy: policy.clone(),
             headroom,
-            key: key.into(),
+            key: Key::from_slice(key),
             cells: u64::from(cost),
         };
         let hasher = &self.hasher;
         shard.insert_unique(hash, entry, |e| {
-            hasher.hash_one((&*e.policy, e.headroom, &*e.key))
+            hasher.hash_one((&*e.policy, e.headroom, &e.key[..]))
         });
     }
 
     /// Hands `each(policy, headroom, key, cells)` every key's cells since the last take,
     /// zeroing them; keys with none since then are dropped. Called under each shard's lock
-    /// in turn: `each` should only copy (it encodes the push).
-    pub fn take(&self, mut each: impl FnMut(&Arc<str>, u32, &str, u64)) {
+    /// in turn: `each` should only copy (it encodes the push). Keys are the UTF-8 bytes
+    /// `record` was given.
+    pub fn take(&self, mut each: impl FnMut(&Arc<str>, u32, &[u8], u64)) {
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            // Every tick takes every shard, busy or not: an empty one costs its lock only.
+            if shard.is_empty() {
+                continue;
+            }
             shard.retain(|e| {
                 if e.cells == 0 {
                     return false;

@@ -276,18 +276,20 @@ impl FleetSite {
         for peer in self.ring.live_others() {
             self.outbox.sent.inc_by(cells);
             for chunk in &calls {
-                let (me, chunk) = (self.clone(), chunk.clone());
+                let me = self.clone();
                 // Not retried: a push that may have landed must not count twice; a lost one
                 // under-counts by one interval, which the documented bound already allows.
-                // A task per peer: one task joining every peer's call was tried and cost
-                // more per message under callgrind than the spawns it saved.
-                tokio::spawn(async move {
-                    if let Ok(replies) = me.client.call(peer, Op::Gossip, chunk).await
-                        && replies.iter().any(|r| r.as_ref() == handler::REFUSED)
-                    {
-                        me.mismatch(peer);
-                    }
-                });
+                // Sent, not awaited: no task per peer (a task joining every peer's call
+                // cost more than a task each, and a task each cost a spawn, a timer and a
+                // channel per message: `PeerClient::send`).
+                self.client
+                    .send(peer, Op::Gossip, chunk.clone(), move |answer| {
+                        if let Ok(replies) = answer
+                            && replies.iter().any(|r| r.as_ref() == handler::REFUSED)
+                        {
+                            me.mismatch(peer);
+                        }
+                    });
             }
         }
     }

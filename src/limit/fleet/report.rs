@@ -42,9 +42,8 @@ impl ReportWriter {
         self.spec
     }
 
-    /// `cells` of `key` spent; a count above `u32::MAX` takes several entries.
-    pub fn push(&mut self, headroom: u32, mut cells: u64, key: &str) {
-        let key = key.as_bytes();
+    /// `cells` of `key` (UTF-8) spent; a count above `u32::MAX` takes several entries.
+    pub fn push(&mut self, headroom: u32, mut cells: u64, key: &[u8]) {
         while cells > 0 {
             let now = cells.min(u64::from(u32::MAX));
             cells -= now;
@@ -255,11 +254,11 @@ mod tests {
     #[test]
     fn reports_round_trip_and_stop_at_a_malformed_entry() {
         let mut w = ReportWriter::new("per-ip", 0xbeef);
-        w.push(1, 3, "per-ip\u{1f}10.0.0.1");
-        w.push(300, 5, "per-ip\u{1f}10.0.0.12");
-        w.push(4, u64::from(u32::MAX) + 2, "k");
-        w.push(1, 1, "");
-        w.push(1, 1, "per-ip\u{1f}ü");
+        w.push(1, 3, "per-ip\u{1f}10.0.0.1".as_bytes());
+        w.push(300, 5, "per-ip\u{1f}10.0.0.12".as_bytes());
+        w.push(4, u64::from(u32::MAX) + 2, "k".as_bytes());
+        w.push(1, 1, "".as_bytes());
+        w.push(1, 1, "per-ip\u{1f}ü".as_bytes());
         let bytes = w.finish();
         let r = Report::decode(bytes.clone()).expect("a report");
         assert_eq!((&r.policy[..], r.spec), (&b"per-ip"[..], 0xbeef));

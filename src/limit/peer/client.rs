@@ -6,20 +6,22 @@
 //! Coalescing is per thread: a fleet of N workers per node holds N connections per peer.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use hashbrown::HashMap;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::frame;
 use super::metrics::PeerMetrics;
-use super::wire::{self, Item, MAX_MESSAGE_BYTES, Op, Secret, WireError};
+use super::waiters::{Answer, BatchItems, Reply, Waiter, deliver, drop_gone, take_batch};
+use super::wire::{self, MAX_MESSAGE_BYTES, Op, Secret, WireError};
 
 /// Items per message; calls beyond it wait for the next message (a single larger call
 /// still goes whole).
@@ -112,14 +114,6 @@ struct Queue {
     in_flight: bool,
 }
 
-struct Waiter {
-    op: Op,
-    items: Vec<Bytes>,
-    tx: oneshot::Sender<Result<Vec<Bytes>, PeerError>>,
-}
-
-type Answer = Result<Vec<Bytes>, PeerError>;
-
 impl PeerClient {
     /// `me` is this node's own peer address (its `peer_listen`); `timeout` bounds each call
     /// (and each message, connecting included). Calls must be made inside a runtime: each
@@ -157,15 +151,7 @@ impl PeerClient {
         inner.metrics.call(op);
         let started = Instant::now();
         let (tx, rx) = oneshot::channel();
-        let link = inner.link(peer);
-        let start_flush = {
-            let mut q = lock(&link.queue);
-            q.waiting.push_back(Waiter { op, items, tx });
-            !std::mem::replace(&mut q.in_flight, true)
-        };
-        if start_flush {
-            tokio::spawn(flush(inner.clone(), link));
-        }
+        self.enqueue(peer, op, items, Reply::Wait(tx));
         let answer = match tokio::time::timeout(inner.timeout, rx).await {
             Ok(Ok(answer)) => answer,
             // The flushing task ended without answering (the runtime is shutting down).
@@ -178,13 +164,46 @@ impl PeerClient {
         }
         answer
     }
+
+    /// [`PeerClient::call`] with no caller waiting: `then` hears the answer (`Timeout` if
+    /// the call is still unsent `timeout` from now) from the task that sends the message,
+    /// on this thread. For pushes: a task per call to await it cost a spawn, a timer and a
+    /// channel per peer message, a third of what a gossip push cost its sender under
+    /// callgrind (BENCHMARKS.md, issue 12). `then` must not block.
+    pub fn send(
+        &self,
+        peer: SocketAddr,
+        op: Op,
+        items: Vec<Bytes>,
+        then: impl FnOnce(Answer) + Send + Sync + 'static,
+    ) {
+        self.inner.metrics.call(op);
+        let started = Instant::now();
+        let f = Box::new(then);
+        self.enqueue(peer, op, items, Reply::Then { started, f });
+    }
+
+    /// Queue a call for `peer`, and start its flushing task if none runs.
+    fn enqueue(&self, peer: SocketAddr, op: Op, items: Vec<Bytes>, reply: Reply) {
+        let link = self.inner.link(peer);
+        let wait_first = matches!(reply, Reply::Wait(_));
+        let start_flush = {
+            let mut q = lock(&link.queue);
+            q.waiting.push_back(Waiter { op, items, reply });
+            !std::mem::replace(&mut q.in_flight, true)
+        };
+        if start_flush {
+            tokio::spawn(flush(self.inner.clone(), link, wait_first));
+        }
+    }
 }
 
 /// Client ids.
 static NEXT_CLIENT: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// This thread's links, by client id and peer.
+    /// This thread's links, by client id and peer. Hashed with hashbrown's foldhash rather
+    /// than SipHash: one lookup per call, and the keys are the fleet's own addresses.
     static LINKS: RefCell<HashMap<(u64, SocketAddr), Arc<Link>>> = RefCell::new(HashMap::new());
 }
 
@@ -208,31 +227,44 @@ impl Inner {
 }
 
 /// Send what is queued for `link`, one message at a time, until the queue is empty.
-async fn flush(inner: Arc<Inner>, link: Arc<Link>) {
+/// `wait_first`: whether the first message waits for the thread's other ready tasks too (a
+/// call's; not a push's, sent from a loop that has no requests to coalesce with).
+async fn flush(inner: Arc<Inner>, link: Arc<Link>, wait_first: bool) {
+    let mut wait = wait_first;
     loop {
         // Let the other tasks of this thread that are ready run first: the requests among
         // them that ask the same peer join this message (fewer, larger messages; no timer).
-        tokio::task::yield_now().await;
-        let batch = {
+        if std::mem::replace(&mut wait, true) {
+            // After a message, with nothing queued, stop rather than wait first: a call
+            // made later starts a flush of its own, which waits for its thread's tasks.
+            {
+                let mut q = lock(&link.queue);
+                if q.waiting.is_empty() {
+                    q.in_flight = false;
+                    return;
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+        let (batch, expired) = {
             let mut q = lock(&link.queue);
-            // Callers that gave up (timed out, cancelled) are not sent for.
-            q.waiting.retain(|w| !w.tx.is_closed());
+            let expired = drop_gone(&mut q.waiting, inner.timeout);
             if q.waiting.is_empty() {
                 q.in_flight = false;
-                return;
+                (None, expired)
+            } else {
+                (Some(take_batch(&mut q.waiting)), expired)
             }
-            take_batch(&mut q.waiting)
         };
-        let items: Vec<Item> = batch
-            .iter()
-            .flat_map(|w| {
-                w.items.iter().map(|data| Item {
-                    op: w.op,
-                    data: data.clone(),
-                })
-            })
-            .collect();
-        let answer = tokio::time::timeout(inner.timeout, exchange(&inner, &link, &items))
+        // Callbacks run outside the queue's lock (one may queue another call).
+        for w in expired {
+            deliver(&inner.metrics, w, Err(PeerError::Timeout));
+        }
+        let Some(batch) = batch else {
+            return;
+        };
+        let items = BatchItems::new(&batch);
+        let answer = tokio::time::timeout(inner.timeout, exchange(&inner, &link, items))
             .await
             .unwrap_or(Err(PeerError::Timeout));
         if let Some(observe) = &inner.observer {
@@ -243,38 +275,20 @@ async fn flush(inner: Arc<Inner>, link: Arc<Link>) {
                 let mut replies = replies.into_iter();
                 for w in batch {
                     let mine = replies.by_ref().take(w.items.len()).collect();
-                    let _ = w.tx.send(Ok(mine));
+                    deliver(&inner.metrics, w, Ok(mine));
                 }
             }
             Err(e) => {
                 for w in batch {
-                    let _ = w.tx.send(Err(e.clone()));
+                    deliver(&inner.metrics, w, Err(e.clone()));
                 }
             }
         }
     }
 }
 
-/// Waiters from the front until [`MAX_BATCH_ITEMS`] or [`MAX_BATCH_BYTES`] (at least one).
-fn take_batch(waiting: &mut VecDeque<Waiter>) -> Vec<Waiter> {
-    let mut batch = Vec::new();
-    let (mut items, mut bytes) = (0, 0);
-    while let Some(w) = waiting.front() {
-        let size: usize = w.items.iter().map(Bytes::len).sum();
-        if !batch.is_empty()
-            && (items + w.items.len() > MAX_BATCH_ITEMS || bytes + size > MAX_BATCH_BYTES)
-        {
-            break;
-        }
-        items += w.items.len();
-        bytes += size;
-        batch.extend(waiting.pop_front());
-    }
-    batch
-}
-
 /// One message and its reply, on the link's connection (opened if there is none).
-async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
+async fn exchange(inner: &Inner, link: &Link, items: BatchItems<'_>) -> Answer {
     let reuse = lock(&link.conn)
         .take()
         .filter(|(_, used)| used.elapsed() < REUSE_IDLE);
@@ -289,7 +303,8 @@ async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
         }
     };
     let nonce = inner.nonce.fetch_add(1, Ordering::Relaxed);
-    let (mac, message) = wire::seal_request(
+    let count = items.clone().count();
+    let (mac, message) = wire::seal_items(
         &inner.secret,
         &inner.me,
         &link.to,
@@ -301,22 +316,24 @@ async fn exchange(inner: &Inner, link: &Link, items: &[Item]) -> Answer {
     frame::write(&mut stream, None, &message)
         .await
         .map_err(send)?;
-    let len = frame::read_len(&mut stream).await.map_err(send)?;
-    if len == 0 || len > MAX_MESSAGE_BYTES + 1 {
-        return Err(PeerError::Decode);
-    }
-    let reply = frame::read_body(&mut stream, len).await.map_err(send)?;
+    // Room after the reply for the request's MAC, which the reply's MAC covers last.
+    let mut reply = frame::read_reply(&mut stream, MAX_MESSAGE_BYTES + 1, wire::MAC_LEN)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => PeerError::Decode,
+            _ => send(e),
+        })?;
     if reply[0] != frame::OK {
         return Err(PeerError::Status(frame::status_code(reply[0])));
     }
-    let replies =
-        wire::open_reply(&inner.secret, &reply.slice(1..), &mac).map_err(|e| match e {
-            WireError::Malformed => PeerError::Decode,
-            WireError::Stale | WireError::BadMac | WireError::Replayed | WireError::Misdirected => {
-                PeerError::Auth
-            }
-        })?;
-    if replies.len() != items.len() {
+    reply.advance(1);
+    let replies = wire::open_reply(&inner.secret, reply, &mac).map_err(|e| match e {
+        WireError::Malformed => PeerError::Decode,
+        WireError::Stale | WireError::BadMac | WireError::Replayed | WireError::Misdirected => {
+            PeerError::Auth
+        }
+    })?;
+    if replies.len() != count {
         return Err(PeerError::Decode);
     }
     *lock(&link.conn) = Some((stream, Instant::now()));

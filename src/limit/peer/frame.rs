@@ -8,7 +8,7 @@
 //! reader must take its bytes from the server's read budget before allocating them, which a
 //! generic decoder would not let it do.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The reply carries a sealed reply.
@@ -58,4 +58,83 @@ pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize) -> std::io::
     let mut buf = BytesMut::zeroed(len);
     r.read_exact(&mut buf).await?;
     Ok(buf.freeze())
+}
+
+/// Read one reply frame whole (the client's side): its bytes, status first, in a buffer
+/// with `room` bytes of capacity to spare after them (a reply's MAC check appends the
+/// request's MAC there, `wire::open_reply`). Each read takes what has arrived, so a short
+/// reply, all in one segment, costs one read rather than one for its length and one for its
+/// bytes. `InvalidData` when it is empty or longer than `max`, or when bytes follow it (a
+/// peer answers a message with one frame).
+pub async fn read_reply<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    room: usize,
+) -> std::io::Result<BytesMut> {
+    let mut buf = BytesMut::with_capacity(256);
+    let mut whole = None;
+    loop {
+        if whole.is_none() && buf.len() >= 4 {
+            let len = buf.get_u32() as usize;
+            if len == 0 || len > max {
+                return Err(std::io::ErrorKind::InvalidData.into());
+            }
+            buf.reserve((len + room).saturating_sub(buf.len()));
+            whole = Some(len);
+        }
+        match whole {
+            Some(len) if buf.len() == len => return Ok(buf),
+            Some(len) if buf.len() > len => return Err(std::io::ErrorKind::InvalidData.into()),
+            _ => {}
+        }
+        if r.read_buf(&mut buf).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut v = (body.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[tokio::test]
+    async fn a_reply_is_read_whole_with_room_and_nothing_may_follow_it() {
+        let one = frame(b"\x00reply");
+        let got = read_reply(&mut &one[..], 64, 32)
+            .await
+            .expect("a whole reply");
+        assert_eq!(&got[..], b"\x00reply");
+        assert!(
+            got.capacity() - got.len() >= 32,
+            "room for the request's MAC"
+        );
+        let kind = |r: std::io::Result<BytesMut>| r.expect_err("refused").kind();
+        let two = [one.clone(), one.clone()].concat();
+        assert_eq!(
+            kind(read_reply(&mut &two[..], 64, 0).await),
+            ErrorKind::InvalidData
+        );
+        let long = frame(&[0; 65]);
+        assert_eq!(
+            kind(read_reply(&mut &long[..], 64, 0).await),
+            ErrorKind::InvalidData
+        );
+        let empty = frame(b"");
+        assert_eq!(
+            kind(read_reply(&mut &empty[..], 64, 0).await),
+            ErrorKind::InvalidData
+        );
+        let cut = &one[..one.len() - 1];
+        assert_eq!(
+            kind(read_reply(&mut &cut[..], 64, 0).await),
+            ErrorKind::UnexpectedEof
+        );
+    }
 }

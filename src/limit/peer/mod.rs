@@ -3,7 +3,7 @@
 //!
 //! Framed messages over plain TCP ([`frame`]): one long-lived connection per peer and
 //! calling thread, one message in flight on it at a time, its reply the next frame back. A
-//! message is a batch of items, length-delimited binary, sealed with HMAC-SHA256 over
+//! message is a batch of items, length-delimited binary, sealed with keyed BLAKE3 over
 //! (sender, recipient, timestamp, nonce, items) with the fleet's shared secret ([`wire`] has
 //! the layout). The receiver drops messages that are forged, stale (timestamp more than 5 s
 //! away), replayed or addressed to another peer, counts them in
@@ -24,9 +24,11 @@
 
 mod client;
 pub mod frame;
+mod mac;
 mod metrics;
 mod replay;
 mod server;
+mod waiters;
 pub mod wire;
 
 use std::future::Future;

@@ -49,7 +49,7 @@ pub struct PeerServer {
 
 struct Shared<H> {
     secret: Secret,
-    /// This node's name in replies.
+    /// This node's peer address: requests must be addressed to it.
     me: String,
     handler: Arc<H>,
     metrics: PeerMetrics,
@@ -215,13 +215,7 @@ async fn serve<H: PeerHandler>(shared: &Shared<H>, message: Bytes) -> (u8, Bytes
         );
         return (frame::FAILED, Bytes::new());
     }
-    let reply = wire::seal_reply(
-        &shared.secret,
-        &shared.me,
-        wire::now_ms(),
-        &opened.mac,
-        &response.items,
-    );
+    let reply = wire::seal_reply(&shared.secret, wire::now_ms(), &opened.mac, &response.items);
     (frame::OK, reply)
 }
 

@@ -1,14 +1,15 @@
-//! The peer message format: length-delimited binary, sealed with HMAC-SHA256.
+//! The peer message format: length-delimited binary, sealed with keyed BLAKE3.
 //!
 //! One message is one frame on a peer connection (`frame.rs`):
 //!
 //! ```text
-//! mac        32 bytes  HMAC-SHA256(secret, everything below [+ the request's mac, in a reply])
-//! version     u8       5 (`VERSION`)
+//! mac        32 bytes  BLAKE3-keyed(k, everything below [+ the request's mac, in a reply])
+//! version     u8       6 (`VERSION`)
 //! kind        u8       1 = request, 2 = reply
 //! timestamp   u64      sender's wall clock, Unix milliseconds
 //! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
 //! sender_len  u16      then `sender`: the sender's peer address, UTF-8 ("10.0.0.5:7946")
+//!                      (requests; empty in replies: their request names who answers)
 //! to_len      u16      then `to`: the recipient's peer address (requests; empty in replies)
 //! count       u32      items, then each item:
 //!   request:  op u8, len u32, `len` bytes
@@ -29,17 +30,20 @@
 //! JSON would have to escape or base64; a batch of thousands of items encodes as copies, not
 //! a serializer pass; and the MAC covers exactly the bytes on the wire, with no canonical form
 //! to agree on.
+//!
+//! `k` is derived from the shared secret; `mac.rs` has how, and why BLAKE3.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+
+pub use super::mac::{MAC_LEN, MIN_SECRET_BYTES, Secret};
 
 /// The format version (2: the recipient is signed; 3: gossip as one report per policy; 4:
 /// front-coded report entries, `fleet/report.rs`; 5: ask answers carry `next_after`, and the
-/// `debit` op): nodes of two versions refuse each other.
-pub const VERSION: u8 = 5;
+/// `debit` op; 6: keyed BLAKE3 for HMAC-SHA256, and replies name no sender, so an empty
+/// reply's MAC is one BLAKE3 block): nodes of two versions refuse each other.
+pub const VERSION: u8 = 6;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
 pub const MAX_SKEW: Duration = Duration::from_secs(5);
@@ -47,14 +51,10 @@ pub const MAX_SKEW: Duration = Duration::from_secs(5);
 /// The largest message either side reads.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
-const MAC_LEN: usize = 32;
 const KIND_REQUEST: u8 = 1;
 const KIND_REPLY: u8 = 2;
 /// mac, version, kind, timestamp, nonce, sender_len (then sender, to_len, to).
 const HEADER_LEN: usize = MAC_LEN + 1 + 1 + 8 + 8 + 2;
-
-/// The shortest secret accepted (as `check` demands of `peer_secret_env`).
-pub const MIN_SECRET_BYTES: usize = 32;
 
 /// What a batched item asks of its peer; the transport only counts and carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -113,50 +113,6 @@ pub struct Item {
     pub data: Bytes,
 }
 
-/// The shared secret, keyed once; never printed.
-#[derive(Clone)]
-pub struct Secret {
-    keyed: Hmac<Sha256>,
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
-
-impl Secret {
-    /// `None` when shorter than [`MIN_SECRET_BYTES`].
-    pub fn new(bytes: &[u8]) -> Option<Secret> {
-        if bytes.len() < MIN_SECRET_BYTES {
-            return None;
-        }
-        let keyed = <Hmac<Sha256> as KeyInit>::new_from_slice(bytes).ok()?;
-        Some(Secret { keyed })
-    }
-
-    fn mac(&self, signed: &[u8], bound: Option<&[u8; MAC_LEN]>) -> [u8; MAC_LEN] {
-        let mut m = self.keyed.clone();
-        m.update(signed);
-        if let Some(b) = bound {
-            m.update(b);
-        }
-        let mut out = [0u8; MAC_LEN];
-        out.copy_from_slice(&m.finalize().into_bytes());
-        out
-    }
-
-    /// Constant-time comparison.
-    fn verify(&self, signed: &[u8], bound: Option<&[u8; MAC_LEN]>, mac: &[u8]) -> bool {
-        let mut m = self.keyed.clone();
-        m.update(signed);
-        if let Some(b) = bound {
-            m.update(b);
-        }
-        m.verify_slice(mac).is_ok()
-    }
-}
-
 /// Why a message was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
@@ -205,12 +161,28 @@ pub fn seal_request(
     nonce: u64,
     items: &[Item],
 ) -> ([u8; MAC_LEN], Bytes) {
-    let len = items.iter().map(|i| 5 + i.data.len()).sum::<usize>();
+    let items = items.iter().map(|i| (i.op, &i.data[..]));
+    seal_items(secret, sender, to, timestamp_ms, nonce, items)
+}
+
+/// [`seal_request`] of items given as `(op, data)` (the client's batch, not gathered into
+/// [`Item`]s first).
+pub fn seal_items<'a>(
+    secret: &Secret,
+    sender: &str,
+    to: &str,
+    timestamp_ms: u64,
+    nonce: u64,
+    items: impl Iterator<Item = (Op, &'a [u8])> + Clone,
+) -> ([u8; MAC_LEN], Bytes) {
+    let (count, len) = items
+        .clone()
+        .fold((0, 0), |(n, len), (_, data)| (n + 1, len + 5 + data.len()));
     let mut b = header(KIND_REQUEST, sender, to, timestamp_ms, nonce, len);
-    put_count(&mut b, items.len());
-    for item in items {
-        b.put_u8(item.op.code());
-        put_bytes(&mut b, &item.data);
+    put_count(&mut b, count);
+    for (op, data) in items {
+        b.put_u8(op.code());
+        put_bytes(&mut b, data);
     }
     seal(secret, b, None)
 }
@@ -218,13 +190,12 @@ pub fn seal_request(
 /// A reply to the request whose MAC is `request_mac`.
 pub fn seal_reply(
     secret: &Secret,
-    sender: &str,
     timestamp_ms: u64,
     request_mac: &[u8; MAC_LEN],
     items: &[Bytes],
 ) -> Bytes {
     let len = items.iter().map(|i| 4 + i.len()).sum::<usize>();
-    let mut b = header(KIND_REPLY, sender, "", timestamp_ms, 0, len);
+    let mut b = header(KIND_REPLY, "", "", timestamp_ms, 0, len);
     put_count(&mut b, items.len());
     for item in items {
         put_bytes(&mut b, item);
@@ -253,7 +224,7 @@ pub fn open_request(
     if head.timestamp_ms.abs_diff(now_ms) > MAX_SKEW.as_millis() as u64 {
         return Err(WireError::Stale);
     }
-    if !secret.verify(&message[MAC_LEN..], None, &message[..MAC_LEN]) {
+    if !secret.verify(&message[MAC_LEN..], &message[..MAC_LEN]) {
         return Err(WireError::BadMac);
     }
     let mut body = message.slice(head.body_at..);
@@ -272,24 +243,31 @@ pub fn open_request(
     }
     Ok(OpenedRequest {
         mac: head.mac,
-        sender: head.sender,
-        to: head.to,
+        sender: head.sender.to_string(),
+        to: head.to.to_string(),
         timestamp_ms: head.timestamp_ms,
         items,
     })
 }
 
-/// Check a reply against the request it answers, then decode its items.
+/// Check a reply against the request it answers, then decode its items. The reply's MAC
+/// covers its bytes and then `request_mac`: that is appended to `message` in place (a
+/// reader that leaves [`MAC_LEN`] bytes of room spares a copy), hashed in one pass with the
+/// rest, and taken off again.
 pub fn open_reply(
     secret: &Secret,
-    message: &Bytes,
+    mut message: BytesMut,
     request_mac: &[u8; MAC_LEN],
 ) -> Result<Vec<Bytes>, WireError> {
-    let head = parse_header(message, KIND_REPLY)?;
-    if !secret.verify(&message[MAC_LEN..], Some(request_mac), &message[..MAC_LEN]) {
+    let body_at = parse_header(&message, KIND_REPLY)?.body_at;
+    let len = message.len();
+    message.extend_from_slice(request_mac);
+    let authentic = secret.verify(&message[MAC_LEN..], &message[..MAC_LEN]);
+    message.truncate(len);
+    if !authentic {
         return Err(WireError::BadMac);
     }
-    let mut body = message.slice(head.body_at..);
+    let mut body = message.freeze().slice(body_at..);
     let count = take_count(&mut body)?;
     let mut items = Vec::with_capacity(count.min(body.len() / 4));
     for _ in 0..count {
@@ -311,15 +289,19 @@ fn header(
 ) -> BytesMut {
     // A socket address is far shorter than u16::MAX; anything longer is cut, and then
     // fails to parse at the receiver rather than corrupting the frame.
-    let cut = |s: &str| s.as_bytes()[..s.len().min(usize::from(u16::MAX))].to_vec();
+    fn cut(s: &str) -> &[u8] {
+        &s.as_bytes()[..s.len().min(usize::from(u16::MAX))]
+    }
     let (sender, to) = (cut(sender), cut(to));
-    let mut b = BytesMut::with_capacity(HEADER_LEN + sender.len() + 2 + to.len() + 4 + body_len);
+    // Room for a reply's bound request MAC too (`seal`), so sealing never reallocates.
+    let len = HEADER_LEN + sender.len() + 2 + to.len() + 4 + body_len + MAC_LEN;
+    let mut b = BytesMut::with_capacity(len);
     b.put_bytes(0, MAC_LEN);
     b.put_u8(VERSION);
     b.put_u8(kind);
     b.put_u64(timestamp_ms);
     b.put_u64(nonce);
-    for part in [&sender, &to] {
+    for part in [sender, to] {
         b.put_u16(part.len() as u16);
         b.put_slice(part);
     }
@@ -335,21 +317,26 @@ fn put_bytes(b: &mut BytesMut, data: &[u8]) {
     b.put_slice(data);
 }
 
+/// MAC `b` past its MAC slot, then `bound` (appended for one pass, then taken off).
 fn seal(secret: &Secret, mut b: BytesMut, bound: Option<&[u8; MAC_LEN]>) -> ([u8; MAC_LEN], Bytes) {
-    let mac = secret.mac(&b[MAC_LEN..], bound);
+    let len = b.len();
+    b.extend_from_slice(bound.map_or(&[][..], |m| &m[..]));
+    let mac = secret.mac(&b[MAC_LEN..]);
+    b.truncate(len);
     b[..MAC_LEN].copy_from_slice(&mac);
     (mac, b.freeze())
 }
 
-struct Header {
+/// A message's header, its names borrowed (a reply's are not needed).
+struct Header<'a> {
     mac: [u8; MAC_LEN],
     timestamp_ms: u64,
-    sender: String,
-    to: String,
+    sender: &'a str,
+    to: &'a str,
     body_at: usize,
 }
 
-fn parse_header(message: &Bytes, kind: u8) -> Result<Header, WireError> {
+fn parse_header(message: &[u8], kind: u8) -> Result<Header<'_>, WireError> {
     if message.len() < HEADER_LEN {
         return Err(WireError::Malformed);
     }
@@ -374,7 +361,7 @@ fn parse_header(message: &Bytes, kind: u8) -> Result<Header, WireError> {
 }
 
 /// A u16-length-prefixed UTF-8 string.
-fn take_str(r: &mut &[u8]) -> Result<String, WireError> {
+fn take_str<'a>(r: &mut &'a [u8]) -> Result<&'a str, WireError> {
     if r.len() < 2 {
         return Err(WireError::Malformed);
     }
@@ -382,9 +369,9 @@ fn take_str(r: &mut &[u8]) -> Result<String, WireError> {
     if r.len() < len {
         return Err(WireError::Malformed);
     }
-    let s = std::str::from_utf8(&r[..len]).map_err(|_| WireError::Malformed)?;
-    r.advance(len);
-    Ok(s.to_string())
+    let (s, rest) = r.split_at(len);
+    *r = rest;
+    std::str::from_utf8(s).map_err(|_| WireError::Malformed)
 }
 
 fn take_count(body: &mut Bytes) -> Result<usize, WireError> {
