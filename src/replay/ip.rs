@@ -66,25 +66,33 @@ fn plain_ipv6(b: &[u8]) -> Option<Ipv6Addr> {
 }
 
 /// The common dotted quad without leading zeros, in one pass (std's parser cost ~5 % of a
-/// parsed line); anything else — IPv6, or a form std may judge differently — goes to std.
+/// parsed line, and a split-by-dot version of this one ~150 instructions); anything else
+/// — IPv6, or a form std may judge differently — goes to std.
 fn plain_ipv4(b: &[u8]) -> Option<Ipv4Addr> {
     let mut octets = [0u8; 4];
-    let mut parts = b.split(|&c| c == b'.');
-    for o in &mut octets {
-        let part = parts.next()?;
-        if part.is_empty() || part.len() > 3 || (part.len() > 1 && part[0] == b'0') {
-            return None;
-        }
-        let mut v = 0u16;
-        for &c in part {
-            if !c.is_ascii_digit() {
+    let mut i = 0;
+    for (n, o) in octets.iter_mut().enumerate() {
+        if n > 0 {
+            if b.get(i) != Some(&b'.') {
                 return None;
             }
-            v = v * 10 + u16::from(c - b'0');
+            i += 1;
+        }
+        let start = i;
+        let mut v = 0u16;
+        while let Some(d) = b.get(i).map(|c| c.wrapping_sub(b'0')).filter(|&d| d <= 9) {
+            if i - start == 3 {
+                return None;
+            }
+            v = v * 10 + u16::from(d);
+            i += 1;
+        }
+        if i == start || (i - start > 1 && b[start] == b'0') {
+            return None;
         }
         *o = u8::try_from(v).ok()?;
     }
-    parts.next().is_none().then_some(octets.into())
+    (i == b.len()).then_some(octets.into())
 }
 
 #[cfg(test)]
@@ -111,6 +119,33 @@ mod tests {
             let want = a.parse::<IpAddr>().ok();
             assert_eq!(parse_ip(a.as_bytes()), want, "{a:?}");
         }
+    }
+
+    #[test]
+    fn the_ipv4_fast_path_agrees_with_std_on_any_short_string() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..50_000 {
+            let len = (x % 17) as usize + 1;
+            let s: String = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    ['0', '1', '2', '5', '9', '.', '.', 'a', ':'][(x % 9) as usize]
+                })
+                .collect();
+            let want = s.parse::<Ipv4Addr>().ok();
+            let fast = plain_ipv4(s.as_bytes());
+            assert!(
+                fast.is_none() || fast == want,
+                "{s:?}: {fast:?} vs {want:?}"
+            );
+            assert_eq!(parse_ip(s.as_bytes()), s.parse::<IpAddr>().ok(), "{s:?}");
+        }
+        assert!(
+            plain_ipv4(b"10.0.11.173").is_some(),
+            "the common form is fast"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! nothing on the request path imports it.
 //!
 //! The walk: `source.rs` opens each file (gzip by magic bytes), `parse.rs`/`json.rs` turn
-//! lines into records (format detected per file; `ip.rs` reads the client address),
+//! lines into records (format detected per file; `json_plain.rs` and `json_scan.rs` are
+//! the JSON scanners, `ip.rs` reads the client address, `time.rs` the timestamp),
 //! `run.rs` decides each record with the gateway's own code and counts it in `tally.rs`,
 //! `report.rs` prints the result and `plot.rs` draws denials per minute. `cli.rs` is the
 //! command line.
@@ -12,6 +13,7 @@
 mod cli;
 mod ip;
 mod json;
+mod json_plain;
 mod json_scan;
 mod parse;
 #[cfg(feature = "plot")]

@@ -14,8 +14,8 @@
 mod parts;
 #[cfg(test)]
 mod tests;
+mod text;
 
-use std::fmt::Write;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
@@ -23,9 +23,10 @@ use http::{HeaderMap, Method};
 use ipnet::{IpNet, Ipv6Net};
 
 use super::policy::PolicyRuntime;
-use crate::config::{Account, ClientIp, KeyPart, keyed_hash};
+use crate::config::{Account, ClientIp, KeyPart};
 pub use parts::Ambiguous;
 use parts::{bearer, cookie, method_part, path_part, query_param, single};
+use text::{ipv4_text, ipv6_net_text, keyed_hash};
 
 /// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is the IPv4 client it wraps: keys, logs and
 /// forwarding headers all name a client by this one form.
@@ -194,7 +195,7 @@ impl KeyBuilder {
         match canonical(ip) {
             IpAddr::V4(v4) => ipv4_text(v4),
             IpAddr::V6(v6) => Ipv6Net::new(v6, self.ipv6_prefix)
-                .map(|n| n.trunc().to_string())
+                .map(|n| ipv6_net_text(n.trunc()))
                 .unwrap_or_else(|_| v6.to_string()),
         }
     }
@@ -228,7 +229,9 @@ impl KeyBuilder {
         let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
         let hashed = |key: &mut String, tag: &str, value: Option<&[u8]>| {
             if let Some(v) = value {
-                let _ = write!(key, "{tag}:{}", keyed_hash(secret, v));
+                key.push_str(tag);
+                key.push(':');
+                key.push_str(&keyed_hash(secret, v));
             }
             Ok(value.is_some())
         };
@@ -271,25 +274,4 @@ impl KeyBuilder {
         }
         Ok(true)
     }
-}
-
-/// Dotted-quad text of `ip`, as `Display` writes it. By hand because std's `Display` for
-/// addresses goes through the formatter's width and padding machinery: about 2 000
-/// instructions a request under callgrind (`tollgate replay`, where it was the largest
-/// single cost of building a key), against a few dozen here.
-fn ipv4_text(ip: std::net::Ipv4Addr) -> String {
-    let mut s = String::with_capacity(15);
-    for (i, o) in ip.octets().into_iter().enumerate() {
-        if i > 0 {
-            s.push('.');
-        }
-        if o >= 100 {
-            s.push(char::from(b'0' + o / 100));
-        }
-        if o >= 10 {
-            s.push(char::from(b'0' + o / 10 % 10));
-        }
-        s.push(char::from(b'0' + o % 10));
-    }
-    s
 }
