@@ -36,6 +36,9 @@ pub(super) struct Fields<'a> {
     pub client: Option<Cow<'a, [u8]>>,
     pub duration_ms: Option<f64>,
     pub account: Option<Cow<'a, [u8]>>,
+    /// `status` when it is a whole number 100 to 599 (`parse::status_of`); anything else,
+    /// of any JSON type, is none (never a malformed line).
+    pub status: Option<u16>,
 }
 
 /// Reads a line's map, knowing which key is the account.
@@ -71,6 +74,10 @@ impl<'de> Visitor<'de> for LineSeed<'_> {
                     f.duration_ms = map.next_value::<Option<f64>>()?;
                     continue;
                 }
+                "status" => {
+                    f.status = map.next_value::<StatusField>()?.0;
+                    continue;
+                }
                 k if k == self.account_field => &mut f.account,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -82,6 +89,53 @@ impl<'de> Visitor<'de> for LineSeed<'_> {
                 .map(|s| bytes(s.0));
         }
         Ok(f)
+    }
+}
+
+/// A `status` value of any JSON type: a whole number 100 to 599 is the status, anything
+/// else none (as the scanners read it).
+struct StatusField(Option<u16>);
+
+impl<'de> serde::Deserialize<'de> for StatusField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StatusField;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<StatusField, E> {
+                let n = u16::try_from(n).ok().filter(|n| (100..=599).contains(n));
+                Ok(StatusField(n))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<StatusField, E> {
+                Ok(StatusField(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<StatusField, E> {
+                Ok(StatusField(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<StatusField, E> {
+                Ok(StatusField(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<StatusField, E> {
+                Ok(StatusField(None))
+            }
+            fn visit_unit<E>(self) -> Result<StatusField, E> {
+                Ok(StatusField(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<StatusField, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(StatusField(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<StatusField, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(StatusField(None))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -152,6 +206,7 @@ pub fn parse<'a>(line: &'a [u8], account_field: &str) -> Result<Option<Record<'a
         request: Some((method_bytes(method), path)),
         account: f.account.filter(|a| !a.is_empty()),
         duration,
+        status: f.status,
     }))
 }
 

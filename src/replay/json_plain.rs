@@ -44,7 +44,7 @@ fn quote(b: &[u8], mut j: usize) -> Option<usize> {
 /// A key tracing writes, known from comparing it whole.
 #[derive(Clone, Copy)]
 enum Known {
-    /// `timestamp`, `target`, `method`, `path`, `client`, `duration_ms`: their slot comes
+    /// `timestamp`, `target`, `method`, `path`, `client`, `duration_ms`, `status`: their slot comes
     /// before the account field's (see `slot`), so it is known without another look.
     Timestamp,
     Target,
@@ -52,7 +52,8 @@ enum Known {
     Path,
     Client,
     Duration,
-    /// Any other key (`level`, `route`, `status` may be the account field): see `slot`.
+    Status,
+    /// Any other key (`level` and `route` may be the account field): see `slot`.
     Other,
 }
 
@@ -72,7 +73,7 @@ fn key_end(b: &[u8], j: usize) -> Option<(usize, Known)> {
         b'd' if rest.starts_with(b"duration_ms\":") => (11, Known::Duration),
         b'l' if rest.starts_with(b"level\":") => (5, Known::Other),
         b'r' if rest.starts_with(b"route\":") => (5, Known::Other),
-        b's' if rest.starts_with(b"status\":") => (6, Known::Other),
+        b's' if rest.starts_with(b"status\":") => (6, Known::Status),
         _ => return Some((quote(b, j)?, Known::Other)),
     };
     Some((j + len, known))
@@ -93,6 +94,7 @@ fn known_slot<'f, 'a>(
         Known::Path => Slot::Text(&mut f.path),
         Known::Client => Slot::Text(&mut f.client),
         Known::Duration => Slot::Duration,
+        Known::Status => Slot::Status,
         Known::Other => slot(f, key, account_field),
     }
 }
@@ -130,6 +132,11 @@ pub fn scan<'a>(b: &'a [u8], account_field: &str, f: &mut Fields<'a>) -> Option<
             }
             (b'{' | b'[', _) | (_, Slot::Text(_)) => return None,
             (_, Slot::Ignored) => literal_end(b, i)?,
+            (_, Slot::Status) => {
+                let end = literal_end(b, i)?;
+                f.status = super::parse::status_of(&b[i..end]);
+                end
+            }
             (_, Slot::Duration) => {
                 let end = literal_end(b, i)?;
                 f.duration_ms = match &b[i..end] {

@@ -135,6 +135,8 @@ pub(super) enum Slot<'f, 'a> {
     Text(&'f mut Option<Cow<'a, [u8]>>),
     /// `duration_ms`: a number (or `null`).
     Duration,
+    /// `status`: read when it is a whole number (`parse::status_of`).
+    Status,
     /// Any other field: skipped.
     Ignored,
 }
@@ -149,6 +151,7 @@ pub(super) fn slot<'f, 'a>(f: &'f mut Fields<'a>, key: &[u8], account_field: &st
         b"path" => Slot::Text(&mut f.path),
         b"client" => Slot::Text(&mut f.client),
         b"duration_ms" => Slot::Duration,
+        b"status" => Slot::Status,
         k if k == account_field.as_bytes() => Slot::Text(&mut f.account),
         _ => Slot::Ignored,
     }
@@ -174,6 +177,11 @@ fn value<'a>(
         }
         // Nesting, or a number where a string belongs: serde_json decides.
         (b'{' | b'[', _) | (_, Slot::Text(_)) => None,
+        (_, Slot::Status) => {
+            let end = literal(b, i, None)?;
+            f.status = super::parse::status_of(&b[i..end]);
+            Some(end)
+        }
         (_, slot) => literal(b, i, matches!(slot, Slot::Duration).then_some(f)),
     }
 }

@@ -27,6 +27,19 @@ pub struct Record<'a> {
     pub account: Option<Cow<'a, [u8]>>,
     /// How long the request took, when logged (JSON `duration_ms`), in nanoseconds.
     pub duration: Option<u64>,
+    /// The logged response status (`$status`, JSON `status`) when it is one (100 to 599):
+    /// what `count = { statuses }` policies settle on.
+    pub status: Option<u16>,
+}
+
+/// A logged status as `count` reads it: three digits, 100 to 599; anything else is none.
+pub(super) fn status_of(digits: &[u8]) -> Option<u16> {
+    match digits {
+        [a @ b'1'..=b'5', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+        }
+        _ => None,
+    }
 }
 
 /// Which parser a file's lines take.
@@ -115,6 +128,7 @@ pub fn combined(line: &[u8]) -> Result<Record<'_>, Malformed> {
         request: request_line(request),
         account: (user != b"-" && !user.is_empty()).then(|| unescape(user)),
         duration: None,
+        status: status.and_then(status_of),
     })
 }
 

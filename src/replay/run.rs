@@ -174,11 +174,18 @@ impl Replayer {
             return;
         };
         let index = entry.index;
-        let admission = self
+        let mut admission = self
             .limiter
             .check(index, &entry.name, r.client, &method, &self.headers)
             .await;
+        let counted = std::mem::take(&mut admission.counted);
         self.count(index, r, &method, admission);
+        // `count = { statuses }` policies settle on the logged status, as they would on
+        // the upstream's; a line without one keeps its spends (as a request that ended
+        // without a head does).
+        if let Some(status) = r.status {
+            counted.settle(status, &HeaderMap::new());
+        }
     }
 
     /// Method, host and canonical path, or `None` where the gateway answers 400.
