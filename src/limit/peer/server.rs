@@ -35,11 +35,25 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// reusing a connection after half of it, `client.rs`).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Bytes of messages held, across every connection, before their MAC is checked: a
-/// message's length comes first, and its bytes are taken from this budget before they are
-/// allocated, so whoever can reach the port cannot make the process buffer more. A reader
-/// past the budget waits until `READ_TIMEOUT`, then closes its connection.
+/// Bytes of messages held before their MAC is checked, on connections that have proved
+/// they hold the secret (one message authenticated): taken chunk by chunk as the bytes
+/// arrive, so a reader holds only what it was sent; past the budget it waits until
+/// `READ_TIMEOUT`. Anyone else cannot touch it, so a host without the secret cannot starve
+/// the peers' established links.
 const READ_BUDGET: usize = 64 << 20;
+
+/// The same for connections that have not proved anything yet: at least one largest
+/// message. A reader past it does not wait (it would queue honest first messages behind
+/// stalled ones): its message is refused and the connection closed.
+const FRESH_BUDGET: usize = super::wire::MAX_MESSAGE_BYTES;
+
+/// Bytes taken from a budget at a time while a message arrives.
+const CHUNK: usize = 64 << 10;
+
+/// Connections that have not yet proved they hold the secret, at most: a new one past
+/// this closes the oldest of them (it had its `READ_TIMEOUT` to speak), so silent
+/// connections from many addresses cannot keep a restarted peer out.
+const MAX_FRESH: usize = MAX_CONNECTIONS / 2;
 
 /// A running peer listener; dropping it stops accepting and closes its connections.
 pub struct PeerServer {
@@ -56,6 +70,10 @@ struct Shared<H> {
     replay: ReplayGuard,
     /// [`READ_BUDGET`], one permit a byte.
     budget: Arc<Semaphore>,
+    /// [`FRESH_BUDGET`], one permit a byte.
+    fresh_budget: Arc<Semaphore>,
+    /// Connections not yet proved, oldest first: closing one is dropping its sender.
+    fresh: std::sync::Mutex<std::collections::VecDeque<tokio::sync::oneshot::Sender<()>>>,
     /// Open connections per source address.
     sources: std::sync::Mutex<HashMap<IpAddr, usize>>,
 }
@@ -77,6 +95,8 @@ impl PeerServer {
             metrics,
             replay: ReplayGuard::new(),
             budget: Arc::new(Semaphore::new(READ_BUDGET)),
+            fresh_budget: Arc::new(Semaphore::new(FRESH_BUDGET)),
+            fresh: std::sync::Mutex::new(std::collections::VecDeque::new()),
             sources: std::sync::Mutex::new(HashMap::new()),
         });
         let task = tokio::spawn(accept(listener, shared));
@@ -100,9 +120,6 @@ async fn accept<H: PeerHandler>(listener: TcpListener, shared: Arc<Shared<H>>) {
     let mut conns = JoinSet::new();
     loop {
         while conns.try_join_next().is_some() {}
-        let Ok(place) = places.clone().acquire_owned().await else {
-            return;
-        };
         let (stream, source) = match listener.accept().await {
             Ok((stream, from)) => (stream, from.ip()),
             Err(e) => {
@@ -112,16 +129,38 @@ async fn accept<H: PeerHandler>(listener: TcpListener, shared: Arc<Shared<H>>) {
                 continue;
             }
         };
+        // Accepted before a place is sure, and closed at once without one: a full
+        // listener must not stop accepting (a blocked accept would keep out the
+        // connection that could have evicted a silent one).
+        let Ok(place) = places.clone().try_acquire_owned() else {
+            tracing::debug!("peer listener: every connection place taken");
+            continue;
+        };
         let Some(source) = Source::enter(&shared, source) else {
             tracing::debug!(%source, "peer listener: too many connections from one address");
             continue;
         };
+        let evicted = admit_fresh(&shared);
         let shared = shared.clone();
         conns.spawn(async move {
             let _place = (place, source);
-            connection(stream, shared).await;
+            connection(stream, shared, evicted).await;
         });
     }
+}
+
+/// Register a new, unproved connection (closing the oldest unproved one past
+/// [`MAX_FRESH`]); the receiver resolves when it is evicted.
+fn admit_fresh<H>(shared: &Shared<H>) -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut fresh = shared.fresh.lock().unwrap_or_else(|e| e.into_inner());
+    // Proved or closed connections have dropped their receivers.
+    fresh.retain(|t| !t.is_closed());
+    if fresh.len() >= MAX_FRESH {
+        fresh.pop_front();
+    }
+    fresh.push_back(tx);
+    rx
 }
 
 /// One connection's place among those of its source address; given back on drop.
@@ -163,17 +202,38 @@ impl<H> Drop for Source<H> {
 
 /// Serve one connection: messages one after another until it is idle, broken, or sends a
 /// message that is refused.
-async fn connection<H: PeerHandler>(mut stream: TcpStream, shared: Arc<Shared<H>>) {
+async fn connection<H: PeerHandler>(
+    mut stream: TcpStream,
+    shared: Arc<Shared<H>>,
+    evicted: tokio::sync::oneshot::Receiver<()>,
+) {
     let _ = stream.set_nodelay(true);
+    // Until a message authenticates: the fresh budget, and closed when evicted.
+    let mut fresh = Some(evicted);
     let mut wait = READ_TIMEOUT;
     loop {
-        let Ok(Ok(len)) = tokio::time::timeout(wait, frame::read_len(&mut stream)).await else {
+        let deadline = tokio::time::Instant::now() + wait;
+        let len = match fresh.as_mut() {
+            Some(evicted) => tokio::select! {
+                len = tokio::time::timeout_at(deadline, frame::read_len(&mut stream)) => len,
+                _ = evicted => return,
+            },
+            None => tokio::time::timeout_at(deadline, frame::read_len(&mut stream)).await,
+        };
+        let Ok(Ok(len)) = len else {
             return;
         };
         let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
-        let (status, reply) = match read(&mut stream, len, &shared.budget, deadline).await {
+        let budget = match fresh {
+            Some(_) => Budget::Fresh(&shared.fresh_budget),
+            None => Budget::Proven(&shared.budget),
+        };
+        let (status, reply) = match read(&mut stream, len, budget, deadline).await {
             Some((message, _held)) => serve(&shared, message).await,
-            None => (frame::MALFORMED, Bytes::new()),
+            None => {
+                shared.metrics.error("decode");
+                (frame::MALFORMED, Bytes::new())
+            }
         };
         let write = frame::write(&mut stream, Some(status), &reply);
         if !matches!(tokio::time::timeout_at(deadline, write).await, Ok(Ok(()))) {
@@ -182,6 +242,8 @@ async fn connection<H: PeerHandler>(mut stream: TcpStream, shared: Arc<Shared<H>
         if status != frame::OK {
             return;
         }
+        // Proved: out of the unproved list (its sender sees the receiver gone).
+        fresh = None;
         wait = IDLE_TIMEOUT;
     }
 }
@@ -219,33 +281,55 @@ async fn serve<H: PeerHandler>(shared: &Shared<H>, message: Bytes) -> (u8, Bytes
     (frame::OK, reply)
 }
 
+/// The budget a connection's message is read from.
+#[derive(Clone, Copy)]
+enum Budget<'a> {
+    /// An unproved connection's: taken without waiting, or the message is refused.
+    Fresh(&'a Arc<Semaphore>),
+    /// A proved connection's: waited for until the deadline.
+    Proven(&'a Arc<Semaphore>),
+}
+
 /// A message of `len` bytes within [`MAX_MESSAGE_BYTES`] and `deadline`, its bytes taken
-/// from the read budget until the returned holder is dropped; `None` when too long, too
-/// slow or broken.
+/// from `budget` a [`CHUNK`] at a time as they arrive (a stalled sender holds only what
+/// it sent) until the returned holder is dropped; `None` when too long, too slow, broken,
+/// or past an unproved connection's budget.
 async fn read(
     stream: &mut TcpStream,
     len: usize,
-    budget: &Arc<Semaphore>,
+    budget: Budget<'_>,
     deadline: tokio::time::Instant,
 ) -> Option<(Bytes, Held)> {
+    use tokio::io::AsyncReadExt;
     if len > MAX_MESSAGE_BYTES {
         return None;
     }
-    let n = u32::try_from(len).ok()?;
-    let permit = tokio::time::timeout_at(deadline, budget.acquire_many(n))
-        .await
-        .ok()?
-        .ok()?;
-    permit.forget();
-    let held = Held {
-        budget: budget.clone(),
-        bytes: len,
+    let (Budget::Fresh(sem) | Budget::Proven(sem)) = budget;
+    let mut held = Held {
+        budget: sem.clone(),
+        bytes: 0,
     };
-    let message = tokio::time::timeout_at(deadline, frame::read_body(stream, len))
-        .await
-        .ok()?
-        .ok()?;
-    Some((message, held))
+    let mut buf = bytes::BytesMut::with_capacity(len.min(CHUNK));
+    while buf.len() < len {
+        let n = (len - buf.len()).min(CHUNK);
+        let permits = u32::try_from(n).ok()?;
+        let permit = match budget {
+            Budget::Fresh(s) => s.try_acquire_many(permits).ok()?,
+            Budget::Proven(s) => tokio::time::timeout_at(deadline, s.acquire_many(permits))
+                .await
+                .ok()?
+                .ok()?,
+        };
+        permit.forget();
+        held.bytes += n;
+        let start = buf.len();
+        buf.resize(start + n, 0);
+        tokio::time::timeout_at(deadline, stream.read_exact(&mut buf[start..]))
+            .await
+            .ok()?
+            .ok()?;
+    }
+    Some((buf.freeze(), held))
 }
 
 /// Bytes taken from the read budget; given back on drop.
