@@ -99,10 +99,10 @@ local function gcra(key, limit, period, burst, cost)
     return math.max(0, (rem + 1) * T + lead - tau)
   end
   if new - now <= tau + EPS then
-    local rem = math.floor((tau - (new - now)) / T + EPS)
+    local rem = math.floor((tau - (new - now) + EPS) / T)
     return true, string.format('%.3f', new), new - now, rem, new - now, 0, next_cell(new - now, rem)
   end
-  local rem = math.max(math.floor((tau - (tat - now)) / T + EPS), 0)
+  local rem = math.max(math.floor((tau - (tat - now) + EPS) / T), 0)
   return false, nil, 0, rem, tat - now, new - tau - now, next_cell(tat - now, rem)
 end
 
@@ -182,7 +182,7 @@ local function leaky_bucket(key, limit, period, cost, max_delay)
   end
   local nxt = slot + cost * T
   local lead = nxt - now
-  local rem = math.max(0, math.floor((max_delay - lead) / T + EPS) + 1)
+  local rem = math.max(0, math.floor((max_delay - lead + EPS) / T) + 1)
   -- The next slot opens when the lead is down to max_delay, then one every T; 0 when full.
   local next_us = lead - max_delay
   if lead <= max_delay + EPS then

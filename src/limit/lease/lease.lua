@@ -25,7 +25,7 @@ local tat = now
 -- policy moved to leases) counts as a full key rather than failing every call.
 local old = raw and tonumber(raw)
 if old then tat = math.max(old, now) end
-local fits = math.floor((now + lead + tau - tat) / T + EPS)
+local fits = math.floor((now + lead + tau - tat + EPS) / T)
 local granted = math.max(0, math.min(want, fits))
 tat = tat + granted * T
 if granted > 0 then
