@@ -625,18 +625,9 @@ async fn oversized_and_stalled_frames_are_counted() {
 // Denial of service without the secret
 // ---------------------------------------------------------------------------------------
 
-/// One host without the secret announces 16 MiB messages on 31 connections and sends
-/// nothing more, reconnecting as each is closed. Its claims are taken from the 64 MiB read
-/// budget before any byte arrives (4 claims fill it; the rest queue, FIFO), so a genuine
-/// peer's message waits behind them. Safe: a genuine peer's calls keep being answered
-/// within its timeout while this runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_length_claims_cannot_starve_honest_peers() {
-    let peer = node().await;
-    let at = peer.addr();
-    let c = client();
-    let before = c.call(at, Op::Ping, vec![Bytes::new()]).await;
-    assert!(before.is_ok(), "before the attack: {before:?}");
+/// The attack below, running until `stop` is set: 31 connections from 127.0.0.3 to `at`,
+/// each announcing a largest message and then silent, opened again as each is closed.
+fn stalled_claims(at: SocketAddr) -> (Arc<AtomicBool>, tokio::task::JoinSet<()>) {
     let stop = Arc::new(AtomicBool::new(false));
     let mut attack = tokio::task::JoinSet::new();
     for _ in 0..31 {
@@ -655,6 +646,22 @@ async fn stalled_length_claims_cannot_starve_honest_peers() {
             }
         });
     }
+    (stop, attack)
+}
+
+/// One host without the secret announces 16 MiB messages on 31 connections and sends
+/// nothing more, reconnecting as each is closed. Its claims are taken from the 64 MiB read
+/// budget before any byte arrives (4 claims fill it; the rest queue, FIFO), so a genuine
+/// peer's message waits behind them. Safe: a genuine peer's calls keep being answered
+/// within its timeout while this runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_length_claims_cannot_starve_honest_peers() {
+    let peer = node().await;
+    let at = peer.addr();
+    let c = client();
+    let before = c.call(at, Op::Ping, vec![Bytes::new()]).await;
+    assert!(before.is_ok(), "before the attack: {before:?}");
+    let (stop, mut attack) = stalled_claims(at);
     let started = Instant::now();
     let (mut ok, mut failed) = (0, Vec::new());
     while started.elapsed() < Duration::from_secs(8) {
@@ -928,24 +935,7 @@ async fn stalled_length_claims_cannot_reset_an_owner_key_in_a_fleet() {
     };
     assert_eq!(status(ip).await, 200, "before the attack: 1 of 2 spent");
 
-    let target = fleet.peers[owner];
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut attack = tokio::task::JoinSet::new();
-    for _ in 0..31 {
-        let stop = stop.clone();
-        attack.spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let opened = Instant::now();
-                if let Ok(mut s) = connect_from("127.0.0.3", target).await {
-                    let _ = s.write_all(&(MAX_MESSAGE_BYTES as u32).to_be_bytes()).await;
-                    closed_within(&mut s, Duration::from_secs(12)).await;
-                }
-                if opened.elapsed() < Duration::from_millis(100) {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        });
-    }
+    let (stop, mut attack) = stalled_claims(fleet.peers[owner]);
     let started = Instant::now();
     let mut seen = Vec::new();
     while started.elapsed() < Duration::from_secs(6) {

@@ -121,19 +121,28 @@ mod tests {
         }
     }
 
+    /// `n` strings of 1 to `max_len` characters from `chars` (xorshift, fixed `seed`).
+    fn random_strings(mut x: u64, n: usize, max_len: u64, chars: &[char]) -> Vec<String> {
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n)
+            .map(|_| {
+                let len = next() % max_len + 1;
+                (0..len)
+                    .map(|_| chars[(next() % chars.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+
     #[test]
     fn the_ipv4_fast_path_agrees_with_std_on_any_short_string() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..50_000 {
-            let len = (x % 17) as usize + 1;
-            let s: String = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    ['0', '1', '2', '5', '9', '.', '.', 'a', ':'][(x % 9) as usize]
-                })
-                .collect();
+        let chars = ['0', '1', '2', '5', '9', '.', '.', 'a', ':'];
+        for s in random_strings(0x9e37_79b9_7f4a_7c15, 50_000, 17, &chars) {
             let want = s.parse::<Ipv4Addr>().ok();
             let fast = plain_ipv4(s.as_bytes());
             assert!(
@@ -176,20 +185,9 @@ mod tests {
         ]
         .map(str::to_owned)
         .to_vec();
-        // And every short string over the characters that matter (xorshift, fixed seed).
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..20_000 {
-            let len = (x % 14) as usize + 1;
-            let s: String = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    ['0', '1', 'f', 'A', ':', ':', ':', '.', 'g'][(x % 9) as usize]
-                })
-                .collect();
-            cases.push(s);
-        }
+        // And every short string over the characters that matter.
+        let chars = ['0', '1', 'f', 'A', ':', ':', ':', '.', 'g'];
+        cases.extend(random_strings(0x2545_f491_4f6c_dd1d, 20_000, 14, &chars));
         for a in cases {
             let want = a.parse::<Ipv6Addr>().ok();
             let fast = plain_ipv6(a.as_bytes());
