@@ -41,7 +41,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tollgate::config::{AlgorithmName, KeyPart, Policy};
 use tollgate::limit::clock::SystemClock;
-use tollgate::limit::local::{CheckItem, LocalStore, Results};
+use tollgate::limit::local::{CheckItem, ItemResult, LocalStore};
 use tollgate::limit::metrics::PolicyGauges;
 use tollgate::limit::policy::PolicyRuntime;
 
@@ -133,19 +133,20 @@ fn governor_limiter() -> Limiter {
     RateLimiter::keyed(Quota::per_second(NonZeroU32::new(RATE).expect("non-zero")))
 }
 
-/// One tollgate decision on `key`, committed when admitted (what the limiter's plan does for
-/// a single key). The clone is the key the request built.
+/// One tollgate decision on `key`, committed when admitted (what the limit step does for a
+/// request with one local key: `LocalStore::check_single`). The clone is the key the
+/// request built.
 #[inline]
-fn tollgate_check(store: &LocalStore, key: &str) -> Results {
-    store.check(
-        &[CheckItem {
+fn tollgate_check(store: &LocalStore, key: &str) -> ItemResult {
+    store.check_single(
+        &CheckItem {
             policy: 0,
             headroom: NonZeroU32::MIN,
             key: key.to_owned(),
             cost: 1,
             fallback: false,
-        }],
-        |ds| ds.iter().map(|d| d.verdict.admits()).collect(),
+        },
+        |v| v.admits(),
     )
 }
 
@@ -160,7 +161,7 @@ fn hot_key(c: &mut Criterion) {
     let key = "per_ip:ip:10.0.0.1";
     let store = tollgate_store();
     let limiter = governor_limiter();
-    assert!(tollgate_check(&store, key)[0].committed);
+    assert!(tollgate_check(&store, key).committed);
     assert!(governor_check(&limiter, key));
 
     let mut g = c.benchmark_group("hot_key");
@@ -183,7 +184,7 @@ fn filled(keys: &[String]) -> (LocalStore, Limiter) {
     let limiter = governor_limiter();
     if std::env::args().any(|a| a == "--bench") {
         for k in keys {
-            assert!(tollgate_check(&store, k)[0].committed);
+            assert!(tollgate_check(&store, k).committed);
             assert!(governor_check(&limiter, k));
         }
     }

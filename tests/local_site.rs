@@ -80,7 +80,7 @@ fn all_or_nothing_holds_under_concurrency() {
                         },
                     ];
                     let results = store.check(&items, |ds| {
-                        let all = ds.iter().all(|d| d.verdict.admits());
+                        let all = ds.iter().all(|v| v.admits());
                         tollgate::limit::local::Spends::from_elem(all, ds.len())
                     });
                     let all_admitted = results.iter().all(|r| r.decision.verdict.admits());
@@ -231,9 +231,7 @@ fn debits_deny_and_refunds_free() {
             fallback: false,
         };
         let admits = || {
-            store.check(&[item(1)], |ds| {
-                ds.iter().map(|d| d.verdict.admits()).collect()
-            })[0]
+            store.check(&[item(1)], |ds| ds.iter().map(|v| v.admits()).collect())[0]
                 .decision
                 .verdict
                 .admits()

@@ -5,13 +5,12 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 
-use super::algorithm::{Decision, Verdict};
+use super::algorithm::Verdict;
 use super::central::{CentralItem, CentralResult};
 use super::clock::Nanos;
 use super::fleet::{Answer, KeyItem};
 use super::lease::LeaseItem;
 use super::local::{ItemResult, Spends};
-use super::policy::AnyState;
 use super::route_limits::PolicyEntry;
 use crate::config::Mode;
 
@@ -203,7 +202,7 @@ impl Decided {
 /// decided (`outside_*`); a local-first mirror spends whenever the request is admitted and
 /// it admits (it counts what the store admitted).
 pub(super) fn local_spends(
-    ds: &[Decision<AnyState>],
+    ds: &[Verdict],
     modes: &[Mode],
     mirror: &[bool],
     outside_enforce_ok: bool,
@@ -211,12 +210,12 @@ pub(super) fn local_spends(
 ) -> Spends {
     let own = || (0..ds.len()).filter(|&i| !mirror[i]);
     let enforce_ok =
-        outside_enforce_ok && own().all(|i| ds[i].verdict.admits() || modes[i] != Mode::Enforce);
-    let all_ok = outside_all_ok && own().all(|i| ds[i].verdict.admits());
+        outside_enforce_ok && own().all(|i| ds[i].admits() || modes[i] != Mode::Enforce);
+    let all_ok = outside_all_ok && own().all(|i| ds[i].admits());
     (0..ds.len())
         .map(|i| match mirror[i] {
             false => keeps(modes[i], enforce_ok, all_ok),
-            true => enforce_ok && ds[i].verdict.admits(),
+            true => enforce_ok && ds[i].admits(),
         })
         .collect()
 }

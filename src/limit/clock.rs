@@ -58,6 +58,7 @@ impl Default for SystemClock {
 }
 
 impl Clock for SystemClock {
+    #[inline]
     fn now(&self) -> Nanos {
         self.clock.delta_as_nanos(self.epoch, self.clock.raw())
     }

@@ -17,10 +17,11 @@ use std::hash::BuildHasher;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use compact_str::CompactString;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 
-use super::algorithm::{Decision, Snapshot};
+use super::algorithm::{Decision, Snapshot, Verdict};
 use super::clock::{Clock, Nanos};
 use super::metrics::PolicyGauges;
 use super::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
@@ -81,9 +82,13 @@ impl std::ops::Deref for AlgorithmOf<'_> {
 }
 
 /// A key and its state. Keys are hashed once per check: the same hash picks the shard and
-/// finds the entry.
+/// finds the entry. One cache line each, aligned to it: a cold key's lookup then misses
+/// once for its entry instead of twice for one straddling two lines.
+#[repr(align(64))]
 struct Entry {
-    key: Box<str>,
+    /// Inline up to 24 bytes (every IPv4 key, most others): a lookup of a cold key then
+    /// misses the cache once for the entry, not twice (entry, then the key's heap bytes).
+    key: CompactString,
     state: AnyState,
     /// The headroom level that decided it: a reload that changes the policy's numbers
     /// converts the state with this level's old and new algorithms (`local_reload.rs`).
@@ -162,21 +167,25 @@ impl LocalStore {
         self.clock.now()
     }
 
+    #[inline]
     fn hash(&self, key: &str) -> u64 {
         self.shared.hasher.hash_one(key)
     }
 
     /// The table's index uses the hash's low bits and its control bytes the top 7: the
     /// shard takes bits from the middle so the three stay independent.
+    #[inline]
     fn shard_of(hash: u64) -> usize {
         ((hash >> 32) as usize) % SHARDS
     }
 
+    #[inline]
     fn table_of(&self, it: &CheckItem) -> usize {
         self.slot(it.policy, it.fallback)
     }
 
     /// The table slot of `policy`'s own state, or of its L/N state.
+    #[inline]
     fn slot(&self, policy: usize, fallback: bool) -> usize {
         self.slots[if fallback {
             self.policies.len() + policy
@@ -187,6 +196,7 @@ impl LocalStore {
 
     /// The algorithm deciding `it`: borrowed for the policy's own state (every check of a
     /// busy policy: no copy of the algorithm), copied out of the swappable L/N split.
+    #[inline]
     fn algorithm_of(&self, it: &CheckItem) -> AlgorithmOf<'_> {
         let p = &self.policies[it.policy];
         if it.fallback {
@@ -209,6 +219,7 @@ impl LocalStore {
         self.gauges.keys_removed(policy, removed as i64);
     }
 
+    #[inline]
     fn lock(&self, i: usize) -> MutexGuard<'_, Shard> {
         // A panic while holding a shard cannot leave a state half-written (states are
         // Copy values swapped in one step), so a poisoned lock is safe to keep using.
@@ -220,13 +231,15 @@ impl LocalStore {
 
     /// Decide every item at one instant; then write back the states of the items `spends`
     /// marks, all under the same locks.
-    pub fn check(
-        &self,
-        items: &[CheckItem],
-        spends: impl FnOnce(&[Decision<AnyState>]) -> Spends,
-    ) -> Results {
+    pub fn check(&self, items: &[CheckItem], spends: impl FnOnce(&[Verdict]) -> Spends) -> Results {
         if let [it] = items {
-            return self.check_one(it, spends);
+            let one = self.check_single(it, |v| {
+                spends(std::slice::from_ref(v))
+                    .first()
+                    .copied()
+                    .unwrap_or(false)
+            });
+            return std::iter::once(one).collect();
         }
         let hashes: SmallVec<[u64; INLINE]> = items.iter().map(|it| self.hash(&it.key)).collect();
         let mut order: SmallVec<[usize; INLINE]> =
@@ -252,7 +265,8 @@ impl LocalStore {
             .zip(&before)
             .map(|(it, state)| self.algorithm_of(it).decide(*state, it.cost, now))
             .collect();
-        let commit = spends(&decisions);
+        let verdicts: SmallVec<[Verdict; INLINE]> = decisions.iter().map(|d| d.verdict).collect();
+        let commit = spends(&verdicts);
         let mut results = Results::new();
         for (i, it) in items.iter().enumerate() {
             let (decision, committed) = (decisions[i], commit.get(i).copied().unwrap_or(false));
@@ -282,46 +296,51 @@ impl LocalStore {
         results
     }
 
-    /// [`LocalStore::check`] for the common single-key request: one lock, no lists.
-    fn check_one(
-        &self,
-        it: &CheckItem,
-        spends: impl FnOnce(&[Decision<AnyState>]) -> Spends,
-    ) -> Results {
+    /// [`LocalStore::check`] for the common single-key request: one lock, no lists, and
+    /// `keep` answers for the one decision (spend it or not) without building a list.
+    pub fn check_single(&self, it: &CheckItem, keep: impl FnOnce(&Verdict) -> bool) -> ItemResult {
         let hash = self.hash(&it.key);
-        let mut shard = self.lock(Self::shard_of(hash));
-        let now = self.clock.now();
+        // Looked up before the lock, and the header figures computed after it: the
+        // critical section is the probe, the verdict and the write.
         let alg = self.algorithm_of(it);
         let table = self.table_of(it);
-        // One probe of the table: a key that is there is updated in place (the common
-        // case: a busy key); a new key, or one back to idle, takes `write`'s path.
-        let found = shard.tables[table].find_mut(hash, |e| *e.key == *it.key);
-        let before = found.as_ref().map(|e| e.state);
-        let decision = alg.decide(before, it.cost, now);
-        let committed = spends(std::slice::from_ref(&decision))
-            .first()
-            .copied()
-            .unwrap_or(false);
+        let (now, before, verdict, after, committed) = {
+            let mut shard = self.lock(Self::shard_of(hash));
+            let now = self.clock.now();
+            // One probe of the table: a key that is there is updated in place (the common
+            // case: a busy key); a new key, or one back to idle, takes `write`'s path.
+            let found = shard.tables[table].find_mut(hash, |e| *e.key == *it.key);
+            let before = found.as_ref().map(|e| e.state);
+            let (verdict, after) = alg.admit(before, it.cost, now);
+            let committed = keep(&verdict);
+            if committed {
+                match found {
+                    Some(e) if !alg.is_idle(&after, now) => e.state = after,
+                    _ => self.write(&mut shard, it, hash, after, now),
+                }
+            }
+            (now, before, verdict, after, committed)
+        };
+        // A decision's figures are those of the state it leaves (`tests/prop_decide_peek.rs`).
+        let figures = alg.peek(Some(after), now);
+        let decision = Decision {
+            verdict,
+            state: after,
+            remaining: figures.remaining,
+            reset_after: figures.reset_after,
+            next_after: figures.next_after,
+        };
+        // Nothing spent: the key as it stands.
         let snapshot = if committed {
-            match found {
-                Some(e) if !alg.is_idle(&decision.state, now) => e.state = decision.state,
-                _ => self.write(&mut shard, it, hash, decision.state, now),
-            }
-            Snapshot {
-                remaining: decision.remaining,
-                reset_after: decision.reset_after,
-                next_after: decision.next_after,
-            }
+            figures
         } else {
             alg.peek(before, now)
         };
-        let mut results = Results::new();
-        results.push(ItemResult {
+        ItemResult {
             decision,
             committed,
             snapshot,
-        });
-        results
+        }
     }
 
     /// Give back a concurrency item's cells (its request ended).
@@ -390,7 +409,7 @@ impl LocalStore {
         table.insert_unique(
             hash,
             Entry {
-                key: it.key.as_str().into(),
+                key: CompactString::from(it.key.as_str()),
                 state,
                 headroom: it.headroom,
             },

@@ -13,7 +13,7 @@ use arc_swap::ArcSwap;
 use super::algorithm::{
     Algorithm, Concurrency, ConcurrencyState, Decision, Gcra, GcraState, LeakyBucket,
     LeakyBucketState, QuotaError, QuotaInfo, SlidingWindow, SlidingWindowState, Snapshot,
-    TokenBucket, TokenBucketState,
+    TokenBucket, TokenBucketState, Verdict,
 };
 use super::clock::Nanos;
 use super::lease::LeaseParams;
@@ -127,12 +127,32 @@ impl AnyAlgorithm {
         )
     }
 
+    /// The verdict and state of [`AnyAlgorithm::decide`] without the header figures (see
+    /// [`Algorithm::admit`]).
+    #[inline]
+    pub fn admit(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> (Verdict, AnyState) {
+        dispatch!(
+            self,
+            state,
+            |a, s| {
+                let (v, s) = a.admit(Some(s), cost, now);
+                (v, s.any())
+            },
+            |a| {
+                let (v, s) = a.admit(None, cost, now);
+                (v, s.any())
+            }
+        )
+    }
+
+    #[inline]
     pub fn peek(&self, state: Option<AnyState>, now: Nanos) -> Snapshot {
         dispatch!(self, state, |a, s| a.peek(Some(s), now), |a| a
             .peek(None, now))
     }
 
     /// True when the state may be dropped without changing any decision.
+    #[inline]
     pub fn is_idle(&self, state: &AnyState, now: Nanos) -> bool {
         let state = Some(*state);
         dispatch!(self, state, |a, s| a.is_idle(&s, now), |_a| true)
@@ -312,6 +332,7 @@ impl PolicyRuntime {
     }
 
     /// The algorithm for a client with this headroom (1 when not ip-keyed).
+    #[inline]
     pub fn algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
         level(&self.algorithms, headroom)
     }
@@ -363,6 +384,7 @@ fn split_levels(p: &Policy, levels: &[NonZeroU32], nodes: NonZeroU32) -> Result<
     })
 }
 
+#[inline]
 fn level(levels: &[(NonZeroU32, AnyAlgorithm)], headroom: NonZeroU32) -> &AnyAlgorithm {
     levels
         .iter()

@@ -77,11 +77,13 @@ impl Gcra {
 
     /// The tat that governs a request at `now_t`: a tat in the past means the
     /// bucket is full, which is the same as a tat of exactly now.
+    #[inline]
     fn base(&self, state: Option<GcraState>, now_t: u128) -> u128 {
         state.map_or(now_t, |s| s.tat).max(now_t)
     }
 
     /// Headers for a key whose governing tat is `base` (`base ≥ now_t`).
+    #[inline]
     fn snapshot(&self, base: u128, now_t: u128, now: Nanos) -> Snapshot {
         let lead = base - now_t;
         let remaining = self.rate.whole_cells(self.tolerance.saturating_sub(lead));
@@ -98,36 +100,44 @@ impl Algorithm for Gcra {
     type State = GcraState;
 
     fn decide(&self, state: Option<GcraState>, cost: u32, now: Nanos) -> Decision<GcraState> {
-        let now_t = self.rate.ticks(now);
-        let base = self.base(state, now_t);
-        let spend = self.rate.cells(u64::from(cost));
-        let after = base + spend;
-        let (verdict, tat) = if after - now_t <= self.tolerance {
-            (Verdict::Allow, after)
-        } else if cost > self.burst {
-            (Verdict::Deny { retry_after: NEVER }, base)
-        } else {
-            // Earliest t with base + spend − t ≤ τ (base stays the governing
-            // tat until then because the deny means base > now).
-            let earliest = self.rate.ns_ceil(after - self.tolerance);
-            let retry_after = earliest.saturating_sub(now);
-            (Verdict::Deny { retry_after }, base)
-        };
-        let snap = self.snapshot(tat, now_t, now);
+        let (verdict, state) = self.admit(state, cost, now);
+        let snap = self.snapshot(state.tat, self.rate.ticks(now), now);
         Decision {
             verdict,
-            state: GcraState { tat },
+            state,
             remaining: snap.remaining,
             reset_after: snap.reset_after,
             next_after: snap.next_after,
         }
     }
 
+    #[inline]
+    fn admit(&self, state: Option<GcraState>, cost: u32, now: Nanos) -> (Verdict, GcraState) {
+        let now_t = self.rate.ticks(now);
+        let base = self.base(state, now_t);
+        let after = base + self.rate.cells(u64::from(cost));
+        if after - now_t <= self.tolerance {
+            return (Verdict::Allow, GcraState { tat: after });
+        }
+        let retry_after = if cost > self.burst {
+            NEVER
+        } else {
+            // Earliest t with base + spend − t ≤ τ (base stays the governing
+            // tat until then because the deny means base > now).
+            self.rate
+                .ns_ceil(after - self.tolerance)
+                .saturating_sub(now)
+        };
+        (Verdict::Deny { retry_after }, GcraState { tat: base })
+    }
+
+    #[inline]
     fn peek(&self, state: Option<GcraState>, now: Nanos) -> Snapshot {
         let now_t = self.rate.ticks(now);
         self.snapshot(self.base(state, now_t), now_t, now)
     }
 
+    #[inline]
     fn is_idle(&self, state: &GcraState, now: Nanos) -> bool {
         state.tat <= self.rate.ticks(now)
     }

@@ -12,6 +12,8 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use strength_reduce::StrengthReducedU64;
+
 use super::{Nanos, QuotaError};
 use crate::config::{MAX_PERIOD, MIN_PERIOD};
 use crate::limit::clock::duration_to_nanos;
@@ -28,14 +30,27 @@ pub(crate) fn period_nanos(period: Duration) -> Result<Nanos, QuotaError> {
 }
 
 /// `limit` cells per `period`, as exact integer tick arithmetic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Rate {
     /// Ticks per nanosecond (`limit / gcd`); also the refill of a token bucket
     /// in ticks per nanosecond.
     scale: u64,
     /// Ticks per cell (`period_ns / gcd`): the exact emission interval.
     interval: u64,
+    /// `interval` as a multiply-and-shift divisor: every decision divides by it once
+    /// (`remaining`), and a hardware 64-bit division cost more than the rest of a GCRA
+    /// decision (`benches/limiter.rs`). Exact, like the division it replaces.
+    per_cell: StrengthReducedU64,
 }
+
+/// Equal when `scale` and `interval` are (`per_cell` follows from `interval`).
+impl PartialEq for Rate {
+    fn eq(&self, other: &Self) -> bool {
+        (self.scale, self.interval) == (other.scale, other.interval)
+    }
+}
+
+impl Eq for Rate {}
 
 impl Rate {
     /// Builds the tick system for `limit` per `period`.
@@ -43,13 +58,16 @@ impl Rate {
         let period_ns = period_nanos(period)?;
         let limit = u64::from(limit.get());
         let g = gcd(period_ns, limit);
+        let interval = period_ns / g;
         Ok(Self {
             scale: limit / g,
-            interval: period_ns / g,
+            interval,
+            per_cell: StrengthReducedU64::new(interval),
         })
     }
 
     /// A timestamp or duration in ticks.
+    #[inline]
     pub(crate) fn ticks(&self, ns: Nanos) -> u128 {
         u128::from(ns) * u128::from(self.scale)
     }
@@ -60,15 +78,17 @@ impl Rate {
     }
 
     /// The duration of `cells` cells in ticks.
+    #[inline]
     pub(crate) fn cells(&self, cells: u64) -> u128 {
         u128::from(cells) * u128::from(self.interval)
     }
 
     /// How many whole cells fit in `ticks` (rounded down: never promise more).
+    #[inline]
     pub(crate) fn whole_cells(&self, ticks: u128) -> u64 {
         // u128 division is a slow library call; every real timestamp fits in u64.
         match u64::try_from(ticks) {
-            Ok(t) => t / self.interval,
+            Ok(t) => t / self.per_cell,
             Err(_) => saturate(ticks / u128::from(self.interval)),
         }
     }
@@ -86,6 +106,7 @@ impl Rate {
 
     /// [`Rate::until_cell`] for a caller that already holds `cells`, the whole cells in
     /// `capacity − deficit` (its `remaining`): one division fewer on every decision.
+    #[inline]
     pub(crate) fn until_next(&self, cells: u64, deficit: u128, capacity: u128) -> Nanos {
         let more = self.cells(cells.saturating_add(1));
         if more > capacity {
@@ -96,6 +117,7 @@ impl Rate {
 
     /// Ticks back to nanoseconds, rounded up: a wait reported 1 ns late is
     /// harmless, one reported early would be denied again.
+    #[inline]
     pub(crate) fn ns_ceil(&self, ticks: u128) -> Nanos {
         match (self.scale, u64::try_from(ticks)) {
             (1, _) => saturate(ticks),
@@ -106,6 +128,7 @@ impl Rate {
 }
 
 /// Clamps a `u128` into `u64` so "too far to express" reads as "forever".
+#[inline]
 pub(crate) fn saturate(x: u128) -> u64 {
     u64::try_from(x).unwrap_or(u64::MAX)
 }
@@ -130,6 +153,8 @@ mod tests {
     fn round_quota_uses_nanosecond_ticks() {
         let r = Rate::new(nz(100), Duration::from_secs(1)).expect("valid");
         assert_eq!((r.scale, r.interval), (1, 10_000_000));
+        assert_eq!(r.whole_cells(29_999_999), 2);
+        assert_eq!(r.whole_cells(30_000_000), 3);
     }
 
     #[test]

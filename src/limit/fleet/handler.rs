@@ -147,7 +147,7 @@ impl FleetHandler {
             return Answer::Unknown;
         };
         let results = view.local.check(std::slice::from_ref(&item), |ds| {
-            ds.iter().map(|d| d.verdict.admits()).collect::<Spends>()
+            ds.iter().map(|v| v.admits()).collect::<Spends>()
         });
         let r = &results[0];
         let (remaining, reset_after) = (r.snapshot.remaining, r.snapshot.reset_after);
