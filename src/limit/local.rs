@@ -134,6 +134,8 @@ pub struct LocalStore {
 mod inspect;
 #[path = "local_reload.rs"]
 mod reload;
+#[path = "local_write.rs"]
+mod write;
 pub use reload::Carry;
 
 impl LocalStore {
@@ -378,71 +380,5 @@ impl LocalStore {
         if let Some(after) = f(&self.algorithm_of(item), before, now) {
             self.write(&mut shard, item, hash, after, now);
         }
-    }
-
-    fn write(&self, shard: &mut Shard, it: &CheckItem, hash: u64, state: AnyState, now: Nanos) {
-        let policy = &self.policies[it.policy];
-        let alg = self.algorithm_of(it);
-        let table = &mut shard.tables[self.table_of(it)];
-        let found = table.find_entry(hash, |e| *e.key == *it.key);
-        if alg.is_idle(&state, now) {
-            if let Ok(entry) = found {
-                entry.remove();
-                self.gauges.keys_removed(it.policy, 1);
-            }
-            return;
-        }
-        if let Ok(mut entry) = found {
-            entry.get_mut().state = state;
-            return;
-        }
-        let cap = (policy.max_keys / SHARDS).max(1);
-        if table.len() >= cap {
-            if it.fallback {
-                let split = policy.split();
-                self.make_room(it.policy, &split.levels, table, cap, now);
-            } else {
-                self.make_room(it.policy, &policy.algorithms, table, cap, now);
-            }
-        }
-        let hasher = &self.shared.hasher;
-        table.insert_unique(
-            hash,
-            Entry {
-                key: CompactString::from(it.key.as_str()),
-                state,
-                headroom: it.headroom,
-            },
-            |e| hasher.hash_one(&*e.key),
-        );
-        self.gauges.keys_added(it.policy, 1);
-    }
-
-    /// Drop idle keys; if fewer than an eighth of `cap` is then free, evict live ones.
-    fn make_room(
-        &self,
-        policy: usize,
-        levels: &[(NonZeroU32, AnyAlgorithm)],
-        table: &mut HashTable<Entry>,
-        cap: usize,
-        now: Nanos,
-    ) {
-        let before = table.len();
-        // Idle at every headroom level: the state says nothing any level would not.
-        table.retain(|e| !levels.iter().all(|(_, a)| a.is_idle(&e.state, now)));
-        let target = cap - cap.div_ceil(8).min(cap);
-        let mut evicted = 0u64;
-        let mut excess = table.len().saturating_sub(target);
-        table.retain(|_| {
-            if excess == 0 {
-                return true;
-            }
-            excess -= 1;
-            evicted += 1;
-            false
-        });
-        self.gauges
-            .keys_removed(policy, (before - table.len()) as i64);
-        self.gauges.evicted(policy, evicted);
     }
 }
