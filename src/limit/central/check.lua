@@ -53,6 +53,8 @@ local CONCURRENCY_HOLD_US = 300000000 -- a crashed node strands in-flight slots 
 local CONCURRENCY_RETRY_US = 1000000
 local RECEIPT_MS = 5000 -- far past the undo, which follows its reservation on one connection
 local STRIDE = 8
+-- Locals, not global lookups, on every decision.
+local max, min, floor, ceil, format = math.max, math.min, math.floor, math.ceil, string.format
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -73,8 +75,14 @@ end
 -- The key's value split on ':' into exactly `parts` finite numbers, or nil: absent, not a
 -- string, or another algorithm's format.
 local function state(key, parts)
-  if redis.call('TYPE', key).ok ~= 'string' then return nil end
-  local raw = redis.call('GET', key)
+  -- One call, not TYPE then GET: a key of another type answers an error reply here.
+  local raw = redis.pcall('GET', key)
+  if type(raw) ~= 'string' then return nil end
+  if parts == 1 then
+    local v = finite(raw)
+    if v then return {v} end
+    return nil
+  end
   local _, colons = string.gsub(raw, ':', '')
   if colons ~= parts - 1 then return nil end
   local out = {}
@@ -87,23 +95,24 @@ local function state(key, parts)
   return out
 end
 
+-- GCRA: until the slack (tau - lead) holds one cell more than rem; 0 when that exceeds tau.
+local function next_cell(T, tau, lead, rem)
+  if (rem + 1) * T > tau + EPS then return 0 end
+  return max(0, (rem + 1) * T + lead - tau)
+end
+
 local function gcra(key, limit, period, burst, cost)
   local T = period / limit
   local tau = burst * T
   local s = state(key, 1)
-  local tat = math.max(s and s[1] or now, now)
+  local tat = max(s and s[1] or now, now)
   local new = tat + cost * T
-  -- Until the slack (tau - lead) holds one cell more than rem; 0 when that exceeds tau.
-  local function next_cell(lead, rem)
-    if (rem + 1) * T > tau + EPS then return 0 end
-    return math.max(0, (rem + 1) * T + lead - tau)
-  end
   if new - now <= tau + EPS then
-    local rem = math.floor((tau - (new - now) + EPS) / T)
-    return true, string.format('%.3f', new), new - now, rem, new - now, 0, next_cell(new - now, rem)
+    local rem = floor((tau - (new - now) + EPS) / T)
+    return true, format('%.3f', new), new - now, rem, new - now, 0, next_cell(T, tau, new - now, rem)
   end
-  local rem = math.max(math.floor((tau - (tat - now) + EPS) / T), 0)
-  return false, nil, 0, rem, tat - now, new - tau - now, next_cell(tat - now, rem)
+  local rem = max(floor((tau - (tat - now) + EPS) / T), 0)
+  return false, nil, 0, rem, tat - now, new - tau - now, next_cell(T, tau, tat - now, rem)
 end
 
 -- Until a bucket of `tokens` (whole: rem) refilling at `rate` after `debt` holds rem + 1.
@@ -117,15 +126,15 @@ local function token_bucket(key, limit, period, burst, cost)
   local tokens, last = burst, now
   local s = state(key, 2)
   if s then tokens, last = s[1], s[2] end
-  tokens = math.min(burst, tokens + math.max(0, now - last) * rate)
+  tokens = min(burst, tokens + max(0, now - last) * rate)
   if tokens + EPS * rate >= cost then
     local left = tokens - cost
     local full = (burst - left) / rate
-    local rem = math.floor(left + EPS * rate)
-    return true, string.format('%.6f:%d', left, now), full, rem, full, 0, tb_next(left, rem, burst, rate, 0)
+    local rem = floor(left + EPS * rate)
+    return true, format('%.6f:%d', left, now), full, rem, full, 0, tb_next(left, rem, burst, rate, 0)
   end
-  local debt = math.max(0, last - now)
-  local rem = math.floor(tokens)
+  local debt = max(0, last - now)
+  local rem = floor(tokens)
   return false, nil, 0, rem, (burst - tokens) / rate + debt, (cost - tokens) / rate + debt,
     tb_next(tokens, rem, burst, rate, debt)
 end
@@ -133,7 +142,7 @@ end
 -- A sliding window key now: the current window's index, and the previous and current
 -- windows' counts (a state older than the previous window counts as empty).
 local function window(key, period)
-  local idx = math.floor(now / period)
+  local idx = floor(now / period)
   local s = state(key, 3)
   if s and s[1] == idx then return idx, s[2], s[3] end
   if s and s[1] == idx - 1 then return idx, s[3], 0 end
@@ -155,34 +164,34 @@ local function sliding_window(key, limit, period, cost)
       if p == 0 then return 0 end
       return period * (1 - (limit - c - c_now) / p) - elapsed
     end
-    return (period - elapsed) + math.max(0, period * (1 - (limit - c) / c_now))
+    return (period - elapsed) + max(0, period * (1 - (limit - c) / c_now))
   end
   -- One more cell is free exactly when a request of rem + 1 fits; 0 when full.
   local function next_cell(p, c_now, rem)
     if (p == 0 and c_now == 0) or rem + 1 > limit then return 0 end
-    return math.max(0, wait_for(p, c_now, rem + 1))
+    return max(0, wait_for(p, c_now, rem + 1))
   end
   if estimate(prev, curr) + cost <= limit + EPS then
     curr = curr + cost
     local r = reset(prev, curr)
-    local rem = math.floor(limit - estimate(prev, curr) + EPS)
+    local rem = floor(limit - estimate(prev, curr) + EPS)
     return true, idx .. ':' .. prev .. ':' .. curr, r, rem, r, 0, next_cell(prev, curr, rem)
   end
-  local rem = math.max(0, math.floor(limit - estimate(prev, curr) + EPS))
+  local rem = max(0, floor(limit - estimate(prev, curr) + EPS))
   return false, nil, 0, rem, reset(prev, curr), wait_for(prev, curr, cost), next_cell(prev, curr, rem)
 end
 
 local function leaky_bucket(key, limit, period, cost, max_delay)
   local T = period / limit
   local s = state(key, 1)
-  local slot = math.max(s and s[1] or now, now)
+  local slot = max(s and s[1] or now, now)
   local wait = slot - now
   if wait > max_delay + EPS then
     return false, nil, 0, 0, wait, wait - max_delay, wait - max_delay
   end
   local nxt = slot + cost * T
   local lead = nxt - now
-  local rem = math.max(0, math.floor((max_delay - lead + EPS) / T) + 1)
+  local rem = max(0, floor((max_delay - lead + EPS) / T) + 1)
   -- The next slot opens when the lead is down to max_delay, then one every T; 0 when full.
   local next_us = lead - max_delay
   if lead <= max_delay + EPS then
@@ -190,7 +199,7 @@ local function leaky_bucket(key, limit, period, cost, max_delay)
     if (cells + 1) * T > max_delay + EPS then next_us = 0
     else next_us = (cells + 1) * T - (max_delay - lead) end
   end
-  return true, string.format('%.3f', nxt), lead, rem, lead, wait, math.max(0, next_us)
+  return true, format('%.3f', nxt), lead, rem, lead, wait, max(0, next_us)
 end
 
 -- Cells held on a concurrency key once expired slots are dropped (0 for a foreign value).
@@ -205,7 +214,7 @@ local function concurrency(key, limit, hold, cost)
   if inflight + cost <= limit then
     return true, 'slots', hold, limit - inflight - cost, 0, 0, 0
   end
-  return false, nil, 0, math.max(0, limit - inflight), 0, CONCURRENCY_RETRY_US, 0
+  return false, nil, 0, max(0, limit - inflight), 0, CONCURRENCY_RETRY_US, 0
 end
 
 local function arg(i, j) return tonumber(ARGV[BASE + (i - 1) * STRIDE + j]) end
@@ -235,7 +244,7 @@ local BATCH = 1000
 local function in_batches(list, group, f)
   local step = BATCH - BATCH % group
   for first = 1, #list, step do
-    f({unpack(list, first, math.min(first + step - 1, #list))})
+    f({unpack(list, first, min(first + step - 1, #list))})
   end
 end
 
@@ -250,7 +259,7 @@ end
 local function commit(i, value, ttl)
   local key = KEYS[i]
   if arg(i, 0) ~= 5 then
-    redis.call('SET', key, value, 'PX', math.floor(ttl / 1000) + 2)
+    redis.call('SET', key, value, 'PX', floor(ttl / 1000) + 2)
     return
   end
   if redis.call('TYPE', key).ok ~= 'zset' then redis.call('DEL', key) end
@@ -261,7 +270,7 @@ local function commit(i, value, ttl)
   end
   in_batches(args, 2, function(batch) redis.call('ZADD', key, unpack(batch)) end)
   -- Every member expires by now + ttl (the newest): the key outlives none of them.
-  redis.call('PEXPIRE', key, math.floor(ttl / 1000) + 2)
+  redis.call('PEXPIRE', key, floor(ttl / 1000) + 2)
 end
 
 -- Undo one committed spend (cluster reserve-and-refund, and releases). A key that no longer
@@ -280,13 +289,13 @@ local function refund(i)
   if ttl < 1 then ttl = 1 end
   local value
   if alg == 1 or alg == 4 then
-    value = string.format('%.3f', s[1] - cost * period / limit)
+    value = format('%.3f', s[1] - cost * period / limit)
   elseif alg == 2 then
-    value = string.format('%.6f:%d', math.min(burst, s[1] + cost), s[2])
+    value = format('%.6f:%d', min(burst, s[1] + cost), s[2])
   else
-    local idx = math.floor(now / period)
+    local idx = floor(now / period)
     if s[1] ~= idx and s[1] ~= idx - 1 then return end
-    value = s[1] .. ':' .. s[2] .. ':' .. math.max(0, s[3] - cost)
+    value = s[1] .. ':' .. s[2] .. ':' .. max(0, s[3] - cost)
   end
   redis.call('SET', key, value, 'PX', ttl)
 end
@@ -296,20 +305,20 @@ local function debit(i)
   local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   if alg == 1 or alg == 4 then
     local s = state(key, 1)
-    local tat = math.max(s and s[1] or now, now) + cost * period / limit
-    redis.call('SET', key, string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
+    local tat = max(s and s[1] or now, now) + cost * period / limit
+    redis.call('SET', key, format('%.3f', tat), 'PX', floor((tat - now) / 1000) + 2)
   elseif alg == 2 then
     local rate = limit / period
     local tokens, last = burst, now
     local s = state(key, 2)
     if s then tokens, last = s[1], s[2] end
-    tokens = math.min(burst, tokens + math.max(0, now - last) * rate) - cost
+    tokens = min(burst, tokens + max(0, now - last) * rate) - cost
     local full = (burst - tokens) / rate
-    redis.call('SET', key, string.format('%.6f:%d', tokens, now), 'PX', math.floor(full / 1000) + 2)
+    redis.call('SET', key, format('%.6f:%d', tokens, now), 'PX', floor(full / 1000) + 2)
   elseif alg == 3 then
     local idx, prev, curr = window(key, period)
     local ttl = 2 * period - (now - idx * period)
-    redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', math.floor(ttl / 1000) + 2)
+    redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', floor(ttl / 1000) + 2)
   end
 end
 
@@ -341,6 +350,20 @@ end
 -- Decide keys first..last (one request), spend them all-or-nothing, and append their
 -- replies to `reply`; returns the indexes spent.
 local function check(first, last, reply)
+  if first == last then
+    -- One key (most requests): spent exactly when admitted; no tables.
+    local ok, st, ttl, rem, reset, wait, nxt = decide(first)
+    if ok then commit(first, st, ttl) end
+    local r = #reply
+    reply[r + 1] = ok and 1 or 0
+    reply[r + 2] = ok and 1 or 0
+    reply[r + 3] = max(0, rem)
+    reply[r + 4] = ceil(max(0, reset))
+    reply[r + 5] = ceil(max(0, wait))
+    reply[r + 6] = ceil(max(0, nxt))
+    if ok then return {first} end
+    return {}
+  end
   local admitted, states, ttls, rems, resets, waits, nexts = {}, {}, {}, {}, {}, {}, {}
   local enforce_ok, all_ok = true, true
   for i = first, last do
@@ -360,10 +383,10 @@ local function check(first, last, reply)
     end
     reply[#reply + 1] = admitted[i] and 1 or 0
     reply[#reply + 1] = (spend and admitted[i]) and 1 or 0
-    reply[#reply + 1] = math.max(0, rems[i])
-    reply[#reply + 1] = math.ceil(math.max(0, resets[i]))
-    reply[#reply + 1] = math.ceil(math.max(0, waits[i]))
-    reply[#reply + 1] = math.ceil(math.max(0, nexts[i]))
+    reply[#reply + 1] = max(0, rems[i])
+    reply[#reply + 1] = ceil(max(0, resets[i]))
+    reply[#reply + 1] = ceil(max(0, waits[i]))
+    reply[#reply + 1] = ceil(max(0, nexts[i]))
   end
   return spent
 end
