@@ -30,6 +30,9 @@
 #                       an ask to one owner, whose CPU is reported beside A's
 #   tollgate-gossip     one policy keyed by client IP with site = "gossip", gossip_interval 20ms
 # Targets: tollgate-owner >= 0.70 x tollgate-local, tollgate-gossip >= 0.95 x tollgate-local.
+# Efficiency (issue 14): requests per proxy CPU-second (user + system ticks of the proxy's
+# processes in /proc, children included) for every row with a proxy, and tollgate / nginx of
+# it on the plain row and on the local-limiting row (tollgate-local / nginx-limit_req).
 #
 # The upstream is its own nginx instance with `worker_processes 1`: it is the same process for
 # every target, and it is never counted among the proxy nginx's workers, so the peer gets
@@ -222,7 +225,7 @@ EOF
 
 WRK_CMD="wrk --threads $THREADS --connections $CONNECTIONS --duration ${DURATION}s --latency --script report.lua URL"
 NAMES=()
-declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS CPU_EACH
+declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS CPU_EACH PER_CPU
 NOISY=""
 UPSTREAM_PID=""
 
@@ -271,8 +274,13 @@ measure() {
                         printf "%d", v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"] }' <<<"$line")
     if [ "$#" -gt 0 ]; then
         CPU[$name]=$(awk -v t=$((after - before)) -v hz="$hz" -v d="$DURATION" 'BEGIN { printf "%.0f%%", 100 * t / hz / d }')
+        # Requests per CPU-second of the proxy processes alone (/proc ticks, as CPU above):
+        # the work a core buys, whatever share of the machine the proxy got.
+        PER_CPU[$name]=$(awk -v rps="${RPS[$name]}" -v t=$((after - before)) -v hz="$hz" -v d="$DURATION" \
+            'BEGIN { if (t > 0) printf "%.0f", rps * d / (t / hz); else print "n/a" }')
     else
         CPU[$name]="-"
+        PER_CPU[$name]="-"
     fi
     WRKCPU[$name]=$(awk -v t="$wrk_ticks" -v hz="$hz" -v d="$DURATION" 'BEGIN { printf "%.0f%%", 100 * t / hz / d }')
     # Whatever else ran on the machine meanwhile (a build, a test suite) skews every column.
@@ -670,13 +678,14 @@ echo "- wrk per target: \`$WRK_CMD\` after a ${WARMUP}s warm-up run (discarded)"
 echo "- request: \`GET $BENCH_PATH\` -> \`200 hello\\n\` from an nginx upstream (worker_processes 1)"
 echo "- versions: $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), $(wrk --version 2>&1 | head -1 | awk '{ print "wrk " $2 }'), tollgate $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')${SKIP_BUILD:+ (SKIP_BUILD: the binary may be older than this tree)}"
 echo
-echo "| target | req/s | p50 ms | p99 ms | errors | proxy CPU | upstream CPU | wrk CPU | other CPU | upstream conns |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| target | req/s | p50 ms | p99 ms | errors | proxy CPU | req per proxy CPU-s | upstream CPU | wrk CPU | other CPU | upstream conns |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for n in "${NAMES[@]}"; do
-    echo "| $n | ${RPS[$n]} | ${P50[$n]} | ${P99[$n]} | ${ERRS[$n]} | ${CPU[$n]} | ${UPCPU[$n]} | ${WRKCPU[$n]} | ${OTHER[$n]} | ${UPCONNS[$n]} |"
+    echo "| $n | ${RPS[$n]} | ${P50[$n]} | ${P99[$n]} | ${ERRS[$n]} | ${CPU[$n]} | ${PER_CPU[$n]} | ${UPCPU[$n]} | ${WRKCPU[$n]} | ${OTHER[$n]} | ${UPCONNS[$n]} |"
 done
 echo
 echo "CPU columns: share of one core used during the measured run ($(( $(nproc) * 100 ))% = every core);"
+echo "req per proxy CPU-s: requests answered per second of CPU (user + system, /proc) the proxy processes used;"
 echo "other CPU: the machine's user+system time not used by the proxy, the upstream or wrk"
 echo "(another build or test suite running meanwhile); softirq time (loopback networking) is in no column."
 echo "upstream conns: connections the upstream accepted during the measured run (a proxy that"
@@ -699,6 +708,11 @@ echo "| tollgate-lease / tollgate-local | $(ratio tollgate-lease tollgate-local 
 echo "| tollgate-owner / tollgate-local | $(ratio tollgate-owner tollgate-local RPS) | $(ratio tollgate-owner tollgate-local P99) |"
 echo "| tollgate-owner-hot / tollgate-local | $(ratio tollgate-owner-hot tollgate-local RPS) | $(ratio tollgate-owner-hot tollgate-local P99) |"
 echo "| tollgate-gossip / tollgate-local | $(ratio tollgate-gossip tollgate-local RPS) | $(ratio tollgate-gossip tollgate-local P99) |"
+echo
+echo "| efficiency (requests per proxy CPU-second) | tollgate | nginx | tollgate / nginx (goal >= 1.2) |"
+echo "| --- | ---: | ---: | ---: |"
+echo "| plain proxy: tollgate / nginx | ${PER_CPU[tollgate]:-n/a} | ${PER_CPU[nginx]:-n/a} | $(ratio tollgate nginx PER_CPU) |"
+echo "| local limiting: tollgate-local / nginx-limit_req | ${PER_CPU[tollgate-local]:-n/a} | ${PER_CPU[nginx-limit_req]:-n/a} | $(ratio tollgate-local nginx-limit_req PER_CPU) |"
 echo
 echo "| store | value |"
 echo "| --- | ---: |"

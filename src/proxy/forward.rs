@@ -4,11 +4,12 @@
 
 use std::future::Future;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::uri::PathAndQuery;
+use http::uri::{Authority, PathAndQuery};
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::{Body, Incoming};
@@ -19,6 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use super::h1pool::H1Pool;
 use super::headers::{self, Hop, ViaValues};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
@@ -73,8 +75,11 @@ pub(super) fn upstream_client(up: &Upstream, connect_timeout: Duration) -> Upstr
 /// Everything step 5 needs besides the request: made once per worker from the config.
 pub(super) struct Forwarder {
     /// Pooled keep-alive connections, one client per upstream (config order): each has
-    /// its own TLS roots and client certificate.
+    /// its own TLS roots and client certificate. Used for `https://` URLs and HTTP/2.
     clients: Vec<UpstreamClient>,
+    /// Per upstream speaking HTTP/1.1: this worker's own connections to its `http://`
+    /// URLs (`h1pool`), cheaper per request than the client's shared pool.
+    h1: Vec<Option<Arc<H1Pool>>>,
     /// Longest wait for an upstream's response head (and for a free connection).
     upstream_timeout: Duration,
     /// Longest silence inside a request or response body.
@@ -96,8 +101,17 @@ impl Forwarder {
             .iter()
             .map(|u| upstream_client(u, s.upstream_timeout))
             .collect();
+        let h1 = config
+            .upstreams
+            .iter()
+            .map(|u| {
+                (u.protocol == UpstreamProtocol::Http1)
+                    .then(|| H1Pool::new(u.urls.len(), u.max_connections.get(), s.upstream_timeout))
+            })
+            .collect();
         Forwarder {
             clients,
+            h1,
             upstream_timeout: s.upstream_timeout,
             body_timeout: s.body_timeout,
             idle_timeout: s.idle_timeout,
@@ -143,12 +157,16 @@ impl Forwarder {
             }
         };
 
-        let deadline = Instant::now() + self.upstream_timeout;
+        let now = Instant::now();
         let timed_out = || GatewayError::UpstreamTimeout {
             upstream: pool.name.to_string(),
             timeout: self.upstream_timeout,
         };
-        let slot = self.slot(pool, deadline).await.ok_or_else(timed_out)?;
+        let (slot, waited) =
+            (self.slot(pool, now + self.upstream_timeout).await).ok_or_else(timed_out)?;
+        // The answer is awaited from when the request leaves: after the slot, when waited
+        // for; else from `now`, read once (a clock read costs ~20 ns here, a few a request).
+        let leaves = if waited { Instant::now() } else { now };
         // `request_bytes` policies count the body (the proxy put their counter here).
         let sent = parts.extensions.remove::<SentBytes>().map(|s| s.0);
         let watch = (!body.is_end_stream()).then(|| BodyWatch::new(sent));
@@ -164,8 +182,9 @@ impl Forwarder {
                 ))
             }
         };
-        let sent = send(self, pool, parts, body, &path_and_query);
-        let mut resp = match await_answer(sent, watch.as_deref(), self.upstream_timeout).await {
+        let sent = super::send::send(self, pool, parts, body, &path_and_query);
+        let timeout = self.upstream_timeout;
+        let mut resp = match await_answer(sent, watch.as_deref(), leaves, timeout).await {
             Some(r) => {
                 r.map_err(|e| client_fault(watch.as_deref(), self.body_timeout).unwrap_or(e))?
             }
@@ -202,28 +221,46 @@ impl Forwarder {
 }
 
 impl Forwarder {
+    /// The worker's own HTTP/1.1 connections for URL `i` of `pool`, and its authority,
+    /// when that URL is plain `http://` on an HTTP/1.1 upstream.
+    pub(super) fn h1_for<'a>(
+        &'a self,
+        pool: &'a Pool,
+        i: usize,
+    ) -> Option<(&'a Arc<H1Pool>, &'a Authority)> {
+        let h1 = self.h1.get(pool.index)?.as_ref()?;
+        Some((h1, pool.plain_authority(i)?))
+    }
+
+    /// The pooled client of `pool` (TLS or HTTP/2 URLs).
+    pub(super) fn client(&self, pool: &Pool) -> &UpstreamClient {
+        &self.clients[pool.index]
+    }
+
     /// One of `pool`'s `max_connections` slots, waiting until `deadline` (`None`: it came
-    /// too late). The usual free slot is taken without building a timer.
-    async fn slot(&self, pool: &Pool, deadline: Instant) -> Option<OwnedSemaphorePermit> {
+    /// too late), and whether it was waited for. The usual free slot is taken without
+    /// building a timer; the wait is boxed, so its timer does not enlarge every request's
+    /// future (which is moved by value into its box).
+    async fn slot(&self, pool: &Pool, deadline: Instant) -> Option<(OwnedSemaphorePermit, bool)> {
         if let Ok(slot) = pool.slots.clone().try_acquire_owned() {
-            return Some(slot);
+            return Some((slot, false));
         }
-        tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned())
-            .await
-            .ok()?
-            .ok()
+        let wait = tokio::time::timeout_at(deadline, pool.slots.clone().acquire_owned());
+        Some((Box::pin(wait).await.ok()?.ok()?, true))
     }
 }
 
 /// The upstream's answer, or `None` when it took longer than `timeout` counted from the
-/// last moment the request body moved (from now for a bodiless request): a slow but steady
-/// upload is not the upstream's delay, and a stalled one is the body watchdog's to end.
+/// last moment the request body moved (from `leaves`, when the request left, for a
+/// bodiless request): a slow but steady upload is not the upstream's delay, and a stalled
+/// one is the body watchdog's to end.
 async fn await_answer<F: Future>(
     sent: F,
     watch: Option<&BodyWatch>,
+    leaves: Instant,
     timeout: Duration,
 ) -> Option<F::Output> {
-    let mut deadline = Instant::now() + timeout;
+    let mut deadline = leaves + timeout;
     tokio::pin!(sent);
     loop {
         tokio::select! {
@@ -290,51 +327,6 @@ fn check_switch(
     }
 }
 
-/// Send with retries: a bodiless request whose connection failed is tried on the next URL;
-/// a request with a body is sent once, since its stream cannot be replayed.
-async fn send(
-    fwd: &Forwarder,
-    pool: &Pool,
-    parts: Parts,
-    body: UpstreamBody,
-    path_and_query: &PathAndQuery,
-) -> Result<Response<Incoming>, GatewayError> {
-    let unavailable = |e: &dyn std::fmt::Display| GatewayError::UpstreamUnavailable {
-        upstream: pool.name.to_string(),
-        reason: e.to_string(),
-    };
-    let attempts = if body.is_end_stream() { pool.len() } else { 1 };
-    if attempts <= 1 {
-        let i = pool.pick();
-        let mut req = Request::from_parts(parts, body);
-        *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
-        return fwd.clients[pool.index].request(req).await.map_err(|e| {
-            if e.is_connect() {
-                pool.mark_dead(i);
-            }
-            unavailable(&ErrorChain(&e))
-        });
-    }
-    let mut last_error = None;
-    for _ in 0..attempts {
-        let i = pool.pick();
-        let mut req = Request::new(Either::Right(Empty::new()));
-        *req.method_mut() = parts.method.clone();
-        *req.version_mut() = parts.version;
-        *req.headers_mut() = parts.headers.clone();
-        *req.uri_mut() = pool.uri(i, path_and_query).map_err(|e| unavailable(&e))?;
-        match fwd.clients[pool.index].request(req).await {
-            Ok(resp) => return Ok(resp),
-            Err(e) if e.is_connect() => {
-                pool.mark_dead(i);
-                last_error = Some(unavailable(&ErrorChain(&e)));
-            }
-            Err(e) => return Err(unavailable(&ErrorChain(&e))),
-        }
-    }
-    Err(last_error.unwrap_or_else(|| unavailable(&"no upstream URL")))
-}
-
 /// The path (and query) to request upstream, after `strip_prefix`. Without a prefix to
 /// strip this is the request's own (a cheap, shared clone): most requests pay no parsing.
 fn upstream_path(entry: &RouteEntry, parts: &Parts) -> Result<PathAndQuery, GatewayError> {
@@ -369,6 +361,9 @@ fn prepare_headers(
     // The canonical step already wrote the one authority (HTTP/2 :authority, absolute-form
     // target or Host) as `Host`, which is what an HTTP/1.1 upstream needs.
     headers::remove_hop_by_hop(&mut parts.headers, upgrade, &fwd.protected);
+    // Room for the five forwarding headers added below: the map of a small request (wrk's
+    // has one header) otherwise grows, rehashing, while they go in.
+    parts.headers.reserve(5);
     let hop = Hop {
         peer: canonical(conn.peer.ip()),
         tls: conn.tls,
@@ -381,19 +376,4 @@ fn prepare_headers(
     headers::drop_underscore_aliases(&mut parts.headers, &fwd.protected);
     headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &fwd.via);
     headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
-}
-
-/// hyper's errors hide their cause behind `source()`; logs and problem bodies want it.
-struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(s) = source {
-            write!(f, ": {s}")?;
-            source = s.source();
-        }
-        Ok(())
-    }
 }

@@ -16,9 +16,11 @@
 mod canonical;
 pub mod client_ip;
 mod forward;
+mod h1pool;
 pub mod headers;
 pub mod health;
 pub mod metrics;
+mod send;
 mod upgrade;
 pub mod upstream;
 mod upstream_tls;
@@ -134,9 +136,10 @@ impl Gateway {
         }
     }
 
-    /// Handle one request; never fails, since every error is answered (step 6).
+    /// Handle one request; never fails, since every error is answered (step 6). Takes the
+    /// gateway by value (one `Arc`), so the future owns it and can be boxed as it is.
     pub async fn handle(
-        &self,
+        self,
         mut req: Request<Incoming>,
         conn: ConnInfo,
     ) -> Response<ResponseBody> {

@@ -178,12 +178,31 @@ impl Pool {
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(t.scheme.clone());
         parts.authority = Some(t.authority.clone());
-        parts.path_and_query = Some(if t.base_path.is_empty() {
-            path_and_query.clone()
-        } else {
-            PathAndQuery::try_from(format!("{}{}", t.base_path, path_and_query))?
-        });
+        parts.path_and_query = Some(self.path(i, path_and_query)?);
         Ok(Uri::from_parts(parts)?)
+    }
+
+    /// The origin-form URI (path and query only) for `path_and_query` on target `i`: what
+    /// an HTTP/1.1 request line to an origin server carries.
+    pub fn origin(&self, i: usize, path_and_query: &PathAndQuery) -> Result<Uri, http::Error> {
+        let mut parts = http::uri::Parts::default();
+        parts.path_and_query = Some(self.path(i, path_and_query)?);
+        Ok(Uri::from_parts(parts)?)
+    }
+
+    /// Target `i`'s authority when its URL is plain `http://`.
+    pub fn plain_authority(&self, i: usize) -> Option<&Authority> {
+        let t = &self.targets[i];
+        (t.scheme == Scheme::HTTP).then_some(&t.authority)
+    }
+
+    /// `path_and_query` under target `i`'s base path (a shared clone when it has none).
+    fn path(&self, i: usize, path_and_query: &PathAndQuery) -> Result<PathAndQuery, http::Error> {
+        let base = &self.targets[i].base_path;
+        if base.is_empty() {
+            return Ok(path_and_query.clone());
+        }
+        Ok(PathAndQuery::try_from(format!("{base}{path_and_query}"))?)
     }
 }
 
@@ -237,5 +256,15 @@ mod tests {
                 .to_string(),
             "http://a:1/base/x?y=1"
         );
+    }
+
+    #[test]
+    fn origin_form_and_plain_authority() {
+        let p = pool(&["http://a:1/base/", "https://b:2"]);
+        let pq = PathAndQuery::from_static("/x?y=1");
+        assert_eq!(p.origin(0, &pq).unwrap().to_string(), "/base/x?y=1");
+        assert_eq!(p.origin(1, &pq).unwrap().to_string(), "/x?y=1");
+        assert_eq!(p.plain_authority(0).map(|a| a.as_str()), Some("a:1"));
+        assert_eq!(p.plain_authority(1), None);
     }
 }
