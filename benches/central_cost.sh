@@ -182,6 +182,7 @@ TOML
             printf "| %s | %s | %.0f | %.1f | %.2f | %.4f | %.4f |\n", b, row, n / d,
                 1e6 * g / hz / n, 1e6 * r / n, s / n, e / n }'
     done
+    [ -z "${SHOW_STATS:-}" ] || redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d "\r" | grep cmdstat >&2
     kill "$GW_PID" "$REDIS_PID" 2>/dev/null || true
     wait "$GW_PID" "$REDIS_PID" 2>/dev/null || true
 done
