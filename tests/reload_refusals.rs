@@ -113,13 +113,23 @@ async fn a_new_password_in_a_store_url_is_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reload_command_reaches_a_wildcard_admin_and_exits_1_when_refused() {
     let up = echo_upstream().await;
-    let port = peers::free_ports(1)[0].port();
-    let one = file(up, &route("a", "/a", &[])).replace(
-        "admin_listen = \"127.0.0.1:0\"",
-        &format!("admin_listen = \"0.0.0.0:{port}\""),
-    );
-    let path = process::temp_file("wild.toml", &one);
-    let _gw = process::spawn_serve(&path);
+    // A free port can be taken (by another test's outgoing connection) between the probe
+    // and the gateway's bind: then try another one.
+    let (one, path, _gw) = (0..5)
+        .find_map(|_| {
+            let port = peers::free_ports(1)[0].port();
+            let one = file(up, &route("a", "/a", &[])).replace(
+                "admin_listen = \"127.0.0.1:0\"",
+                &format!("admin_listen = \"0.0.0.0:{port}\""),
+            );
+            let path = process::temp_file("wild.toml", &one);
+            match process::try_spawn_serve_with_env(&path, &[]) {
+                Ok(gw) => Some((one, path, gw)),
+                Err(log) if log.contains("Address already in use") => None,
+                Err(log) => panic!("tollgate exited before listening:\n{log}"),
+            }
+        })
+        .expect("five free ports in a row were taken before the gateway bound them");
     let run = || {
         process::tollgate()
             .args(["reload", "-c"])
