@@ -97,6 +97,7 @@ fn a_short_grant_blocks_until_the_rest_fits() {
     let g = Grant {
         granted: 20,
         frontier: 100 * MS as i64,
+        busy: 1_000,
     };
     book.on_grant(&p, ask, g, now);
     // The 30 cells still wanted enter the horizon 30 ms later; nothing is asked before.
@@ -138,6 +139,7 @@ fn empty_answers_past_reach_back_off_doubling() {
     let reserved = Grant {
         granted: 0,
         frontier: 20 * MS as i64,
+        busy: 1_000,
     };
     for _ in 0..5 {
         let wait = away_after(&mut book, &p, now, reserved);
@@ -153,6 +155,7 @@ fn empty_answers_past_reach_back_off_doubling() {
     let one = Grant {
         granted: 1,
         frontier: 0,
+        busy: 1_000,
     };
     book.on_grant(&p, ask, one, now);
     assert!(admitted(book.retake(&p, 1, now)));
@@ -169,6 +172,7 @@ fn an_empty_bucket_keeps_a_node_away_only_until_it_refills() {
     let empty = Grant {
         granted: 0,
         frontier: 0,
+        busy: 1_000,
     };
     assert_eq!(away_after(&mut book, &p, 0, empty), 10 * MS);
     assert_eq!(away_after(&mut book, &p, 10 * MS, empty), 10 * MS);
@@ -186,6 +190,7 @@ fn a_reserved_cell_past_the_ttl_is_spent_when_it_comes_due() {
     let g = Grant {
         granted: 3,
         frontier: 90 * MS as i64,
+        busy: 1_000,
     };
     book.on_grant(&p, ask, g, 0);
     assert!(
@@ -216,6 +221,7 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
     let full = Grant {
         granted: ask.want,
         frontier: -(9 * MS as i64), // 900 of the burst's 1 000 cells still conform now
+        busy: 1_000,
     };
     book.begin(400 * MS, ask);
     book.on_grant(&p, ask, full, 400 * MS);
@@ -235,7 +241,52 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
     let tight_grant = Grant {
         granted: 1,
         frontier: -(MS as i64), // 100 of 1 000
+        busy: 1_000,
     };
     book.on_grant(&p, ask, tight_grant, 400 * MS);
     assert_eq!(book.batch_size(&p), tight, "no slack: back to reserving");
+}
+
+/// A grant that says the key's grant rate is low (`busy` under 750 per mille) makes even a
+/// thin node reserve a TTL of its demand up to the horizon once it holds nothing, with no
+/// request waiting; at the full rate the same node asks only for a waiting request, for
+/// cells that conform now. The verdict lasts four TTLs.
+#[test]
+fn a_calm_key_lets_a_thin_node_reserve_a_ttl() {
+    let p = params(1000, 10, 50, 20, 50);
+    // One request every 10 ms: 5 per TTL, below the reservation threshold.
+    let thin = |busy: u32| {
+        let mut book = LeaseBook::default();
+        for i in 0..40 {
+            book.take(&p, 1, i * 10 * MS);
+        }
+        let now = 400 * MS;
+        assert!(!admitted(book.take(&p, 1, now)), "nothing held yet");
+        let ask = book.wants(&p, now).expect("a request waits");
+        book.begin(now, ask);
+        // The bucket empty after the grant: no slack either way.
+        let g = Grant {
+            granted: 1,
+            frontier: 0,
+            busy,
+        };
+        book.on_grant(&p, ask, g, now);
+        assert!(admitted(book.retake(&p, 1, now)));
+        (book, ask)
+    };
+    let (busy_book, first) = thin(1_000);
+    assert_eq!(first.lead, 0, "not calm before a grant says so");
+    assert_eq!(busy_book.wants(&p, 400 * MS), None, "no request waiting");
+
+    let (calm_book, _) = thin(700);
+    let ask = calm_book
+        .wants(&p, 400 * MS)
+        .expect("calm: holding nothing, ask");
+    assert_eq!(ask.lead, 100 * MS, "up to the horizon");
+    assert!(
+        (5..=7).contains(&ask.want),
+        "a TTL of demand and one: {ask:?}"
+    );
+    assert!(calm_book.calm(&p, 400 * MS + 199 * MS));
+    assert!(!calm_book.calm(&p, 400 * MS + 200 * MS), "four TTLs later");
 }

@@ -47,6 +47,7 @@ fn cells_spend_only_once_they_conform() {
         Grant {
             granted: 5,
             frontier: 3 * MS as i64,
+            busy: 1_000,
         },
         0,
     );
@@ -70,6 +71,7 @@ fn unspent_cells_expire_a_ttl_after_they_conform() {
         Grant {
             granted: 3,
             frontier: -(7 * MS as i64),
+            busy: 1_000,
         },
         0,
     );
@@ -90,6 +92,7 @@ fn a_give_back_can_be_spent_again() {
         Grant {
             granted: 1,
             frontier: 0,
+            busy: 1_000,
         },
         0,
     );
@@ -118,6 +121,7 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
         Grant {
             granted: 2,
             frontier: -(MS as i64),
+            busy: 1_000,
         },
         0,
     );
@@ -132,16 +136,20 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
     assert_eq!(book.wants(&p, 60 * MS).map(|a| a.lead), Some(0));
 }
 
-/// One fleet run, as `tollgate simulate` drives it: admitted request times. An arrival
-/// marked `undo` is denied by "another policy" after its take: its cells are given back.
-fn fleet(p: &LeaseParams, arrivals: &[(u64, usize, bool)], nodes: usize) -> Vec<u64> {
+/// One fleet run, as `tollgate simulate` drives it: admitted request times, and how many
+/// asks were made while the key was calm (`calm.rs`: reservations of a TTL of demand,
+/// whatever the node's traffic). An arrival marked `undo` is denied by "another policy"
+/// after its take: its cells are given back.
+fn fleet(p: &LeaseParams, arrivals: &[(u64, usize, bool)], nodes: usize) -> (Vec<u64>, u64) {
     let c = MemoryCoordinator::new();
     let mut books = vec![LeaseBook::default(); nodes];
     let mut out = Vec::new();
+    let mut calm_asks = 0;
     for &(now, node, undo) in arrivals {
         let book = &mut books[node];
         let mut taken = book.take(p, 1, now);
         if let Some(ask) = book.wants(p, now) {
+            calm_asks += u64::from(book.calm(p, now));
             book.begin(now, ask);
             let g = c.grant("k", p, ask, now);
             book.on_grant(p, ask, g, now);
@@ -156,7 +164,33 @@ fn fleet(p: &LeaseParams, arrivals: &[(u64, usize, bool)], nodes: usize) -> Vec<
             out.push(now);
         }
     }
-    out
+    (out, calm_asks)
+}
+
+/// The property test below reaches the calm rule: a fleet at 60 % of the limit is calm
+/// once the key's grant rate has been seen under the threshold, and then still admits
+/// what the policy allows and no more.
+#[test]
+fn a_fleet_under_the_limit_asks_while_calm_within_the_bound() {
+    let p = params(100, 20, 500, 20, 20);
+    // Three nodes at 30, 20 and 10 requests/s for 20 s.
+    let mut arrivals: Vec<(u64, usize, bool)> = (0..3usize)
+        .flat_map(|n| {
+            let gap = 1_000 * MS / [30, 20, 10][n];
+            (1..20_000 * MS / gap).map(move |i| (i * gap + n as u64, n, false))
+        })
+        .collect();
+    arrivals.sort();
+    let (admitted, calm_asks) = fleet(&p, &arrivals, 3);
+    assert!(calm_asks > 20, "{calm_asks} calm asks");
+    assert_eq!(
+        admitted.len(),
+        arrivals.len(),
+        "60 % of the limit: all admitted"
+    );
+    for (i, &t) in admitted.iter().enumerate() {
+        assert!((i as u64) < 20 + t * 100 / (1_000 * MS), "{} by {t}", i + 1);
+    }
 }
 
 proptest! {
@@ -164,8 +198,9 @@ proptest! {
 
     /// Every grant rule is exercised: busy stretches (reservations up to two TTLs ahead,
     /// batches sized by demand), quiet ones (slack batches of cells that conform now, thin
-    /// nodes asking only with a request waiting), overload (short and empty answers, the
-    /// back-off), give-backs, and up to eight nodes.
+    /// nodes asking only with a request waiting, and once the key's grant rate has decayed
+    /// under the calm threshold, calm reservations of a TTL of demand), overload (short and
+    /// empty answers, the back-off), give-backs, and up to eight nodes.
     #[test]
     fn a_fleet_never_admits_more_than_one_gcra(
         per_second in 10u32..3_000,
@@ -193,7 +228,7 @@ proptest! {
                 (now, node % nodes, undo)
             })
             .collect();
-        let admitted = fleet(&p, &arrivals, nodes);
+        let (admitted, _) = fleet(&p, &arrivals, nodes);
         let rate = f64::from(per_second) / 1e9;
         // From the start (a full key at time 0): what one GCRA admits by each admission.
         for (i, &t) in admitted.iter().enumerate() {

@@ -1,8 +1,8 @@
 //! The store's scripts against a real Redis: `lease.lua` grants what the Rust grant rule
 //! (`grant.rs`, the memory store's and the simulator's coordinator) grants for the same
 //! state and time, keeps its state in the format `check.lua`'s GCRA keeps (so either can
-//! read a key the other wrote) with a TTL until the key is full again. (`membership.lua`:
-//! `membership_script.rs`.)
+//! read a key the other wrote) with a TTL until the key is full again. (Its grant rate:
+//! `lease_rate.rs`; `membership.lua`: `membership_script.rs`.)
 
 mod common;
 
@@ -24,6 +24,9 @@ const BURST: u32 = 10;
 const TOLERANCE_US: i64 = BURST as i64 * INTERVAL_US;
 /// `lease_ttl` (the horizon is two of them).
 const LEAD_US: i64 = 50_000;
+
+/// The grant-rate time constant the gateway sends for [`params`]: four TTLs.
+const SPAN_US: i64 = 4 * LEAD_US;
 
 /// A quota as lease.lua takes it: `T` and `τ` in µs.
 #[derive(Debug, Clone, Copy)]
@@ -64,14 +67,18 @@ struct Reply {
     granted: u32,
     frontier_us: i64,
     now_us: i64,
+    /// The key's grant rate, per mille (`Grant::busy`).
+    busy: u32,
 }
 
 impl Reply {
-    /// The reply as the gateway reads it (site.rs): the frontier in ns.
+    /// The reply as the gateway reads it (site.rs): the frontier in ns. Without the grant
+    /// rate, which the Rust rule `grant` leaves to `busy` (compared apart).
     fn as_grant(self) -> Grant {
         Grant {
             granted: self.granted,
             frontier: self.frontier_us * 1_000,
+            busy: 0,
         }
     }
 
@@ -104,21 +111,24 @@ async fn lease_on(
 ) -> Reply {
     let reply: Vec<i64> = redis::Script::new(LEASE_LUA)
         .key(key)
+        .key(format!("{key}:busy"))
         .arg("lease")
         .arg(q.interval_us)
         .arg(q.tolerance_us)
         .arg(lead_us)
         .arg(want)
+        .arg(SPAN_US)
         .invoke_async(conn)
         .await
         .expect("lease.lua runs");
     match reply[..] {
-        [granted, frontier_us, now_us] => Reply {
+        [granted, frontier_us, now_us, busy] => Reply {
             granted: u32::try_from(granted).expect("granted is a cell count"),
             frontier_us,
             now_us,
+            busy: u32::try_from(busy).expect("busy is not negative"),
         },
-        _ => panic!("lease.lua replied {reply:?}, not {{granted, frontier_us, now_us}}"),
+        _ => panic!("lease.lua replied {reply:?}, not {{granted, frontier_us, now_us, busy}}"),
     }
 }
 

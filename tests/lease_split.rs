@@ -111,14 +111,15 @@ async fn a_killed_nodes_lease_strands_nothing() {
         });
     }
     while tasks.join_next().await.is_some() {}
-    assert_eq!(
-        redis.cli(&["KEYS", "tg:shared*"]).lines().count(),
-        1,
-        "A leased"
-    );
+    // The key's state and its grant rate (`tg:~busy:shared…`, lease.lua's KEYS[2]).
+    let keys = redis.cli(&["KEYS", "tg:shared*"]);
+    assert_eq!(keys.lines().count(), 1, "A leased: {keys}");
+    let rate = redis.cli(&["KEYS", "tg:~busy:shared*"]);
+    assert_eq!(rate.lines().count(), 1, "A's grants: {rate}");
     a.child.kill().unwrap();
     a.child.wait().unwrap();
-    // At 50/s the 10 debited cells are back within 200 ms; the key expires with them.
+    // At 50/s the 10 debited cells are back within 200 ms; the key expires with them, its
+    // grant rate four spans (four 4-TTL spans: 800 ms) after the last grant.
     eventually(
         "the dead node's cells came back",
         Duration::from_secs(2),

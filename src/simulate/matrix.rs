@@ -5,7 +5,8 @@
 //!
 //! Goals per trace, for tollgate's lease against the seed's row:
 //! - never above the policy: at most the bound, and never ahead of it at any instant;
-//! - short of the bound by at most max(0.5 %, the seed's shortfall);
+//! - short of the bound by at most max(0.5 %, the seed's shortfall) (the small-burst row:
+//!   at most its own figure of today, [`SMALL_BURST_SHORTFALL_PCT`]);
 //! - at most half the seed's store calls per request; on the default trace at most 0.05,
 //!   at normal load at most 0.15.
 
@@ -36,7 +37,15 @@ pub struct Case {
     pub lose: Option<usize>,
     /// A calls-per-request goal of its own, tighter than half the seed's.
     pub max_calls: Option<f64>,
+    /// A shortfall goal of its own (percent), instead of max(0.5 %, the seed's).
+    pub max_shortfall: Option<f64>,
 }
+
+/// The small-burst row's shortfall goal: where tollgate's lease stands today (−5.5 %), not
+/// the others' max(0.5 %, seed) (the seed admits everything there, asking 20 cells that
+/// conform now nearly every request). It is a floor to hold, not a goal met: a "slack"
+/// rule that cut the three-gateway bench's calls by a third took it to −10.5 %.
+const SMALL_BURST_SHORTFALL_PCT: f64 = 6.0;
 
 /// The matrix's traces on `base`'s lease knobs.
 pub fn cases(base: &Options) -> Vec<Case> {
@@ -53,6 +62,7 @@ pub fn cases(base: &Options) -> Vec<Case> {
             options,
             lose: None,
             max_calls: None,
+            max_shortfall: None,
         }
     };
     vec![
@@ -82,6 +92,20 @@ pub fn cases(base: &Options) -> Vec<Case> {
         case("limit 200", "--limit 200", &|o| {
             o.limit = std::num::NonZeroU32::new(200).unwrap_or(std::num::NonZeroU32::MIN)
         }),
+        Case {
+            max_shortfall: Some(SMALL_BURST_SHORTFALL_PCT),
+            ..case(
+                "small burst",
+                "--nodes 3 --limit 200 --burst 10 --lease-ttl 200ms --load 1",
+                &|o| {
+                    o.weights = vec![1; 3];
+                    o.limit = std::num::NonZeroU32::new(200).unwrap_or(std::num::NonZeroU32::MIN);
+                    o.burst = std::num::NonZeroU32::new(10).unwrap_or(std::num::NonZeroU32::MIN);
+                    o.lease.ttl = std::time::Duration::from_millis(200);
+                    o.load = 1.0;
+                },
+            )
+        },
     ]
 }
 
@@ -154,7 +178,9 @@ fn line(c: &Case) -> Line {
     let report = run_on(o, &tr, &[Design::SeedLease, Design::Lease]);
     let cell = |d| Cell::from(report.row(d).expect("both lease rows were run"));
     let (seed, lease) = (cell(Design::SeedLease), cell(Design::Lease));
-    let max_shortfall_pct = SHORTFALL_PCT.max(-seed.vs_bound_pct);
+    let max_shortfall_pct = c
+        .max_shortfall
+        .unwrap_or(SHORTFALL_PCT.max(-seed.vs_bound_pct));
     let half = seed.calls_per_request / 2.0;
     let max_calls = c.max_calls.map_or(half, |m| m.min(half));
     Line {

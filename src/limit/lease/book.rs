@@ -16,9 +16,10 @@
 
 use smallvec::SmallVec;
 
+use super::calm::Calm;
 use super::grant::Grant;
 use super::params::LeaseParams;
-use super::size::{RESERVE_FROM, back_off, reserve_batch, slack_batch};
+use super::size::{RESERVE_FROM, back_off, calm_batch, reserve_batch, slack_batch};
 use crate::limit::clock::Nanos;
 
 /// Weight of the last closed window in the demand average.
@@ -109,12 +110,15 @@ pub struct LeaseBook {
     empties: u8,
     /// Cells dropped unspent (read by tests; not yet exported as a metric).
     pub expired: u64,
+    /// Whether the key is calm, and this node's demand over a TTL (`calm.rs`).
+    calm: Calm,
 }
 
 impl LeaseBook {
     /// Spend `cost` conforming cells at `now`, or deny.
     pub fn take(&mut self, p: &LeaseParams, cost: u32, now: Nanos) -> Take {
         self.count_demand(p, cost, now);
+        self.calm.count(p, cost, now);
         self.retake(p, cost, now)
     }
 
@@ -188,19 +192,29 @@ impl LeaseBook {
         if self.in_flight >= MAX_IN_FLIGHT || now < self.blocked_until {
             return None;
         }
+        let calm = self.calm.is_calm(p, now);
+        if calm && self.in_flight > 0 {
+            return None;
+        }
         let reserve = self.per_ttl(p) >= RESERVE_FROM && !self.slack;
         let lead = if reserve { p.horizon } else { 0 };
         if self.in_flight > 0 && lead == 0 {
             return None;
         }
-        if !reserve && !self.slack && !self.waiting {
+        if !calm && !reserve && !self.slack && !self.waiting {
             return None;
         }
         let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
         let held = self.held().saturating_add(self.pending);
-        (f64::from(held) < in_two_trips.max(1.0)).then(|| RefillAsk {
-            want: self.batch_size(p),
-            lead,
+        (f64::from(held) < in_two_trips.max(1.0)).then(|| match calm {
+            true => RefillAsk {
+                want: (calm_batch(self.calm.per_ttl(p)) as u32).clamp(1, p.max),
+                lead: p.horizon,
+            },
+            false => RefillAsk {
+                want: self.batch_size(p),
+                lead,
+            },
         })
     }
 
@@ -239,6 +253,7 @@ impl LeaseBook {
         // slack (tuned on the simulator: at half, the overload runs lost 0.2 % more).
         let room = (-p.ticks(g.frontier)).max(0) / t;
         self.slack = room * 4 > 3 * i128::from(p.burst);
+        self.calm.on_grant(g, now);
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);
             self.batches.push(Batch {
@@ -257,6 +272,7 @@ impl LeaseBook {
             let mut wait = p.ns_ceil(wait).max(0) as u64;
             if g.granted == 0 {
                 self.empties = self.empties.saturating_add(1);
+                self.calm.on_empty(now);
                 let mut away = back_off(p.ttl, self.empties);
                 if g.frontier <= lead {
                     // No cell is reserved past this node's reach: the bucket is merely
@@ -316,6 +332,12 @@ impl LeaseBook {
             reserve_batch(per_ttl, per_ttl * interval / p.ttl.max(1) as f64)
         };
         (k as u32).clamp(1, p.max)
+    }
+
+    /// Whether the key is calm at `now` (`calm.rs`): this node then reserves a TTL of its
+    /// demand up to the horizon whenever it holds nothing.
+    pub fn calm(&self, p: &LeaseParams, now: Nanos) -> bool {
+        self.calm.is_calm(p, now)
     }
 
     fn count_demand(&mut self, p: &LeaseParams, cost: u32, now: Nanos) {

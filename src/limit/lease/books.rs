@@ -140,6 +140,7 @@ mod tests {
         let grant = Grant {
             granted: 1,
             frontier: 0,
+            busy: 1_000,
         };
         for i in 0..16 {
             let (b, _) = shard.book(0, &format!("k{i}"), 16, 0);

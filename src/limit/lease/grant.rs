@@ -33,7 +33,7 @@ use crate::limit::clock::Nanos;
 const SWEEP_EVERY: u64 = 65_536;
 
 /// One coordinator answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Grant {
     /// Cells reserved for the asking node (0 when none conforms within the horizon).
     pub granted: u32,
@@ -41,6 +41,40 @@ pub struct Grant {
     /// (with none granted: of the last cell anyone was granted). Negative when it conformed
     /// already: a full key's first `burst` cells all conform at once. Rounded up.
     pub frontier: i64,
+    /// The key's grant rate: cells granted to all nodes over the last few TTLs (this grant
+    /// included, decayed over [`busy_span`]), per mille of what its limit allows in that
+    /// time. Wasted cells count: it is what the coordinator gave, not what was spent.
+    pub busy: u32,
+}
+
+/// Time constant of the grant rate in TTLs: long enough that one node's batch moves it
+/// little, short enough to notice an overload within a second at the default TTL.
+pub const BUSY_TTLS: u64 = 4;
+
+/// The grant-rate time constant of `p` (ns).
+pub fn busy_span(p: &LeaseParams) -> Nanos {
+    p.ttl.saturating_mul(BUSY_TTLS).max(1)
+}
+
+/// The grant-rate average after `granted` cells at `now`: `prev` is `(count, at)`, cells
+/// decayed by `e^(−Δt / span)`. A key with no average starts at the full rate, so a node is
+/// not calm before the key has been seen below it for a while. Returns the new
+/// `(count, at)` and [`Grant::busy`]. `lease.lua` computes the same.
+pub fn busy(
+    p: &LeaseParams,
+    prev: Option<(f64, Nanos)>,
+    granted: u32,
+    now: Nanos,
+) -> ((f64, Nanos), u32) {
+    let span = busy_span(p) as f64;
+    let interval_ns = p.ns_ceil(p.interval()).max(1) as f64;
+    let (count, at) = prev.unwrap_or((span / interval_ns, now));
+    let dt = now.saturating_sub(at) as f64;
+    let count = count * (-dt / span).exp() + f64::from(granted);
+    let per_mille = (count * interval_ns / span * 1000.0)
+        .round()
+        .clamp(0.0, 1e9) as u32;
+    ((count, now), per_mille)
 }
 
 /// The grant rule on one key's `tat` (ticks) for `want` cells conforming within `lead` ns
@@ -59,6 +93,7 @@ pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: RefillAsk, now: Nanos) -> 
         Grant {
             granted,
             frontier: p.ns_ceil(frontier),
+            busy: 0,
         },
     )
 }
@@ -68,7 +103,8 @@ pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: RefillAsk, now: Nanos) -> 
 pub struct MemoryCoordinator {
     /// Key → `tat` in ticks of that key's policy, and the same in nanoseconds: a key
     /// whose `tat` has passed is full again and is swept (absent means full).
-    tats: Mutex<HashMap<Box<str>, (u128, Nanos)>>,
+    /// Also the key's grant-rate average (`busy`: count, at) and when it is forgotten.
+    tats: Mutex<HashMap<Box<str>, Entry>>,
     /// Calls answered, for the simulator's calls-per-request column.
     calls: AtomicU64,
 }
@@ -94,8 +130,24 @@ impl MemoryCoordinator {
         if calls.is_multiple_of(SWEEP_EVERY) {
             drop_full(&mut tats, now);
         }
-        let (tat, g) = grant(p, tats.get(key).map(|(t, _)| *t), ask, now);
-        let entry = (tat, p.rate.ns_ceil(tat));
+        let old = tats.get(key).copied();
+        let (tat, mut g) = grant(p, old.map(|e| e.tat), ask, now);
+        let rate = old
+            .and_then(|e| e.rate)
+            .filter(|_| old.is_some_and(|e| e.forget_at > now));
+        let (rate, busy) = busy(p, rate, g.granted, now);
+        g.busy = busy;
+        // As lease.lua: the average is stored only with a grant (decay needs no write).
+        let (rate, forget_at) = match g.granted {
+            0 => (old.and_then(|e| e.rate), old.map_or(0, |e| e.forget_at)),
+            _ => (Some(rate), now.saturating_add(4 * busy_span(p))),
+        };
+        let entry = Entry {
+            tat,
+            full_at: p.rate.ns_ceil(tat),
+            rate,
+            forget_at,
+        };
         match tats.get_mut(key) {
             Some(slot) => *slot = entry,
             None => {
@@ -110,9 +162,16 @@ impl MemoryCoordinator {
     pub fn debit(&self, key: &str, p: &LeaseParams, cost: u32, now: Nanos) {
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
         let now_t = p.rate.ticks(now);
-        let base = tats.get(key).map_or(now_t, |(t, _)| (*t).max(now_t));
+        let old = tats.get(key).copied();
+        let base = old.map_or(now_t, |e| e.tat.max(now_t));
         let tat = base + p.rate.cells(u64::from(cost));
-        tats.insert(key.into(), (tat, p.rate.ns_ceil(tat)));
+        let entry = Entry {
+            tat,
+            full_at: p.rate.ns_ceil(tat),
+            rate: old.and_then(|e| e.rate),
+            forget_at: old.map_or(0, |e| e.forget_at),
+        };
+        tats.insert(key.into(), entry);
     }
 
     /// Calls answered so far.
@@ -129,9 +188,22 @@ impl MemoryCoordinator {
     }
 }
 
-/// Drop keys that are full again at `now` (absent means full: nothing is lost).
-fn drop_full(tats: &mut HashMap<Box<str>, (u128, Nanos)>, now: Nanos) {
-    tats.retain(|_, (_, full_at)| *full_at > now);
+/// One key at the in-process coordinator: as `lease.lua`'s two Redis keys.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// In ticks of the key's policy.
+    tat: u128,
+    /// When `tat` has passed (ns): the key is full again.
+    full_at: Nanos,
+    /// The grant-rate average (`busy`), forgotten at `forget_at` (ns).
+    rate: Option<(f64, Nanos)>,
+    forget_at: Nanos,
+}
+
+/// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
+/// means full, at the full rate: nothing is lost, and a node is only less generous).
+fn drop_full(tats: &mut HashMap<Box<str>, Entry>, now: Nanos) {
+    tats.retain(|_, e| e.full_at > now || e.forget_at > now);
 }
 
 #[cfg(test)]
@@ -172,7 +244,8 @@ mod tests {
             g2,
             Grant {
                 granted: 0,
-                frontier: 50 * MS as i64
+                frontier: 50 * MS as i64,
+                busy: 0,
             }
         );
         let (_, g3) = grant(&p, Some(tat), ask(5), 1_003 * MS);
@@ -180,7 +253,8 @@ mod tests {
             g3,
             Grant {
                 granted: 3,
-                frontier: 50 * MS as i64
+                frontier: 50 * MS as i64,
+                busy: 0,
             }
         );
     }

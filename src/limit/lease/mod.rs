@@ -9,12 +9,14 @@
 //! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill;
 //! - `size.rs`: how many cells a node asks for, and how long it stays away after an
 //!   empty answer (pure functions of its demand);
+//! - `calm.rs`: whether a key's grant rate leaves room to ask generously, as a node sees it;
 //! - `books.rs`: every book of this node, in lock shards bounded by `max_keys`;
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
 
 mod book;
 mod books;
+mod calm;
 mod grant;
 mod params;
 mod refill;
@@ -22,6 +24,6 @@ mod site;
 mod size;
 
 pub use book::{LeaseBook, RefillAsk, Take};
-pub use grant::{Grant, MemoryCoordinator, grant};
+pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
 pub use params::LeaseParams;
 pub use site::{LEASE_LUA, LeaseItem, LeaseSite};

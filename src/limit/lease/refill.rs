@@ -14,9 +14,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::book::RefillAsk;
-use super::grant::Grant;
+use super::grant::{Grant, busy_span};
 use super::site::{Coordinator, LeaseItem, LeaseSite};
-use crate::limit::store::StoreError;
+use crate::limit::store::{RedisStore, StoreError, slot, slot_tag};
 
 /// The grant script; see the file for arguments and reply.
 pub const LEASE_LUA: &str = include_str!("lease.lua");
@@ -82,11 +82,14 @@ impl LeaseSite {
                     us(p.tolerance as i128),
                     ask.lead.min(p.horizon) as f64 / 1_000.0,
                     f64::from(ask.want),
+                    busy_span(p) as f64 / 1_000.0,
                 ];
-                let keys = [store.key(&it.key)];
+                let key = store.key(&it.key);
+                let rate = rate_key(store, &it.key, &key);
+                let keys = [key, rate];
                 // Not before the store has counted what the fallback spent
                 // (`store/debts.rs`).
-                match store.settle(keys.iter().map(String::as_str)).await {
+                match store.settle(keys[..1].iter().map(String::as_str)).await {
                     Ok(()) => store
                         .eval_script(script, "lease", &keys, &args)
                         .await
@@ -148,12 +151,37 @@ impl Drop for Unsettled<'_> {
     }
 }
 
-/// `granted, frontier_us, now_us`.
+/// The store key of `key`'s grant-rate average (`lease.lua`'s `KEYS[2]`): `~busy:key`
+/// after the store prefix, or on a cluster, where a script touches one slot and `main`
+/// (the key's state) decides it, `~busy:{tag}key` with a hash tag of `main`'s slot (the
+/// plain form when the key prefix's own hash tag decides both).
+///
+/// In front, not a suffix: a key is `policy:part:value` with a value a client chooses, so
+/// `main:busy` would be the state key of the client value `value:busy`, and two
+/// identities could overwrite each other's state (a full bucket on every grant to the
+/// other). No policy name contains `~`, so no state key starts with it.
+fn rate_key(store: &RedisStore, key: &str, main: &str) -> String {
+    let plain = store.key(&format!("~busy:{key}"));
+    if !store.is_cluster() {
+        return plain;
+    }
+    let want = slot(main.as_bytes());
+    if slot(plain.as_bytes()) == want {
+        return plain;
+    }
+    slot_tag(want)
+        .map(|tag| store.key(&format!("~busy:{{{tag}}}{key}")))
+        .filter(|k| slot(k.as_bytes()) == want)
+        .unwrap_or(plain)
+}
+
+/// `granted, frontier_us, now_us, busy`.
 fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
     match reply {
-        [granted, frontier, _now] => Ok(Grant {
+        [granted, frontier, _now, busy] => Ok(Grant {
             granted: u32::try_from(*granted).unwrap_or(0),
             frontier: frontier.saturating_mul(1_000),
+            busy: u32::try_from(*busy).unwrap_or(u32::MAX),
         }),
         other => Err(StoreError::Reply(format!(
             "lease script: {} values",
