@@ -83,11 +83,12 @@ async fn every_script_touches_only_its_declared_keys() {
         )
         .await;
     }
-    let lease: Vec<String> = ["lease", "1000", "10000", "50000", "20"]
+    // As the gateway calls it: the key's state and its grant rate, then the rate's span.
+    let lease: Vec<String> = ["lease", "1000", "10000", "50000", "20", "2000000"]
         .iter()
         .map(|a| a.to_string())
         .collect();
-    run(&redis, "lease", LEASE_LUA, &["tg:l"], &lease).await;
+    run(&redis, "lease", LEASE_LUA, &["tg:l", "tg:~busy:l"], &lease).await;
     for op in ["join", "leave"] {
         let args: Vec<String> = ["membership", op, "gw#1", "3000"]
             .iter()
