@@ -48,14 +48,6 @@ fn nz(n: u32) -> NonZeroU32 {
     NonZeroU32::new(n).expect("non-zero")
 }
 
-async fn connect(redis: &RedisServer) -> MultiplexedConnection {
-    redis::Client::open(redis.url())
-        .expect("a redis URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connecting to the test redis")
-}
-
 /// Runs check.lua's `op` on one key with the gateway's argument layout (central/mod.rs).
 async fn script(
     conn: &mut MultiplexedConnection,
@@ -129,7 +121,7 @@ type Step = (u64, u32);
 /// asserts the same answer each time; returns how many were admitted.
 async fn compare<A: Algorithm>(alg: A, p: Params, steps: &[Step]) -> usize {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let mut state = None;
     let mut admitted = 0;
     for (i, &(after_ms, cost)) in steps.iter().enumerate() {
@@ -247,7 +239,7 @@ async fn leaky_bucket_matches_rust() {
 #[tokio::test]
 async fn concurrency_matches_rust() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = Params {
         alg: CONCURRENCY,
         limit: 3,
@@ -287,7 +279,7 @@ async fn concurrency_matches_rust() {
 #[tokio::test]
 async fn a_foreign_value_counts_as_a_full_key() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let algs = [
         GCRA,
         TOKEN_BUCKET,
@@ -348,7 +340,7 @@ async fn a_foreign_value_counts_as_a_full_key() {
 #[tokio::test]
 async fn a_stranded_concurrency_slot_expires_on_a_busy_key() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = Params {
         alg: CONCURRENCY,
         limit: 2,
@@ -403,7 +395,7 @@ async fn gcra_and_slot(conn: &mut MultiplexedConnection, op: &str, slot: &str) -
 #[tokio::test]
 async fn a_denied_request_takes_no_slot_and_a_refund_removes_its_own() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let first = gcra_and_slot(&mut conn, "check", "one").await;
     // 6 integers per key: key 2's admitted and committed are at 6 and 7.
     assert_eq!((first[1], first[7]), (1, 1), "both spent: {first:?}");
@@ -428,7 +420,7 @@ async fn a_denied_request_takes_no_slot_and_a_refund_removes_its_own() {
 #[tokio::test]
 async fn a_concurrency_cost_of_thousands_of_cells_is_held_and_released() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = Params {
         alg: CONCURRENCY,
         limit: 10_000,

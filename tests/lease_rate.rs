@@ -45,17 +45,9 @@ impl Reply {
     }
 }
 
-async fn connect(redis: &RedisServer) -> MultiplexedConnection {
-    redis::Client::open(redis.url())
-        .expect("a redis URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connecting to the test redis")
-}
-
 /// `lease.lua` as the gateway calls it (`refill.rs`): the key, its rate key, cells that
 /// conform now (`lead` 0).
-async fn lease(conn: &mut MultiplexedConnection, key: &str, _lead_us: i64, want: u32) -> Reply {
+async fn lease(conn: &mut MultiplexedConnection, key: &str, want: u32) -> Reply {
     let reply: Vec<i64> = redis::Script::new(LEASE_LUA)
         .key(key)
         .key(format!("{key}:busy"))
@@ -90,7 +82,7 @@ fn pttl(redis: &RedisServer, key: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_grant_rate_agrees_with_the_rust_average() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = params();
     assert_eq!(
         busy_span(&p),
@@ -99,7 +91,7 @@ async fn the_grant_rate_agrees_with_the_rust_average() {
     );
 
     // A fresh key: the full rate (span / T = 200 cells) plus the 3 granted: 1 015 per mille.
-    let first = lease(&mut conn, "rate", 0, 3).await;
+    let first = lease(&mut conn, "rate", 3).await;
     assert_eq!(first.granted, 3, "{first:?}");
     let (mut avg, rust) = busy(&p, None, 3, first.now_ns());
     assert_eq!((first.busy, rust), (1_015, 1_015), "{first:?}");
@@ -113,7 +105,7 @@ async fn the_grant_rate_agrees_with_the_rust_average() {
     // (the script keeps the count to four decimals: one per mille either way).
     for want in [5, 0, 7] {
         std::thread::sleep(Duration::from_millis(20));
-        let r = lease(&mut conn, "rate", 0, want).await;
+        let r = lease(&mut conn, "rate", want).await;
         let (next, rust) = busy(&p, Some(avg), r.granted, r.now_ns());
         assert!(
             r.busy.abs_diff(rust) <= 1,
@@ -137,7 +129,7 @@ async fn the_grant_rate_agrees_with_the_rust_average() {
     assert_eq!(pttl(&redis, "rate-one-key:busy"), -2, "no rate key written");
 
     // Nothing granted: nothing written (a key asked with no cell left keeps no average).
-    let none = lease(&mut conn, "rate-none", 0, 0).await;
+    let none = lease(&mut conn, "rate-none", 0).await;
     assert_eq!((none.granted, none.busy), (0, 1_000), "{none:?}");
     assert_eq!(pttl(&redis, "rate-none:busy"), -2, "no key written");
 }

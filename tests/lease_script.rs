@@ -88,14 +88,6 @@ impl Reply {
     }
 }
 
-async fn connect(redis: &RedisServer) -> MultiplexedConnection {
-    redis::Client::open(redis.url())
-        .expect("a redis URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connecting to the test redis")
-}
-
 /// `lease.lua` on the [`FAST`] quota.
 async fn lease(conn: &mut MultiplexedConnection, key: &str, lead_us: i64, want: u32) -> Reply {
     lease_on(conn, key, FAST, lead_us, want).await
@@ -164,7 +156,7 @@ async fn state_and_pttl(conn: &mut MultiplexedConnection, key: &str) -> (Option<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = params();
     let ask = RefillAsk {
         want: 100,
@@ -238,7 +230,7 @@ async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_key_lives_until_it_is_full_again() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     // 1/s, burst 10: ten cells now, tat 10 s ahead, so PX 10 002 ms.
     let started = Instant::now();
     let first = lease_on(&mut conn, "slow-ttl", SLOW, 0, 100).await;
@@ -276,7 +268,7 @@ fn pttl(redis: &RedisServer, key: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lead_zero_grants_exactly_the_burst_then_nothing() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = params();
     let ask = RefillAsk {
         want: 1_000,
@@ -321,7 +313,7 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lead_past_the_ttl_grants_as_the_rust_rule_does() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     let p = params();
     let lead_us = 2 * LEAD_US;
     let ask = RefillAsk {
@@ -360,7 +352,7 @@ async fn central_check(conn: &mut MultiplexedConnection, key: &str) -> (bool, i6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_and_central_gcra_read_each_others_keys() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
 
     // 1/s, burst 10 on both sides (so the keys outlive the test's reads).
     // A central admission spends one cell of a full key; a lease then gets the other nine.

@@ -9,14 +9,6 @@ use common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
 use tollgate::limit::membership::MEMBERSHIP_LUA;
 
-async fn connect(redis: &RedisServer) -> MultiplexedConnection {
-    redis::Client::open(redis.url())
-        .expect("a redis URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connecting to the test redis")
-}
-
 /// `membership.lua` as membership.rs calls it: the op label, then join/leave, member,
 /// ttl_ms; returns (members, other live members with the same node id).
 async fn membership_twins(
@@ -50,7 +42,7 @@ async fn membership(conn: &mut MultiplexedConnection, op: &str, id: &str, ttl_ms
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_with_one_node_id_are_two_members() {
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
     assert_eq!(
         membership_twins(&mut conn, "join", "gw#1", 30_000).await,
         (1, 0)
@@ -82,7 +74,7 @@ async fn two_processes_with_one_node_id_are_two_members() {
 async fn membership_counts_joins_leaves_and_expiry() {
     const LONG_MS: u64 = 30_000;
     let redis = RedisServer::start();
-    let mut conn = connect(&redis).await;
+    let mut conn = redis.connect().await;
 
     assert_eq!(membership(&mut conn, "join", "a", LONG_MS).await, 1);
     assert_eq!(membership(&mut conn, "join", "b", LONG_MS).await, 2);

@@ -68,6 +68,15 @@ impl RedisServer {
         Self::launch(false, true)
     }
 
+    /// A multiplexed connection to this server (the scripts' tests call it directly).
+    pub async fn connect(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .expect("a redis URL")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connecting to the test redis")
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
