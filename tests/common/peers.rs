@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::config::fleet;
-use super::process::{GatewayProcess, spawn_serve_with_env, temp_file, try_spawn_serve_with_env};
+use super::process::{GatewayProcess, temp_file, try_spawn_serve_with_env};
 use super::{eventually, metric_sum, metrics_text};
 
 /// The fleet's shared secret (the children's environment only).
@@ -42,6 +42,27 @@ pub fn start_each(
     limits: impl Fn(usize) -> String,
     name: &str,
 ) -> PeerFleet {
+    // The peer ports are probed free, then released; another socket of this test run (a
+    // client's ephemeral port) can take one before its node binds it. Then the whole
+    // fleet starts again on new ports: every config lists every peer.
+    for _ in 0..4 {
+        if let Some(fleet) = try_start_each(n, up, cluster, &limits, name) {
+            return fleet;
+        }
+    }
+    try_start_each(n, up, cluster, &limits, name)
+        .expect("five fleets in a row found a probed peer port taken")
+}
+
+/// [`start_each`] once: `None` if a node found its address taken (the started ones are
+/// stopped as they drop); any other failure to start panics with the node's log.
+fn try_start_each(
+    n: usize,
+    up: SocketAddr,
+    cluster: &str,
+    limits: &impl Fn(usize) -> String,
+    name: &str,
+) -> Option<PeerFleet> {
     let peers = free_ports(n);
     let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
     let configs: Vec<std::path::PathBuf> = peers
@@ -59,16 +80,19 @@ pub fn start_each(
             temp_file(&format!("{name}-{i}.toml"), &config)
         })
         .collect();
-    let nodes = configs.iter().map(|c| spawn(c)).collect();
-    PeerFleet {
+    let mut nodes = Vec::with_capacity(n);
+    for c in &configs {
+        match try_spawn_serve_with_env(c, &[("TOLLGATE_PEER_SECRET", SECRET)]) {
+            Ok(node) => nodes.push(node),
+            Err(log) if log.contains("Address already in use") => return None,
+            Err(log) => panic!("tollgate exited before listening:\n{log}"),
+        }
+    }
+    Some(PeerFleet {
         nodes,
         peers,
         configs,
-    }
-}
-
-fn spawn(config: &std::path::Path) -> GatewayProcess {
-    spawn_serve_with_env(config, &[("TOLLGATE_PEER_SECRET", SECRET)])
+    })
 }
 
 /// Send one framed message to a peer port, as anyone on the peer network could; the
