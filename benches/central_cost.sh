@@ -18,7 +18,8 @@
 # -c$CONNS for $DURATION s after a 2 s warm-up, X-Forwarded-For spread over 1 000 clients.
 # Printed per row: req/s, gateway CPU µs per request, Redis CPU µs per request, store calls
 # per request (the gateway's tollgate_store_calls_total{op="check"}) and Redis script calls
-# per request (INFO commandstats, EVALSHA + EVAL).
+# per request (INFO commandstats, EVALSHA + EVAL). SHOW_THREADS=1 also prints, per row, the
+# gateway's CPU µs per request by thread name (workers against the background runtime).
 #
 # Installs redis-server, redis-tools, nginx and wrk with apt-get when missing; binds free
 # 127.0.0.1 ports; kills what it started, by pid; about 30 s per build.
@@ -66,6 +67,12 @@ EOF
 
 # ticks PID: utime + stime of the process, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# thread_ticks PID: "name ticks" per thread name (threads of one name summed).
+thread_ticks() {
+    for t in /proc/"$1"/task/*; do
+        printf '%s %s\n' "$(tr ' ' _ <"$t/comm")" "$(awk '{ print $14 + $15 }' "$t/stat")"
+    done | awk '{ s[$1] += $2 } END { for (n in s) print n, s[n] }' | sort
+}
 # redis_cpu PORT: used_cpu_user + used_cpu_sys, in seconds.
 redis_cpu() {
     redis-cli -p "$1" INFO cpu | tr -d '\r' |
@@ -169,9 +176,11 @@ TOML
         url="http://127.0.0.1:$GW_PORT/$row"
         wrk -t1 -c"$CONNS" -d2s -s "$TMP/spread.lua" "$url" >/dev/null 2>&1
         g0=$(ticks "$GW_PID"); r0=$(redis_cpu "$REDIS_PORT"); s0=$(store_calls "$ADMIN_PORT")
+        t0=$(thread_ticks "$GW_PID")
         e0=$(redis_scripts "$REDIS_PORT")
         out=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" -s "$TMP/spread.lua" "$url")
         g1=$(ticks "$GW_PID"); r1=$(redis_cpu "$REDIS_PORT"); s1=$(store_calls "$ADMIN_PORT")
+        t1=$(thread_ticks "$GW_PID")
         e1=$(redis_scripts "$REDIS_PORT")
         reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
         non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
@@ -181,6 +190,9 @@ TOML
             -v s=$((s1 - s0)) -v e=$((e1 - e0)) 'BEGIN {
             printf "| %s | %s | %.0f | %.1f | %.2f | %.4f | %.4f |\n", b, row, n / d,
                 1e6 * g / hz / n, 1e6 * r / n, s / n, e / n }'
+        [ -z "${SHOW_THREADS:-}" ] || join -a2 <(echo "$t0") <(echo "$t1") | awk -v n="$reqs" \
+            -v hz="$HZ" -v row="$row" '{ d = (NF == 3 ? $3 - $2 : $2); if (d > 0)
+            printf "[central_cost.sh] %s: thread %s %.1f µs/req\n", row, $1, 1e6 * d / hz / n }' >&2
     done
     [ -z "${SHOW_STATS:-}" ] || redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d "\r" | grep cmdstat >&2
     kill "$GW_PID" "$REDIS_PID" 2>/dev/null || true

@@ -57,9 +57,23 @@ async fn script(
     cost: u32,
     slot: &str,
 ) -> Result<Vec<i64>, redis::RedisError> {
-    redis::Script::new(CHECK_LUA)
-        .key(key)
-        .arg(op)
+    invocation(op, key, p, cost, slot).invoke_async(conn).await
+}
+
+/// The script, hashed once for every call of the file.
+static SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(CHECK_LUA));
+
+/// One key's `op` call, with the gateway's argument layout; more keys may be added.
+fn invocation(
+    op: &str,
+    key: &str,
+    p: Params,
+    cost: u32,
+    slot: &str,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = SCRIPT.key(key);
+    inv.arg(op)
         .arg(p.alg)
         .arg(p.limit)
         .arg(p.period_us)
@@ -67,9 +81,17 @@ async fn script(
         .arg(cost)
         .arg(p.max_delay_us)
         .arg(1)
-        .arg(slot)
-        .invoke_async(conn)
-        .await
+        .arg(slot);
+    inv
+}
+
+/// How a sequence reaches the script: as one-key requests (its fast path for a lone GCRA
+/// key), or with a second key that never limits in the same request (the general path,
+/// which multi-policy requests take). Both must decide as the Rust algorithm does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    Alone,
+    Beside,
 }
 
 async fn check(
@@ -79,9 +101,35 @@ async fn check(
     cost: u32,
     slot: &str,
 ) -> Reply {
-    let r = script(conn, "check", key, p, cost, slot)
-        .await
-        .expect("check.lua runs");
+    check_on(Path::Alone, conn, key, p, cost, slot).await
+}
+
+/// [`check`] along `path`: with [`Path::Beside`], a GCRA key of a billion a second goes in
+/// the same call, and its reply is dropped.
+async fn check_on(
+    path: Path,
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    p: Params,
+    cost: u32,
+    slot: &str,
+) -> Reply {
+    let mut inv = invocation("check", key, p, cost, slot);
+    if path == Path::Beside {
+        inv.key("free")
+            .arg(GCRA)
+            .arg(1_000_000_000)
+            .arg(1_000_000)
+            .arg(1_000_000_000);
+        inv.arg(1).arg(0).arg(1).arg("-");
+    }
+    let mut r: Vec<i64> = inv.invoke_async(conn).await.expect("check.lua runs");
+    if path == Path::Beside {
+        assert_eq!(r.len(), 13, "two keys' replies and now: {r:?}");
+        // All or nothing: the free key spends exactly when the checked key does.
+        assert_eq!(r[6..8], [1, r[1]], "the free key is admitted: {r:?}");
+        r.drain(6..12);
+    }
     match r[..] {
         [
             admitted,
@@ -120,13 +168,18 @@ type Step = (u64, u32);
 /// Sends `steps` through check.lua and through `alg` at the script's Redis time, and
 /// asserts the same answer each time; returns how many were admitted.
 async fn compare<A: Algorithm>(alg: A, p: Params, steps: &[Step]) -> usize {
+    compare_on(Path::Alone, alg, p, steps).await
+}
+
+/// [`compare`] along `path`.
+async fn compare_on<A: Algorithm>(path: Path, alg: A, p: Params, steps: &[Step]) -> usize {
     let redis = RedisServer::start();
     let mut conn = redis.connect().await;
     let mut state = None;
     let mut admitted = 0;
     for (i, &(after_ms, cost)) in steps.iter().enumerate() {
         tokio::time::sleep(Duration::from_millis(after_ms)).await;
-        let lua = check(&mut conn, "k", p, cost, "-").await;
+        let lua = check_on(path, &mut conn, "k", p, cost, "-").await;
         let d = alg.decide(state, cost, lua.now_us * 1_000);
         let at = format!("step {i} ({after_ms} ms, cost {cost}) of {p:?}: lua {lua:?}, rust {d:?}");
         assert_eq!(lua.admitted, d.verdict.admits(), "{at}");
@@ -177,11 +230,13 @@ async fn gcra_matches_rust() {
         max_delay_us: 0,
     };
     let alg = Gcra::new(nz(10), Duration::from_secs(1), nz(4)).unwrap();
-    let n = compare(alg, p, STEPS).await;
-    assert!(
-        (4..STEPS.len()).contains(&n),
-        "some admitted, some denied: {n}"
-    );
+    for path in [Path::Alone, Path::Beside] {
+        let n = compare_on(path, alg, p, STEPS).await;
+        assert!(
+            (4..STEPS.len()).contains(&n),
+            "{path:?}: some admitted, some denied: {n}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -56,6 +56,18 @@ local STRIDE = 8
 -- Locals, not global lookups, on every decision.
 local max, min, floor, ceil, format = math.max, math.min, math.floor, math.ceil, string.format
 
+-- A timestamp (>= 0, µs) as '%.3f' writes it, rounded up to the next ns instead of to the
+-- nearest (a state never runs early), without printf's floating-point path, which was 8 %
+-- of Redis's instructions per request (COUNT=instructions benches/check_lua.sh). Outside
+-- 0 .. 2^53 µs, printf's.
+local function fixed3(x)
+  if not (x >= 0 and x < 9007199254740992) then return format('%.3f', x) end
+  local whole = floor(x)
+  local milli = ceil((x - whole) * 1000)
+  if milli >= 1000 then whole, milli = whole + 1, milli - 1000 end
+  return format('%d.%03d', whole, milli)
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local op = ARGV[1]
@@ -95,6 +107,14 @@ local function state(key, parts)
   return out
 end
 
+-- state(key, 1) without its table (a table per key is garbage to collect on every request):
+-- the key's value as one finite number, or nil.
+local function number_state(key)
+  local raw = redis.pcall('GET', key)
+  if type(raw) ~= 'string' then return nil end
+  return finite(raw)
+end
+
 -- GCRA: until the slack (tau - lead) holds one cell more than rem; 0 when that exceeds tau.
 local function next_cell(T, tau, lead, rem)
   if (rem + 1) * T > tau + EPS then return 0 end
@@ -104,12 +124,11 @@ end
 local function gcra(key, limit, period, burst, cost)
   local T = period / limit
   local tau = burst * T
-  local s = state(key, 1)
-  local tat = max(s and s[1] or now, now)
+  local tat = max(number_state(key) or now, now)
   local new = tat + cost * T
   if new - now <= tau + EPS then
     local rem = floor((tau - (new - now) + EPS) / T)
-    return true, format('%.3f', new), new - now, rem, new - now, 0, next_cell(T, tau, new - now, rem)
+    return true, fixed3(new), new - now, rem, new - now, 0, next_cell(T, tau, new - now, rem)
   end
   local rem = max(floor((tau - (tat - now) + EPS) / T), 0)
   return false, nil, 0, rem, tat - now, new - tau - now, next_cell(T, tau, tat - now, rem)
@@ -183,8 +202,7 @@ end
 
 local function leaky_bucket(key, limit, period, cost, max_delay)
   local T = period / limit
-  local s = state(key, 1)
-  local slot = max(s and s[1] or now, now)
+  local slot = max(number_state(key) or now, now)
   local wait = slot - now
   if wait > max_delay + EPS then
     return false, nil, 0, 0, wait, wait - max_delay, wait - max_delay
@@ -199,7 +217,7 @@ local function leaky_bucket(key, limit, period, cost, max_delay)
     if (cells + 1) * T > max_delay + EPS then next_us = 0
     else next_us = (cells + 1) * T - (max_delay - lead) end
   end
-  return true, format('%.3f', nxt), lead, rem, lead, wait, max(0, next_us)
+  return true, fixed3(nxt), lead, rem, lead, wait, max(0, next_us)
 end
 
 -- Cells held on a concurrency key once expired slots are dropped (0 for a foreign value).
@@ -217,7 +235,19 @@ local function concurrency(key, limit, hold, cost)
   return false, nil, 0, max(0, limit - inflight), 0, CONCURRENCY_RETRY_US, 0
 end
 
-local function arg(i, j) return tonumber(ARGV[BASE + (i - 1) * STRIDE + j]) end
+-- ARGV values as numbers, each distinct string parsed once per call: the keys of a batch
+-- mostly share one policy's values, and parsing them (strtod) for every key and every use
+-- was 11 % of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
+local parsed = {}
+local function arg(i, j)
+  local s = ARGV[BASE + (i - 1) * STRIDE + j]
+  local v = parsed[s]
+  if v == nil then
+    v = tonumber(s)
+    parsed[s] = v
+  end
+  return v
+end
 local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 
 -- The concurrency hold of key i: its period argument, or the default.
@@ -289,7 +319,7 @@ local function refund(i)
   if ttl < 1 then ttl = 1 end
   local value
   if alg == 1 or alg == 4 then
-    value = format('%.3f', s[1] - cost * period / limit)
+    value = fixed3(s[1] - cost * period / limit)
   elseif alg == 2 then
     value = format('%.6f:%d', min(burst, s[1] + cost), s[2])
   else
@@ -306,7 +336,7 @@ local function debit(i)
   if alg == 1 or alg == 4 then
     local s = state(key, 1)
     local tat = max(s and s[1] or now, now) + cost * period / limit
-    redis.call('SET', key, format('%.3f', tat), 'PX', floor((tat - now) / 1000) + 2)
+    redis.call('SET', key, fixed3(tat), 'PX', floor((tat - now) / 1000) + 2)
   elseif alg == 2 then
     local rate = limit / period
     local tokens, last = burst, now
@@ -347,9 +377,43 @@ if op == 'refund' or op == 'release' then
   return {now}
 end
 
+-- The common request, one GCRA key, decided and spent in one step: what gcra() and commit()
+-- do, without the general path's dispatch, returned lists and library calls, which were a
+-- tenth of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
+-- tests/check_script.rs holds both paths to the Rust GCRA, step by step.
+local function check_gcra_key(i, reply, spent)
+  local b = BASE + (i - 1) * STRIDE
+  local limit, period, burst, cost = parsed[ARGV[b + 1]], parsed[ARGV[b + 2]], parsed[ARGV[b + 3]], parsed[ARGV[b + 4]]
+  if not (limit and period and burst and cost) then
+    limit, period, burst, cost = arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
+  end
+  local key = KEYS[i]
+  local T = period / limit
+  local tau = burst * T
+  local tat = number_state(key) or now
+  if tat < now then tat = now end
+  local new = tat + cost * T
+  local r = #reply
+  if new - now <= tau + EPS then
+    local lead = new - now
+    local rem = floor((tau - lead + EPS) / T)
+    redis.call('SET', key, fixed3(new), 'PX', floor(lead / 1000) + 2)
+    if spent then spent[#spent + 1] = i end
+    reply[r + 1], reply[r + 2], reply[r + 3] = 1, 1, rem
+    reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), 0, ceil(next_cell(T, tau, lead, rem))
+    return
+  end
+  local lead = tat - now
+  local rem = floor((tau - lead + EPS) / T)
+  if rem < 0 then rem = 0 end
+  reply[r + 1], reply[r + 2], reply[r + 3] = 0, 0, rem
+  reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), ceil(new - tau - now), ceil(next_cell(T, tau, lead, rem))
+end
+
 -- Decide keys first..last (one request), spend them all-or-nothing, and append their
--- replies to `reply`; returns the indexes spent.
-local function check(first, last, reply)
+-- replies to `reply`; the indexes spent go to `spent` (nil: not wanted).
+local function check(first, last, reply, spent)
+  if first == last and arg(first, 0) == 1 then return check_gcra_key(first, reply, spent) end
   if first == last then
     -- One key (most requests): spent exactly when admitted; no tables.
     local ok, st, ttl, rem, reset, wait, nxt = decide(first)
@@ -361,8 +425,8 @@ local function check(first, last, reply)
     reply[r + 4] = ceil(max(0, reset))
     reply[r + 5] = ceil(max(0, wait))
     reply[r + 6] = ceil(max(0, nxt))
-    if ok then return {first} end
-    return {}
+    if ok and spent then spent[#spent + 1] = first end
+    return
   end
   local admitted, states, ttls, rems, resets, waits, nexts = {}, {}, {}, {}, {}, {}, {}
   local enforce_ok, all_ok = true, true
@@ -373,13 +437,12 @@ local function check(first, last, reply)
       if arg(i, 6) == 1 then enforce_ok = false end
     end
   end
-  local spent = {}
   for i = first, last do
     -- Spend only if every policy allows; shadow keys only when all (shadow too) allow.
     local spend = all_ok or (enforce_ok and arg(i, 6) == 1)
     if spend and admitted[i] then
       commit(i, states[i], ttls[i])
-      spent[#spent + 1] = i
+      if spent then spent[#spent + 1] = i end
     end
     reply[#reply + 1] = admitted[i] and 1 or 0
     reply[#reply + 1] = (spend and admitted[i]) and 1 or 0
@@ -388,17 +451,21 @@ local function check(first, last, reply)
     reply[#reply + 1] = ceil(max(0, waits[i]))
     reply[#reply + 1] = ceil(max(0, nexts[i]))
   end
-  return spent
 end
 
 local reply = {}
 if op == 'batch' then
-  local total = 0
-  for r = 1, tonumber(ARGV[2]) do total = total + tonumber(ARGV[2 + r]) end
+  local sizes, total = {}, 0
+  for r = 1, tonumber(ARGV[2]) do
+    local size = ARGV[2 + r]
+    sizes[r] = parsed[size] or tonumber(size)
+    parsed[size] = sizes[r]
+    total = total + sizes[r]
+  end
   if total ~= n then return redis.error_reply('batch: request sizes do not add up to the keys') end
   local first = 1
-  for r = 1, tonumber(ARGV[2]) do
-    local last = first + tonumber(ARGV[2 + r]) - 1
+  for r = 1, #sizes do
+    local last = first + sizes[r] - 1
     check(first, last, reply)
     first = last + 1
   end
@@ -406,7 +473,8 @@ if op == 'batch' then
   return reply
 end
 
-local spent = check(1, n, reply)
+local spent = {}
+check(1, n, reply, spent)
 if op == 'reserve' and #spent > 0 then
   redis.call('SET', KEYS[n + 1], table.concat(spent, ','), 'PX', RECEIPT_MS)
 end
