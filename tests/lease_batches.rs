@@ -253,7 +253,8 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
 /// cells that conform now. The verdict lasts four TTLs.
 #[test]
 fn a_calm_key_lets_a_thin_node_reserve_a_ttl() {
-    let p = params(1000, 10, 50, 20, 50);
+    // Burst 20: a calm batch is capped under half the burst (`size::calm_cap`), over 7.
+    let p = params(1000, 20, 50, 20, 50);
     // One request every 10 ms: 5 per TTL, below the reservation threshold.
     let thin = |busy: u32| {
         let mut book = LeaseBook::default();

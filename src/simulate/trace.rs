@@ -74,6 +74,32 @@ pub fn lose(trace: &mut [Arrival], node: usize, at: Nanos, weights: &[u64], seed
     }
 }
 
+/// Independent Poisson arrivals on each node at `rates` (requests per second) for `secs`
+/// seconds, merged in time order: the shape of `benches/lease_fleet.sh` with
+/// `ARRIVALS=poisson`, where the fixed-interval trace above hides the bursts a thin node
+/// sees (its gaps are geometric, but never two arrivals in one interval).
+pub fn poisson(rates: &[f64], secs: f64, seed: u64) -> Vec<Arrival> {
+    let mut s = seed | 1;
+    let mut out = Vec::new();
+    for (node, &rate) in rates.iter().enumerate().filter(|(_, r)| **r > 0.0) {
+        let mut t = 0.0;
+        loop {
+            // Uniform in (0, 1]: 53 random bits, never 0 (ln 0 is −∞).
+            let u = ((xorshift(&mut s) >> 11) + 1) as f64 / (1u64 << 53) as f64;
+            t -= u.ln() / rate;
+            if t >= secs {
+                break;
+            }
+            out.push(Arrival {
+                at: (t * 1e9) as Nanos,
+                node,
+            });
+        }
+    }
+    out.sort_by_key(|a| (a.at, a.node));
+    out
+}
+
 fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -91,6 +117,16 @@ mod tests {
         let node0 = t.iter().filter(|a| a.node == 0).count();
         assert!((7_600..8_400).contains(&node0), "{node0}");
         assert_eq!(t[19_999].at, 9_999_500_000);
+    }
+
+    #[test]
+    fn poisson_arrivals_follow_each_rate() {
+        let t = poisson(&[30.0, 10.0], 100.0, SEED);
+        let on = |n| t.iter().filter(|a| a.node == n).count();
+        assert!((2_850..3_150).contains(&on(0)), "{}", on(0));
+        assert!((900..1_100).contains(&on(1)), "{}", on(1));
+        assert!(t.windows(2).all(|w| w[0].at <= w[1].at));
+        assert!(t.last().is_some_and(|a| a.at < 100_000_000_000));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use smallvec::SmallVec;
 use super::calm::Calm;
 use super::grant::Grant;
 use super::params::LeaseParams;
-use super::size::{RESERVE_FROM, back_off, calm_batch, reserve_batch, slack_batch};
+use super::size::{RESERVE_FROM, back_off, calm_batch, calm_cap, reserve_batch, slack_batch};
 use crate::limit::clock::Nanos;
 
 /// Weight of the last closed window in the demand average.
@@ -208,7 +208,7 @@ impl LeaseBook {
         let held = self.held().saturating_add(self.pending);
         (f64::from(held) < in_two_trips.max(1.0)).then(|| match calm {
             true => RefillAsk {
-                want: (calm_batch(self.calm.per_ttl(p)) as u32).clamp(1, p.max),
+                want: (calm_batch(self.calm.per_ttl(p)) as u32).clamp(1, calm_cap(p)),
                 lead: p.horizon,
             },
             false => RefillAsk {
@@ -272,9 +272,15 @@ impl LeaseBook {
             let mut wait = p.ns_ceil(wait).max(0) as u64;
             if g.granted == 0 {
                 self.empties = self.empties.saturating_add(1);
-                self.calm.on_empty(now);
+                if !self.calm.verdict() {
+                    self.calm.on_empty(now);
+                }
                 let mut away = back_off(p.ttl, self.empties);
-                if g.frontier <= lead {
+                if g.frontier > lead && self.calm.lately(p, now) {
+                    // Reserved past its reach by a calm key's nodes, not an overload's:
+                    // back when that has come due (`size::CALM_LEAVE_BUSY`).
+                    away = away.min(wait);
+                } else if g.frontier <= lead {
                     // No cell is reserved past this node's reach: the bucket is merely
                     // empty, perhaps drained by this node alone. Back before it is full
                     // again (the next cell fits after `wait`, the last of a burst

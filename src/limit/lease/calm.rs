@@ -12,15 +12,19 @@
 
 use super::grant::Grant;
 use super::params::LeaseParams;
-use super::size::{CALM_AFTER_EMPTY_TTLS, CALM_BUSY, CALM_TTLS, calm_span};
+use super::size::{CALM_AFTER_EMPTY_TTLS, CALM_BUSY, CALM_LEAVE_BUSY, CALM_TTLS, calm_span};
 use crate::limit::clock::Nanos;
 
 /// One book's view of its key's calm, and its long demand.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Calm {
-    /// The last grant's `busy` (per mille of the key's limit) and when it arrived.
-    busy: u32,
+    /// Whether the last answer found the key calm: its `busy` (per mille of the key's
+    /// limit) under `CALM_BUSY`, or under `CALM_LEAVE_BUSY` while the answer before had
+    /// found it calm (hysteresis); and when that answer arrived.
+    verdict: bool,
     busy_at: Option<Nanos>,
+    /// The last answer that found the key calm.
+    calm_at: Option<Nanos>,
     /// The last empty answer (ns).
     empty_at: Option<Nanos>,
     /// This node's requests, decayed continuously over `size::calm_span` (a TTL at least):
@@ -42,23 +46,39 @@ impl Calm {
 
     /// A grant arrived at `now`.
     pub(super) fn on_grant(&mut self, g: Grant, now: Nanos) {
-        self.busy = g.busy;
+        self.verdict = g.busy < CALM_BUSY || (self.verdict && g.busy < CALM_LEAVE_BUSY);
         self.busy_at = Some(now);
+        if self.verdict {
+            self.calm_at = Some(now);
+        }
     }
 
-    /// An empty answer arrived at `now`.
+    /// The last answer found the key calm (whatever the empty-answer rule says).
+    pub(super) fn verdict(&self) -> bool {
+        self.verdict
+    }
+
+    /// An empty answer of an uncalm key arrived at `now`.
     pub(super) fn on_empty(&mut self, now: Nanos) {
         self.empty_at = Some(now);
     }
 
-    /// Calm at `now`: a grant of the last `CALM_TTLS` TTLs reported a grant rate under
-    /// `CALM_BUSY`, and no empty answer came in the last `CALM_AFTER_EMPTY_TTLS` TTLs.
+    /// An answer of the last `CALM_AFTER_EMPTY_TTLS` TTLs found the key calm: what is
+    /// reserved past this node's reach is then other nodes' demand, not an overload's.
+    pub(super) fn lately(&self, p: &LeaseParams, now: Nanos) -> bool {
+        self.calm_at
+            .is_some_and(|a| now.saturating_sub(a) < CALM_AFTER_EMPTY_TTLS.saturating_mul(p.ttl))
+    }
+
+    /// Calm at `now`: the last answer, within `CALM_TTLS` TTLs, found the key calm (see
+    /// `verdict`), and no empty answer of an uncalm key came in the last
+    /// `CALM_AFTER_EMPTY_TTLS` TTLs.
     pub(super) fn is_calm(&self, p: &LeaseParams, now: Nanos) -> bool {
         let within = |at: Option<Nanos>, ttls: u64| {
             at.is_some_and(|a| now.saturating_sub(a) < ttls.saturating_mul(p.ttl))
         };
         within(self.busy_at, CALM_TTLS)
-            && self.busy < CALM_BUSY
+            && self.verdict
             && !within(self.empty_at, CALM_AFTER_EMPTY_TTLS)
     }
 

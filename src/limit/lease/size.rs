@@ -2,6 +2,7 @@
 //! numbers were chosen on `tollgate simulate --matrix` (nine traces, see `simulate/matrix.rs`)
 //! and each says why in its doc; the derivations are here so they can be checked.
 
+use super::params::LeaseParams;
 use crate::limit::clock::Nanos;
 
 /// Expected requests per TTL from which a node takes reservations. A reserved cell is
@@ -57,6 +58,18 @@ pub(super) fn slack_batch(per_ttl: f64) -> f64 {
 /// lost 0.3 % more; 750 kept every trace where it was (`benches/README.md`).
 pub(super) const CALM_BUSY: u32 = 750;
 
+/// A key found calm stays calm until a grant reports this grant rate (per mille): entering
+/// at [`CALM_BUSY`] and leaving at the same figure made a thin node flap. At 60 % of the
+/// limit with Poisson arrivals (`benches/lease_fleet.sh`'s shape: 30/20/10 requests a
+/// second, limit 100, burst 20, TTL 500 ms) the rate, wasted cells included, wanders
+/// between 650 and 850; each grant over 750 sent the 10/s node back to asking for cells
+/// that conform now, which the others' reservations had taken, and its empty answer kept
+/// it away a second or more. In the simulator (8 seeds × 600 s after a 5 s warm-up) that
+/// node was denied 893 requests, up to 32 in a row; leaving at 850, 359; with `book.rs`'s
+/// calm empty answer too, 264, at most 5 in a row, and 0.111 calls per request instead of
+/// 0.132 (back to 0.132 with [`calm_cap`]). No matrix trace is ever calm: all unchanged.
+pub(super) const CALM_LEAVE_BUSY: u32 = 850;
+
 /// A calm verdict holds this many TTLs after the grant that gave it.
 pub(super) const CALM_TTLS: u64 = 4;
 
@@ -72,6 +85,21 @@ pub(super) const CALM_AFTER_EMPTY_TTLS: u64 = 16;
 /// time, and it made 0.19 script calls per request where this makes 0.18.
 pub(super) fn calm_batch(per_ttl: f64) -> f64 {
     (per_ttl.max(0.0) + 1.0).round()
+}
+
+/// Most cells in one calm batch: under half the key's burst, so that two nodes refilling
+/// at the same moment leave a cell that conforms now for a third one's waiting request. A
+/// calm batch is a TTL of the node's demand, and when a TTL holds more than the burst (the
+/// fleet bench: limit 100, burst 20, TTL 500 ms, 60 requests a second), nodes refilling
+/// together took every cell that conforms now and the last one's request was denied. In
+/// the simulator, that shape with Poisson arrivals (8 seeds × 600 s after a 5 s warm-up):
+/// denied 15/108/264 on the 30/20/10 nodes without the cap, 0/37/48 with it, for 0.132
+/// calls per request instead of 0.111. At exactly half the burst (10), 0/41/59, but on
+/// fixed arrivals every 5 s all three nodes refilled at once, the two busy ones took the
+/// whole burst and the thin one was denied (`tests/lease_book.rs`' 60 % fleet). The cap
+/// is on the ask, not on `book.rs`'s fit test (a TTL of demand within `lease_max`).
+pub(super) fn calm_cap(p: &LeaseParams) -> u32 {
+    (p.burst.saturating_sub(1) / 2).clamp(1, p.max)
 }
 
 /// Span of a node's long demand average: a TTL, or four `lease_target`s if longer.
@@ -122,6 +150,19 @@ mod tests {
         assert_eq!(slack_batch(0.0), 1.0);
         assert_eq!(slack_batch(1.0), 4.0);
         assert_eq!(slack_batch(100.0), 121.0);
+    }
+
+    #[test]
+    fn two_calm_batches_leave_a_cell_of_the_burst() {
+        let nz = |n| std::num::NonZeroU32::new(n).expect("non-zero");
+        let ms = std::time::Duration::from_millis;
+        for (burst, max) in [(1, 50), (2, 50), (3, 50), (10, 50), (20, 50), (96, 20)] {
+            let p = LeaseParams::new(nz(100), ms(1000), nz(burst), ms(50), ms(20), nz(max))
+                .expect("valid");
+            let cap = calm_cap(&p);
+            assert!((1..=max).contains(&cap), "burst {burst}: cap {cap}");
+            assert!(burst < 3 || 2 * cap < burst, "burst {burst}: cap {cap}");
+        }
     }
 
     #[test]
