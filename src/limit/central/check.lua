@@ -239,8 +239,7 @@ end
 -- mostly share one policy's values, and parsing them (strtod) for every key and every use
 -- was 11 % of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
 local parsed = {}
-local function arg(i, j)
-  local s = ARGV[BASE + (i - 1) * STRIDE + j]
+local function num(s)
   local v = parsed[s]
   if v == nil then
     v = tonumber(s)
@@ -248,6 +247,7 @@ local function arg(i, j)
   end
   return v
 end
+local function arg(i, j) return num(ARGV[BASE + (i - 1) * STRIDE + j]) end
 local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 
 -- The concurrency hold of key i: its period argument, or the default.
@@ -334,8 +334,7 @@ end
 local function debit(i)
   local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   if alg == 1 or alg == 4 then
-    local s = state(key, 1)
-    local tat = max(s and s[1] or now, now) + cost * period / limit
+    local tat = max(number_state(key) or now, now) + cost * period / limit
     redis.call('SET', key, fixed3(tat), 'PX', floor((tat - now) / 1000) + 2)
   elseif alg == 2 then
     local rate = limit / period
@@ -457,9 +456,7 @@ local reply = {}
 if op == 'batch' then
   local sizes, total = {}, 0
   for r = 1, tonumber(ARGV[2]) do
-    local size = ARGV[2 + r]
-    sizes[r] = parsed[size] or tonumber(size)
-    parsed[size] = sizes[r]
+    sizes[r] = num(ARGV[2 + r])
     total = total + sizes[r]
   end
   if total ~= n then return redis.error_reply('batch: request sizes do not add up to the keys') end
