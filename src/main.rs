@@ -4,10 +4,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tollgate::telemetry::{self, LogFormat};
+use tollgate::telemetry::{self, AccessBuffer, LogFormat};
 
 /// A proxy allocates and frees small buffers and header maps on every request; glibc's
 /// malloc spent ~9 % of the request path's CPU on that (perf, benches/load.sh load).
@@ -30,6 +31,24 @@ struct Cli {
         default_value = "text"
     )]
     log_format: LogFormat,
+    /// Access log buffer of `serve`, in bytes: lines are written when it fills, when the
+    /// flush interval passes and when the gateway stops; 0 writes each line at once.
+    #[arg(
+        long,
+        global = true,
+        env = "TOLLGATE_ACCESS_LOG_BUFFER",
+        default_value_t = 65536
+    )]
+    access_log_buffer: usize,
+    /// The longest an access line waits in that buffer (e.g. 1s, 250ms; more than 0).
+    #[arg(
+        long,
+        global = true,
+        env = "TOLLGATE_ACCESS_LOG_FLUSH",
+        default_value = "1s",
+        value_parser = flush_interval
+    )]
+    access_log_flush: Duration,
     #[command(subcommand)]
     command: Command,
 }
@@ -252,7 +271,14 @@ fn main() -> ExitCode {
             }
         },
         Command::Serve { config } => {
-            telemetry::init(cli.log_format, "info");
+            let _log = telemetry::init(
+                cli.log_format,
+                "info",
+                Some(AccessBuffer {
+                    bytes: cli.access_log_buffer,
+                    flush: cli.access_log_flush,
+                }),
+            );
             let workers = match workers_from_env() {
                 Ok(w) => w,
                 Err(e) => {
@@ -271,7 +297,7 @@ fn main() -> ExitCode {
         }
         Command::Demo => {
             // The demo prints its own table; only warnings go to the log.
-            telemetry::init(cli.log_format, "warn");
+            let _log = telemetry::init(cli.log_format, "warn", None);
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build();
@@ -289,6 +315,15 @@ fn main() -> ExitCode {
                 .map(|(c, k)| println!("wrote {} and {}", c.display(), k.display()))
                 .map_err(Into::into),
         ),
+    }
+}
+
+/// `--access-log-flush`: a duration above zero (a zero interval would spin its thread).
+fn flush_interval(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be more than 0".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
     }
 }
 
