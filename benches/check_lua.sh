@@ -15,6 +15,10 @@
 # Also printed: `usec_per_call` from INFO commandstats (wall time inside the script, so a
 # busy machine inflates it; the CPU column is the figure).
 #
+# OP=check sends the `check` op instead (one request of G keys, the unbatched call: G=1 is
+# one one-key request per call, what every central request cost the store before batching;
+# scripts older than the batch op understand only this).
+#
 # COUNT=instructions runs Redis under valgrind's callgrind instead and prints the
 # instructions Redis executes per request (N defaults to 1500 calls there): the same on a
 # busy machine as on a quiet one, so two scripts compare to within about 2 % in any
@@ -26,6 +30,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 G="${G:-13}"
+OP="${OP:-batch}"
 N="${N:-20000}"
 CONNS="${CONNS:-4}"
 SCRIPTS=("$@")
@@ -65,10 +70,22 @@ for i in $(seq "$G"); do
     KEYS+=("{bench}k$i"); SIZES+=(1); VALS+=(1 100000000 1000000 1000000 1 0 1 0)
 done
 
+# Requests per call: G (batch), or 1 (check: one request of G keys).
+PER_CALL="$G"
 run() { # SHA CALLS
-    redis-benchmark -p "$PORT" -n "$2" -c "$CONNS" -q \
-        EVALSHA "$1" "$G" "${KEYS[@]}" batch "$G" "${SIZES[@]}" "${VALS[@]}" >/dev/null
+    if [ "$OP" = check ]; then
+        redis-benchmark -p "$PORT" -n "$2" -c "$CONNS" -q \
+            EVALSHA "$1" "$G" "${KEYS[@]}" check "${VALS[@]}" >/dev/null
+    else
+        redis-benchmark -p "$PORT" -n "$2" -c "$CONNS" -q \
+            EVALSHA "$1" "$G" "${KEYS[@]}" batch "$G" "${SIZES[@]}" "${VALS[@]}" >/dev/null
+    fi
 }
+case "$OP" in
+    check) PER_CALL=1 ;;
+    batch) ;;
+    *) log "error: OP must be batch or check, not $OP"; exit 1 ;;
+esac
 
 if [ ${#CALLGRIND[@]} -gt 0 ]; then
     printf '| script | Redis instructions / request | instructions / call |\n| --- | ---: | ---: |\n'
@@ -80,7 +97,7 @@ if [ ${#CALLGRIND[@]} -gt 0 ]; then
         callgrind_control -d "$RP" >/dev/null 2>&1
         sleep 0.5
         ir=$(grep -h -m1 '^summary:' "$(ls -t "$TMP"/cg.*.* | head -1)" | awk '{ print $2 }')
-        awk -v s="$s" -v ir="$ir" -v n="$N" -v g="$G" 'BEGIN {
+        awk -v s="$s" -v ir="$ir" -v n="$N" -v g="$PER_CALL" 'BEGIN {
             printf "| %s | %.0f | %.0f |\n", s, ir / n / g, ir / n }'
     done
     exit 0
@@ -96,6 +113,6 @@ for s in "${SCRIPTS[@]}"; do
     c1=$(cpu)
     per_call=$(redis-cli -p "$PORT" INFO commandstats | tr -d '\r' |
         awk -F'[=,]' '/^cmdstat_evalsha:/ { print $6 }')
-    awk -v s="$s" -v a="$c0" -v b="$c1" -v n="$N" -v g="$G" -v u="$per_call" 'BEGIN {
+    awk -v s="$s" -v a="$c0" -v b="$c1" -v n="$N" -v g="$PER_CALL" -v u="$per_call" 'BEGIN {
         printf "| %s | %.2f | %.1f | %s |\n", s, 1e6 * (b - a) / n / g, 1e6 * (b - a) / n, u }'
 done

@@ -73,6 +73,7 @@ impl Workers {
             let spawned = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{i}"))
                 .spawn(move || {
+                    crate::limit::store::bind_worker(i);
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build();

@@ -1,6 +1,7 @@
 //! A connection to the store: multiplexed and auto-reconnecting (the redis crate's
 //! `ConnectionManager`, or its cluster connection), so concurrent requests are pipelined on
-//! it without a pool and without waiting for each other. The store keeps one per worker.
+//! it without a pool and without waiting for each other. The store keeps one per worker
+//! and one for the other threads; `bind_worker` and `conn_of_thread` say which is whose.
 
 use std::time::Duration;
 
@@ -207,5 +208,56 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         0
+    }
+}
+
+thread_local! {
+    /// This thread's worker index, once `bind_worker` has run on it.
+    static WORKER: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Mark this thread as worker `index`: its store calls then use connection `index` (modulo
+/// the workers' connections), whose driver task its first call starts on its own runtime,
+/// so a call and its answer never wake another thread. Call at the worker's start.
+pub fn bind_worker(index: usize) {
+    WORKER.with(|w| w.set(Some(index)));
+}
+
+/// Which of `conns` connections this thread uses: a worker its own (see `bind_worker`),
+/// every other thread (the main runtime's membership, undos, pings) the last one. Why
+/// not first come, first served: the main runtime's threads called first and took a
+/// worker's connection, whose driver then ran there, and every call of that worker was
+/// two cross-thread wakes (perf: a fifth of the central row's CPU on those threads).
+pub(super) fn conn_of_thread(conns: usize) -> usize {
+    let workers = conns.saturating_sub(1).max(1);
+    WORKER.with(|w| w.get()).map_or(conns - 1, |i| i % workers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bind_worker, conn_of_thread};
+
+    #[test]
+    fn workers_have_their_own_connection_and_other_threads_the_last() {
+        let on = |worker: Option<usize>, conns: usize| {
+            std::thread::spawn(move || {
+                if let Some(i) = worker {
+                    bind_worker(i);
+                }
+                conn_of_thread(conns)
+            })
+            .join()
+            .unwrap()
+        };
+        // Two workers on a two-core machine: three connections.
+        assert_eq!(on(Some(0), 3), 0);
+        assert_eq!(on(Some(1), 3), 1);
+        assert_eq!(on(None, 3), 2);
+        // More workers than cores share the workers' connections, never the last one.
+        assert_eq!(on(Some(2), 3), 0);
+        assert_eq!(on(Some(5), 3), 1);
+        // A single core: one worker connection and one for the rest.
+        assert_eq!(on(Some(3), 2), 0);
+        assert_eq!(on(None, 2), 1);
     }
 }

@@ -44,7 +44,8 @@ pub use slot::slot;
 pub(crate) use slot::{by_slot, slot_tag};
 
 use breaker::{Breaker, Breakers};
-use connection::Connection;
+pub use connection::bind_worker;
+use connection::{Connection, conn_of_thread};
 use debts::Debts;
 use metrics::StoreMetrics;
 
@@ -96,7 +97,8 @@ impl StoreError {
 struct Shared {
     /// One multiplexed connection per worker thread: a connection's driver task runs on the
     /// runtime that first used it, so a worker using its own never wakes another thread
-    /// (benches/load.sh: shared by two workers, the central row reached 0.52x the local row).
+    /// (benches/load.sh: shared by two workers, the central row reached 0.52x the local row),
+    /// and one more for every thread that is not a worker (`connection::conn_of_thread`).
     conns: Vec<Connection>,
     timeout: Duration,
     /// One per store node (see `Breakers`).
@@ -129,7 +131,8 @@ impl RedisStore {
         metrics: StoreMetrics,
         debit: Script,
     ) -> redis::RedisResult<Self> {
-        let conns: Vec<Connection> = (0..std::thread::available_parallelism()
+        // One per worker thread, and one more for every other thread (see `conn_of_thread`).
+        let conns: Vec<Connection> = (0..=std::thread::available_parallelism()
             .map_or(1, |n| n.get()))
             .map(|_| Connection::new(store))
             .collect::<redis::RedisResult<_>>()?;
@@ -166,7 +169,7 @@ impl RedisStore {
 
     /// Which connection this thread's calls use (the central site batches per connection).
     pub fn conn_slot(&self) -> usize {
-        worker_slot() % self.shared.conns.len()
+        conn_of_thread(self.shared.conns.len())
     }
 
     /// Connections to the store.
@@ -216,7 +219,7 @@ impl RedisStore {
         args: &[A],
     ) -> Result<T, StoreError> {
         let s = &*self.shared;
-        let conn = worker_slot() % s.conns.len();
+        let conn = conn_of_thread(s.conns.len());
         let key = keys.first().map_or("", String::as_str);
         let slot = s.cluster.then(|| slot::slot(key.as_bytes()));
         let breaker = s.breakers.for_slot(slot);
@@ -370,22 +373,4 @@ fn answered(e: &RedisError) -> bool {
             | ErrorKind::Extension
             | ErrorKind::UnexpectedReturnType
     )
-}
-
-/// A small number fixed per thread: which of the store's connections this thread uses.
-fn worker_slot() -> usize {
-    use std::cell::Cell;
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SLOT: Cell<Option<usize>> = const { Cell::new(None) };
-    }
-    SLOT.with(|s| match s.get() {
-        Some(slot) => slot,
-        None => {
-            let slot = NEXT.fetch_add(1, Ordering::Relaxed);
-            s.set(Some(slot));
-            slot
-        }
-    })
 }
