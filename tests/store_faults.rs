@@ -192,3 +192,51 @@ async fn breaker_opens_skips_the_store_and_closes_after_a_probe() {
         "one probe after the cooldown"
     );
 }
+
+/// A check queued behind a stuck call waits its own store timeout, not the stuck call's
+/// remainder and then its own call's: the batch driver answers each request at its
+/// deadline (it keeps one timer per call, none per request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_queued_behind_a_stuck_call_waits_only_its_own_timeout() {
+    let redis = RedisServer::start();
+    let proxy = FaultyProxy::start(redis.addr()).await;
+    let cfg = ConfigBuilder::new("")
+        .trust_loopback("")
+        .store("redis", &[proxy.url()], "1s", "{ failures = 1000 }")
+        .upstream(echo_upstream().await)
+        .policy(
+            "open",
+            &["ip"],
+            "gcra",
+            2,
+            "1h",
+            "burst = 2\nsite = \"central\"",
+        )
+        .route("open", &["open"], "open")
+        .build();
+    // One worker: both requests go through its one store connection.
+    let gw = Gateway::start_with_workers(&cfg, 1).await;
+    let addr = gw.addrs.listen;
+    assert!(decided_by_store(
+        &get_as(addr, "/open", "198.51.100.1", None).await
+    ));
+    proxy.set(Fault::Blackhole);
+    let timed = |ip: &'static str| async move {
+        let started = Instant::now();
+        let resp = get_as(addr, "/open", ip, None).await;
+        (resp.status(), started.elapsed())
+    };
+    // The second check queues behind the first one's call, which the blackhole holds for
+    // the whole second.
+    let first = tokio::spawn(timed("203.0.113.1"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, waited) = timed("203.0.113.2").await;
+    assert_eq!(status, StatusCode::OK, "fail open");
+    assert!(
+        waited < Duration::from_millis(1400),
+        "queued check waited {waited:?}: its own timeout is 1 s"
+    );
+    let (status, waited) = first.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert!(waited < Duration::from_millis(1400), "{waited:?}");
+}

@@ -123,12 +123,30 @@ impl Gateway {
         toml: &str,
         clock: Arc<dyn tollgate::limit::clock::Clock>,
     ) -> Gateway {
+        Self::start_with(toml, clock, None).await
+    }
+
+    /// Start with `workers` worker threads (default: one per core), so that every
+    /// connection is served by the same worker (and its one store connection) with 1.
+    pub async fn start_with_workers(toml: &str, workers: usize) -> Gateway {
+        let clock = Arc::new(tollgate::limit::clock::SystemClock::new());
+        Self::start_with(toml, clock, Some(workers)).await
+    }
+
+    async fn start_with(
+        toml: &str,
+        clock: Arc<dyn tollgate::limit::clock::Clock>,
+        workers: Option<usize>,
+    ) -> Gateway {
         let origin = repo_path("inline-test.toml");
         let raw = tollgate::config::parse_str(toml, &origin).expect("test config parses");
         let cfg = tollgate::config::validate(raw, &origin).expect("test config is valid");
-        let server = tollgate::server::Server::bind_with_clock(cfg, clock)
+        let mut server = tollgate::server::Server::bind_with_clock(cfg, clock)
             .await
             .expect("gateway binds");
+        if let Some(n) = workers {
+            server = server.workers(n);
+        }
         let addrs = server.addrs();
         let limiter = server.limiter().clone();
         let (stop, stopped) = oneshot::channel::<()>();
