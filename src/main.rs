@@ -31,15 +31,17 @@ struct Cli {
         default_value = "text"
     )]
     log_format: LogFormat,
-    /// Access log buffer of `serve`, in bytes: lines are written when it fills, when the
-    /// flush interval passes and when the gateway stops; 0 writes each line at once.
+    /// Access log buffer of `serve`, in bytes (at most 64 MiB): lines are written when it
+    /// fills, when the flush interval passes and when the gateway stops; 0 writes each line
+    /// at once.
     #[arg(
         long,
         global = true,
         env = "TOLLGATE_ACCESS_LOG_BUFFER",
-        default_value_t = 65536
+        default_value_t = 65536,
+        value_parser = clap::value_parser!(u32).range(..=MAX_ACCESS_LOG_BUFFER)
     )]
-    access_log_buffer: usize,
+    access_log_buffer: u32,
     /// The longest an access line waits in that buffer (e.g. 1s, 250ms; more than 0).
     #[arg(
         long,
@@ -275,7 +277,7 @@ fn main() -> ExitCode {
                 cli.log_format,
                 "info",
                 Some(AccessBuffer {
-                    bytes: cli.access_log_buffer,
+                    bytes: cli.access_log_buffer as usize,
                     flush: cli.access_log_flush,
                 }),
             );
@@ -317,6 +319,10 @@ fn main() -> ExitCode {
         ),
     }
 }
+
+/// The largest access log buffer: a buffer that never fills, under a long flush interval,
+/// would hold a busy gateway's lines in memory for that long.
+const MAX_ACCESS_LOG_BUFFER: i64 = 64 << 20;
 
 /// `--access-log-flush`: a duration above zero (a zero interval would spin its thread).
 fn flush_interval(s: &str) -> Result<Duration, String> {

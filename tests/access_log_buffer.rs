@@ -203,10 +203,15 @@ fn text_logs_to_a_file_or_pipe_carry_no_colour_codes() {
 fn bad_buffer_settings_exit_2_naming_the_setting() {
     /// Command-line arguments, environment, the setting the error must name.
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (&["--access-log-flush", "0s"], &[], "--access-log-flush"),
         (&["--access-log-flush", "soon"], &[], "--access-log-flush"),
         (&["--access-log-buffer", "lots"], &[], "--access-log-buffer"),
+        (
+            &["--access-log-buffer", "67108865"],
+            &[],
+            "--access-log-buffer",
+        ),
         (
             &[],
             &[("TOLLGATE_ACCESS_LOG_BUFFER", "64k")],
