@@ -19,7 +19,8 @@
 # Printed per row: req/s, gateway CPU µs per request, Redis CPU µs per request, store calls
 # per request (the gateway's tollgate_store_calls_total{op="check"}) and Redis script calls
 # per request (INFO commandstats, EVALSHA + EVAL). SHOW_THREADS=1 also prints, per row, the
-# gateway's CPU µs per request by thread name (workers against the background runtime).
+# gateway's CPU µs per request and context switches per request by thread name (workers
+# against the main runtime: a count, so it compares builds on a busy machine too).
 #
 # Installs redis-server, redis-tools, nginx and wrk with apt-get when missing; binds free
 # 127.0.0.1 ports; kills what it started, by pid; about 30 s per build.
@@ -67,10 +68,14 @@ EOF
 
 # ticks PID: utime + stime of the process, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# thread_ticks PID: "name ticks" per thread name (threads of one name summed).
+# thread_ticks PID: "name ticks" per thread name (threads of one name summed), and
+# "switches:name N": its context switches (voluntary + involuntary), the count that says
+# which wakeups a request causes however busy the machine is.
 thread_ticks() {
     for t in /proc/"$1"/task/*; do
         printf '%s %s\n' "$(tr ' ' _ <"$t/comm")" "$(awk '{ print $14 + $15 }' "$t/stat")"
+        printf 'switches:%s %s\n' "$(tr ' ' _ <"$t/comm")" \
+            "$(awk '/ctxt_switches/ { s += $2 } END { print s }' "$t/status")"
     done | awk '{ s[$1] += $2 } END { for (n in s) print n, s[n] }' | sort
 }
 # redis_cpu PORT: used_cpu_user + used_cpu_sys, in seconds.
@@ -191,8 +196,11 @@ TOML
             printf "| %s | %s | %.0f | %.1f | %.2f | %.4f | %.4f |\n", b, row, n / d,
                 1e6 * g / hz / n, 1e6 * r / n, s / n, e / n }'
         [ -z "${SHOW_THREADS:-}" ] || join -a2 <(echo "$t0") <(echo "$t1") | awk -v n="$reqs" \
-            -v hz="$HZ" -v row="$row" '{ d = (NF == 3 ? $3 - $2 : $2); if (d > 0)
-            printf "[central_cost.sh] %s: thread %s %.1f µs/req\n", row, $1, 1e6 * d / hz / n }' >&2
+            -v hz="$HZ" -v row="$row" '{ d = (NF == 3 ? $3 - $2 : $2); if (d <= 0) next
+            if (sub(/^switches:/, "", $1))
+                printf "[central_cost.sh] %s: thread %s %.4f context switches/req\n", row, $1, d / n
+            else
+                printf "[central_cost.sh] %s: thread %s %.1f µs/req\n", row, $1, 1e6 * d / hz / n }' >&2
     done
     [ -z "${SHOW_STATS:-}" ] || redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d "\r" | grep cmdstat >&2
     kill "$GW_PID" "$REDIS_PID" 2>/dev/null || true
