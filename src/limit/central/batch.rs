@@ -126,9 +126,7 @@ impl CentralSite {
     }
 
     /// One call for `batch`; each waiter gets its own results (or the call's error), or
-    /// `Timeout` at its deadline if the call is still out then. So do the waiters still
-    /// queued on `conn` behind it (only when more than a call's keys queued before it
-    /// started). One timer for the call, set to the earliest deadline not yet answered.
+    /// `Timeout` at its deadline if the call is still out then.
     async fn send(self: &Arc<Self>, conn: usize, batch: Vec<Waiter>) {
         let mut items = Vec::with_capacity(batch.len());
         let mut txs = Vec::with_capacity(batch.len());
@@ -138,58 +136,90 @@ impl CentralSite {
             txs.push(Some(w.tx));
             deadlines.push(w.deadline);
         }
-        let answer = {
-            let call = async {
-                match items.as_slice() {
-                    [one] => self.call("check", one).await.map(|r| vec![r]),
-                    _ => self.call_batch(&items).await,
-                }
-            };
-            tokio::pin!(call);
-            loop {
-                // Queued waiters' deadlines rise from the front (each is its queueing time
-                // plus the same timeout).
-                let queued = self.batcher.lock(conn).waiting.first().map(|w| w.deadline);
-                let next = deadlines
-                    .iter()
-                    .zip(&txs)
-                    .filter(|(_, tx)| tx.is_some())
-                    .map(|(d, _)| *d)
-                    .chain(queued)
-                    .min();
-                // Everyone answered: the call still ends (its spends must be given back).
-                let Some(next) = next else { break call.await };
-                tokio::select! {
-                    biased;
-                    answer = &mut call => break answer,
-                    () = tokio::time::sleep_until(next) => {
-                        let now = Instant::now();
-                        let timeout = || Err(StoreError::Timeout(self.store.timeout()));
-                        for (d, tx) in deadlines.iter().zip(txs.iter_mut()) {
-                            if *d <= now && let Some(tx) = tx.take() {
-                                let _ = tx.send(timeout());
-                            }
-                        }
-                        let late: Vec<Waiter> = {
-                            let mut q = self.batcher.lock(conn);
-                            let n = q.waiting.iter().take_while(|w| w.deadline <= now).count();
-                            q.waiting.drain(..n).collect()
-                        };
-                        for w in late {
-                            let _ = w.tx.send(timeout());
-                        }
-                    }
-                }
+        let call = async {
+            match items.as_slice() {
+                [one] => self.call("check", one).await.map(|r| vec![r]),
+                _ => self.call_batch(&items).await,
             }
         };
+        let answer = self.expiring(conn, call, &deadlines, &mut txs).await;
+        self.deliver(answer, &items, txs);
+    }
+
+    /// Await `call`, answering `Timeout` to each waiter whose deadline passes first: this
+    /// call's (`txs`, taken when answered) and those still queued on `conn` behind it (only
+    /// when more than a call's keys queued before it started). One timer for the call, set
+    /// to the earliest deadline not yet answered.
+    async fn expiring<T>(
+        &self,
+        conn: usize,
+        call: impl Future<Output = T>,
+        deadlines: &[Instant],
+        txs: &mut [Option<oneshot::Sender<Answer>>],
+    ) -> T {
+        tokio::pin!(call);
+        loop {
+            // Queued waiters' deadlines rise from the front (each is its queueing time plus
+            // the same timeout).
+            let queued = self.batcher.lock(conn).waiting.first().map(|w| w.deadline);
+            let next = deadlines
+                .iter()
+                .zip(txs.iter())
+                .filter(|(_, tx)| tx.is_some())
+                .map(|(d, _)| *d)
+                .chain(queued)
+                .min();
+            // Everyone answered: the call still ends (its spends must be given back).
+            let Some(next) = next else { return call.await };
+            tokio::select! {
+                biased;
+                answer = &mut call => return answer,
+                () = tokio::time::sleep_until(next) => self.expire(conn, deadlines, txs),
+            }
+        }
+    }
+
+    /// Answer `Timeout` to every waiter past its deadline, of the call out and of the queue.
+    fn expire(
+        &self,
+        conn: usize,
+        deadlines: &[Instant],
+        txs: &mut [Option<oneshot::Sender<Answer>>],
+    ) {
+        let now = Instant::now();
+        let timeout = || Err(StoreError::Timeout(self.store.timeout()));
+        for (d, tx) in deadlines.iter().zip(txs.iter_mut()) {
+            if *d <= now
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(timeout());
+            }
+        }
+        let late: Vec<Waiter> = {
+            let mut q = self.batcher.lock(conn);
+            let n = q.waiting.iter().take_while(|w| w.deadline <= now).count();
+            q.waiting.drain(..n).collect()
+        };
+        for w in late {
+            let _ = w.tx.send(timeout());
+        }
+    }
+
+    /// Each waiter still waiting gets its results (or the call's error); the slots of those
+    /// that gave up or timed out while the call was out are given back.
+    fn deliver(
+        self: &Arc<Self>,
+        answer: Result<Vec<Vec<CentralResult>>, StoreError>,
+        items: &[Vec<CentralItem>],
+        txs: Vec<Option<oneshot::Sender<Answer>>>,
+    ) {
         match answer {
             Ok(results) => {
-                for ((tx, its), r) in txs.into_iter().zip(&items).zip(results) {
+                for ((tx, its), r) in txs.into_iter().zip(items).zip(results) {
                     let unheld = match tx {
                         Some(tx) => tx.send(Ok(r)).err().and_then(Result::ok),
                         None => Some(r),
                     };
-                    // It gave up, or timed out, while the call was out: give back its slots.
                     if let Some(r) = unheld {
                         self.release_unheld(its, &r);
                     }
