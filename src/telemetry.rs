@@ -99,10 +99,14 @@ fn access() -> MutexGuard<'static, Vec<u8>> {
 /// Write what the access buffer holds. The lock is held across the write so that lines
 /// reach stderr in the order they were logged.
 fn flush_access() {
-    let mut buf = access();
+    write_out(&mut access());
+}
+
+/// Write `buf` to stderr and empty it (keeping its capacity), under the caller's lock.
+fn write_out(buf: &mut Vec<u8>) {
     if !buf.is_empty() {
         // Nowhere to report a failed log write; the lines are dropped, as stderr would.
-        let _ = io::stderr().write_all(&buf);
+        let _ = io::stderr().write_all(buf);
         buf.clear();
     }
 }
@@ -140,8 +144,7 @@ impl Write for Line {
                 let mut buf = access();
                 buf.extend_from_slice(line);
                 if buf.len() >= ACCESS_LIMIT.load(Ordering::Relaxed) {
-                    let _ = io::stderr().write_all(&buf);
-                    buf.clear();
+                    write_out(&mut buf);
                 }
                 Ok(line.len())
             }

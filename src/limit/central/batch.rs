@@ -117,7 +117,7 @@ impl CentralSite {
             };
             // Out of time before its call could start: nothing of it reached the store.
             for w in late {
-                let _ = w.tx.send(Err(StoreError::Timeout(self.store.timeout())));
+                let _ = w.tx.send(self.timed_out());
             }
             if !batch.is_empty() {
                 self.send(conn, batch).await;
@@ -179,6 +179,11 @@ impl CentralSite {
         }
     }
 
+    /// A waiter's answer at its deadline: as if its own call had timed out.
+    fn timed_out(&self) -> Answer {
+        Err(StoreError::Timeout(self.store.timeout()))
+    }
+
     /// Answer `Timeout` to every waiter past its deadline, of the call out and of the queue.
     fn expire(
         &self,
@@ -187,12 +192,11 @@ impl CentralSite {
         txs: &mut [Option<oneshot::Sender<Answer>>],
     ) {
         let now = Instant::now();
-        let timeout = || Err(StoreError::Timeout(self.store.timeout()));
         for (d, tx) in deadlines.iter().zip(txs.iter_mut()) {
             if *d <= now
                 && let Some(tx) = tx.take()
             {
-                let _ = tx.send(timeout());
+                let _ = tx.send(self.timed_out());
             }
         }
         let late: Vec<Waiter> = {
@@ -201,7 +205,7 @@ impl CentralSite {
             q.waiting.drain(..n).collect()
         };
         for w in late {
-            let _ = w.tx.send(timeout());
+            let _ = w.tx.send(self.timed_out());
         }
     }
 
