@@ -98,6 +98,7 @@ fn a_short_grant_blocks_until_the_rest_fits() {
         granted: 20,
         frontier: 100 * MS as i64,
         busy: 1_000,
+        long: false,
     };
     book.on_grant(&p, ask, g, now);
     // The 30 cells still wanted enter the horizon 30 ms later; nothing is asked before.
@@ -140,6 +141,7 @@ fn empty_answers_past_reach_back_off_doubling() {
         granted: 0,
         frontier: 20 * MS as i64,
         busy: 1_000,
+        long: false,
     };
     for _ in 0..5 {
         let wait = away_after(&mut book, &p, now, reserved);
@@ -156,6 +158,7 @@ fn empty_answers_past_reach_back_off_doubling() {
         granted: 1,
         frontier: 0,
         busy: 1_000,
+        long: false,
     };
     book.on_grant(&p, ask, one, now);
     assert!(admitted(book.retake(&p, 1, now)));
@@ -173,6 +176,7 @@ fn an_empty_bucket_keeps_a_node_away_only_until_it_refills() {
         granted: 0,
         frontier: 0,
         busy: 1_000,
+        long: false,
     };
     assert_eq!(away_after(&mut book, &p, 0, empty), 10 * MS);
     assert_eq!(away_after(&mut book, &p, 10 * MS, empty), 10 * MS);
@@ -185,12 +189,14 @@ fn a_reserved_cell_past_the_ttl_is_spent_when_it_comes_due() {
     let ask = RefillAsk {
         want: 3,
         lead: 100 * MS,
+        long: 0,
     };
     // Three cells conforming 88, 89 and 90 ms after the grant: past the 50 ms TTL.
     let g = Grant {
         granted: 3,
         frontier: 90 * MS as i64,
         busy: 1_000,
+        long: false,
     };
     book.on_grant(&p, ask, g, 0);
     assert!(
@@ -222,6 +228,7 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
         granted: ask.want,
         frontier: -(9 * MS as i64), // 900 of the burst's 1 000 cells still conform now
         busy: 1_000,
+        long: false,
     };
     book.begin(400 * MS, ask);
     book.on_grant(&p, ask, full, 400 * MS);
@@ -236,12 +243,17 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
         book.take(&p, 1, 400 * MS);
     }
     assert_eq!(book.wants(&p, 400 * MS).map(|a| a.lead), Some(0));
-    let ask = RefillAsk { want: 1, lead: 0 };
+    let ask = RefillAsk {
+        want: 1,
+        lead: 0,
+        long: 0,
+    };
     book.begin(400 * MS, ask);
     let tight_grant = Grant {
         granted: 1,
         frontier: -(MS as i64), // 100 of 1 000
         busy: 1_000,
+        long: false,
     };
     book.on_grant(&p, ask, tight_grant, 400 * MS);
     assert_eq!(book.batch_size(&p), tight, "no slack: back to reserving");
@@ -270,6 +282,7 @@ fn a_calm_key_lets_a_thin_node_reserve_a_ttl() {
             granted: 1,
             frontier: 0,
             busy,
+            long: false,
         };
         book.on_grant(&p, ask, g, now);
         assert!(admitted(book.retake(&p, 1, now)));
@@ -313,6 +326,7 @@ fn a_calm_key_leaves_a_busy_node_its_refills() {
         granted: 1,
         frontier: 0,
         busy: 100,
+        long: false,
     };
     book.on_grant(&p, ask, g, now);
     assert!(

@@ -40,6 +40,7 @@ fn cells_spend_only_once_they_conform() {
     let ask = RefillAsk {
         want: 5,
         lead: 50 * MS,
+        long: 0,
     };
     book.on_grant(
         &p,
@@ -48,6 +49,7 @@ fn cells_spend_only_once_they_conform() {
             granted: 5,
             frontier: 3 * MS as i64,
             busy: 1_000,
+            long: false,
         },
         0,
     );
@@ -64,7 +66,11 @@ fn cells_spend_only_once_they_conform() {
 fn unspent_cells_expire_a_ttl_after_they_conform() {
     let p = params(1000, 10, 50, 20, 50);
     let mut book = LeaseBook::default();
-    let ask = RefillAsk { want: 3, lead: 0 };
+    let ask = RefillAsk {
+        want: 3,
+        lead: 0,
+        long: 0,
+    };
     book.on_grant(
         &p,
         ask,
@@ -72,6 +78,7 @@ fn unspent_cells_expire_a_ttl_after_they_conform() {
             granted: 3,
             frontier: -(7 * MS as i64),
             busy: 1_000,
+            long: false,
         },
         0,
     );
@@ -85,7 +92,11 @@ fn unspent_cells_expire_a_ttl_after_they_conform() {
 fn a_give_back_can_be_spent_again() {
     let p = params(1000, 10, 50, 20, 50);
     let mut book = LeaseBook::default();
-    let ask = RefillAsk { want: 1, lead: 0 };
+    let ask = RefillAsk {
+        want: 1,
+        lead: 0,
+        long: 0,
+    };
     book.on_grant(
         &p,
         ask,
@@ -93,6 +104,7 @@ fn a_give_back_can_be_spent_again() {
             granted: 1,
             frontier: 0,
             busy: 1_000,
+            long: false,
         },
         0,
     );
@@ -112,7 +124,16 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
     let mut book = LeaseBook::default();
     book.take(&p, 1, 0);
     let ask = book.wants(&p, 0).expect("nothing held");
-    assert_eq!(ask, RefillAsk { want: 1, lead: 0 });
+    // One cell that conforms now, or, if the coordinator finds the key well under its
+    // limit, long cells (which conform now too) for its demand over their life.
+    assert_eq!(
+        ask,
+        RefillAsk {
+            want: 1,
+            lead: 0,
+            long: 3
+        }
+    );
     book.begin(0, ask);
     // Two cells, both conforming now; the key's bucket is nearly empty (no slack).
     book.on_grant(
@@ -122,6 +143,7 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
             granted: 2,
             frontier: -(MS as i64),
             busy: 1_000,
+            long: false,
         },
         0,
     );

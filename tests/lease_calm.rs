@@ -41,12 +41,17 @@ fn answer(
     frontier_ms: i64,
     busy: u32,
 ) -> RefillAsk {
-    let ask = book.wants(p, now).unwrap_or(RefillAsk { want: 1, lead: 0 });
+    let ask = book.wants(p, now).unwrap_or(RefillAsk {
+        want: 1,
+        lead: 0,
+        long: 0,
+    });
     book.begin(now, ask);
     let g = Grant {
         granted,
         frontier: frontier_ms * MS as i64,
         busy,
+        long: false,
     };
     book.on_grant(p, ask, g, now);
     ask

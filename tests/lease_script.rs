@@ -14,7 +14,7 @@ use redis::aio::MultiplexedConnection;
 use tollgate::limit::central::CHECK_LUA;
 use tollgate::limit::clock::Nanos;
 use tollgate::limit::lease::LEASE_LUA;
-use tollgate::limit::lease::{Grant, grant};
+use tollgate::limit::lease::{Grant, Holds, grant};
 use tollgate::limit::lease::{LeaseParams, RefillAsk};
 
 /// 1000/s: one cell every 1000 µs.
@@ -79,6 +79,7 @@ impl Reply {
             granted: self.granted,
             frontier: self.frontier_us * 1_000,
             busy: 0,
+            long: false,
         }
     }
 
@@ -161,6 +162,7 @@ async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
     let ask = RefillAsk {
         want: 100,
         lead: LEAD_US as Nanos * 1_000,
+        long: 0,
     };
 
     let started = Instant::now();
@@ -173,7 +175,7 @@ async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
         (60, 50_000),
         "{first:?}"
     );
-    let (tat, rust) = grant(&p, None, ask, first.now_ns());
+    let (tat, rust) = grant(&p, None, &mut Holds::default(), ask, first.now_ns());
     assert_eq!(rust, first.as_grant(), "the Rust rule at the same now");
     assert_eq!(rust.frontier, 50_000_000);
 
@@ -223,7 +225,7 @@ async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
         (49_000..=50_000).contains(&second.frontier_us),
         "{second:?}: frontier not close to 50 ms"
     );
-    let (_, rust) = grant(&p, Some(tat), ask, second.now_ns());
+    let (_, rust) = grant(&p, Some(tat), &mut Holds::default(), ask, second.now_ns());
     assert_eq!(rust, second.as_grant(), "the Rust rule on the same state");
 }
 
@@ -273,17 +275,18 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
     let ask = RefillAsk {
         want: 1_000,
         lead: 0,
+        long: 0,
     };
 
     let first = lease(&mut conn, "slow", 0, 1_000).await;
     // A full key: exactly `burst` cells conform now, the last of them at now (frontier 0).
     assert_eq!((first.granted, first.frontier_us), (BURST, 0), "{first:?}");
-    let (tat, rust) = grant(&p, None, ask, first.now_ns());
+    let (tat, rust) = grant(&p, None, &mut Holds::default(), ask, first.now_ns());
     assert_eq!(rust, first.as_grant(), "the Rust rule at the same now");
 
     let second = lease(&mut conn, "slow", 0, 1_000).await;
     let moved_us = second.now_us - first.now_us;
-    let (_, rust) = grant(&p, Some(tat), ask, second.now_ns());
+    let (_, rust) = grant(&p, Some(tat), &mut Holds::default(), ask, second.now_ns());
     assert_eq!(
         rust,
         second.as_grant(),
@@ -303,7 +306,17 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
     // A small want is granted as asked, never more.
     let small = lease(&mut conn, "small", 0, 3).await;
     assert_eq!((small.granted, small.frontier_us), (3, -7_000), "{small:?}");
-    let (_, rust) = grant(&p, None, RefillAsk { want: 3, lead: 0 }, small.now_ns());
+    let (_, rust) = grant(
+        &p,
+        None,
+        &mut Holds::default(),
+        RefillAsk {
+            want: 3,
+            lead: 0,
+            long: 0,
+        },
+        small.now_ns(),
+    );
     assert_eq!(rust, small.as_grant());
 }
 
@@ -319,6 +332,7 @@ async fn a_lead_past_the_ttl_grants_as_the_rust_rule_does() {
     let ask = RefillAsk {
         want: 500,
         lead: lead_us as Nanos * 1_000,
+        long: 0,
     };
     let first = lease(&mut conn, "far", lead_us, 500).await;
     // burst (10) conform now, then one per ms up to 100 ms: 110, the last at 100 ms.
@@ -327,10 +341,10 @@ async fn a_lead_past_the_ttl_grants_as_the_rust_rule_does() {
         (110, 100_000),
         "{first:?}"
     );
-    let (tat, rust) = grant(&p, None, ask, first.now_ns());
+    let (tat, rust) = grant(&p, None, &mut Holds::default(), ask, first.now_ns());
     assert_eq!(rust, first.as_grant(), "the Rust rule at the same now");
     let second = lease(&mut conn, "far", lead_us, 500).await;
-    let (_, rust) = grant(&p, Some(tat), ask, second.now_ns());
+    let (_, rust) = grant(&p, Some(tat), &mut Holds::default(), ask, second.now_ns());
     assert_eq!(rust, second.as_grant(), "the Rust rule on the same state");
 }
 

@@ -147,7 +147,11 @@ fn split(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
 fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     const MS: Nanos = 1_000_000;
     let p = params(policy, LeaseKnobs::default());
-    let twenty = RefillAsk { want: 20, lead: 0 };
+    let twenty = RefillAsk {
+        want: 20,
+        lead: 0,
+        long: 0,
+    };
     let c = MemoryCoordinator::new();
     #[derive(Default, Clone, Copy)]
     struct Seed {

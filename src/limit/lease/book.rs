@@ -16,10 +16,13 @@
 
 use smallvec::SmallVec;
 
+use super::batch::Batch;
 use super::calm::Calm;
 use super::grant::Grant;
 use super::params::LeaseParams;
-use super::size::{RESERVE_FROM, back_off, calm_batch, calm_cap, reserve_batch, slack_batch};
+use super::size::{
+    RESERVE_FROM, back_off, calm_batch, calm_cap, long_batch, reserve_batch, slack_batch,
+};
 use crate::limit::clock::Nanos;
 
 /// Weight of the last closed window in the demand average.
@@ -28,44 +31,13 @@ const DECAY: f64 = 0.25;
 /// Refill calls a hot key may have out at once.
 pub const MAX_IN_FLIGHT: u8 = 4;
 
-/// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now.
+/// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now;
+/// or, when `long > 0` and the key has room for them, `long` long cells (`hold.rs`) instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefillAsk {
     pub want: u32,
     pub lead: Nanos,
-}
-
-/// Cells of one grant still held.
-#[derive(Debug, Clone, Copy)]
-struct Batch {
-    /// Conform time (ticks, this node's clock) of the first cell held, before `floor`.
-    origin: i128,
-    /// No cell conforms before this (ticks): the moment the grant arrived. A full key's
-    /// first cells conformed "in the past"; their validity still starts here.
-    floor: i128,
-    /// Cells held; cell `i` conforms at `max(origin + i·T, floor)`.
-    left: u32,
-}
-
-impl Batch {
-    fn conform(&self, i: u32, t: i128) -> i128 {
-        (self.origin + i128::from(i) * t).max(self.floor)
-    }
-
-    /// Cells of this batch conforming at `now_t`.
-    fn ready(&self, now_t: i128, t: i128) -> u32 {
-        if self.left == 0 || self.conform(0, t) > now_t {
-            return 0;
-        }
-        let n = (now_t - self.origin).div_euclid(t) + 1;
-        u32::try_from(n.clamp(0, i128::from(self.left))).unwrap_or(self.left)
-    }
-
-    /// Spend `n ≤ left` cells from the front.
-    fn spend(&mut self, n: u32, t: i128) {
-        self.origin += i128::from(n) * t;
-        self.left -= n;
-    }
+    pub long: u32,
 }
 
 /// What one request got from a lease.
@@ -162,14 +134,8 @@ impl LeaseBook {
     /// cell given back is never spent more than `lease_ttl` after it conformed.
     pub fn give_back(&mut self, p: &LeaseParams, cost: u32, conformed: i128) {
         let t = p.interval();
-        self.batches.insert(
-            0,
-            Batch {
-                origin: conformed - i128::from(cost.saturating_sub(1)) * t,
-                floor: conformed,
-                left: cost,
-            },
-        );
+        self.batches
+            .insert(0, Batch::ordinary(conformed, conformed, cost, t));
     }
 
     /// Cells to ask the coordinator for now, if it is time to ask: a batch (see
@@ -206,14 +172,17 @@ impl LeaseBook {
         }
         let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
         let held = self.held().saturating_add(self.pending);
+        let long = long_batch(p, self.calm.per_ttl(p));
         (f64::from(held) < in_two_trips.max(1.0)).then(|| match calm {
             true => RefillAsk {
                 want: (calm_batch(self.calm.per_ttl(p)) as u32).clamp(1, calm_cap(p)),
                 lead: p.horizon,
+                long,
             },
             false => RefillAsk {
                 want: self.batch_size(p),
                 lead,
+                long,
             },
         })
     }
@@ -241,7 +210,7 @@ impl LeaseBook {
 
     /// The coordinator answered `g` to `ask`; `now` is when the reply arrived.
     pub fn on_grant(&mut self, p: &LeaseParams, ask: RefillAsk, g: Grant, now: Nanos) {
-        let want = ask.want;
+        let want = if g.long { g.granted } else { ask.want };
         if self.in_flight == 1 {
             // Sampled only with one call out: its start is the one recorded.
             let sample = now.saturating_sub(self.asked_at) as f64;
@@ -256,13 +225,14 @@ impl LeaseBook {
         self.calm.on_grant(g, now);
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);
-            self.batches.push(Batch {
-                origin: last - i128::from(g.granted - 1) * t,
-                floor: now_t,
-                left: g.granted,
+            self.batches.push(match g.long {
+                true => Batch::long(now_t, g.granted, now_t + ticks(p, p.long_life), t),
+                false => Batch::ordinary(last, now_t, g.granted, t),
             });
-            // Replies of overlapping calls may land out of order: spend oldest cells first.
-            self.batches.sort_by_key(|b| b.origin);
+            // Replies of overlapping calls may land out of order, and long cells outlive
+            // ordinary ones: spend the cells that expire first first.
+            let ttl = ticks(p, p.ttl);
+            self.batches.sort_by_key(|b| b.expires(ttl));
         }
         if g.granted < want {
             // When the cells still wanted would enter the coordinator's horizon.
@@ -363,18 +333,11 @@ impl LeaseBook {
         self.window = self.window.saturating_add(cost);
     }
 
-    /// Drop cells whose `conform + ttl` has passed. A cell never conforms before its
-    /// batch's `floor`, so while the floor is fresh nothing has expired; after that, cell
-    /// `i` has expired iff `origin + i·T + ttl < now`, which counts by one division.
+    /// Drop cells whose `conform + ttl` has passed (a long cell's: its life, `batch.rs`).
     fn expire(&mut self, p: &LeaseParams, now_t: i128, t: i128) {
         let ttl = ticks(p, p.ttl);
         for b in self.batches.iter_mut() {
-            if b.floor + ttl >= now_t {
-                continue;
-            }
-            let x = now_t - ttl - b.origin;
-            let due = if x > 0 { (x - 1).div_euclid(t) + 1 } else { 0 };
-            let n = u32::try_from(due.clamp(0, i128::from(b.left))).unwrap_or(b.left);
+            let n = b.expired(now_t, ttl, t);
             if n > 0 {
                 b.spend(n, t);
                 self.expired += u64::from(n);

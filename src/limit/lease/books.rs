@@ -126,7 +126,11 @@ mod tests {
     use crate::limit::lease::book::RefillAsk;
     use crate::limit::lease::{Grant, LeaseParams};
 
-    const ONE: RefillAsk = RefillAsk { want: 1, lead: 0 };
+    const ONE: RefillAsk = RefillAsk {
+        want: 1,
+        lead: 0,
+        long: 0,
+    };
 
     fn params() -> LeaseParams {
         let nz = |n| NonZeroU32::new(n).expect("non-zero");
@@ -141,6 +145,7 @@ mod tests {
             granted: 1,
             frontier: 0,
             busy: 1_000,
+            long: false,
         };
         for i in 0..16 {
             let (b, _) = shard.book(0, &format!("k{i}"), 16, 0);

@@ -26,6 +26,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::book::RefillAsk;
+use super::hold::{Holds, LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
 use crate::limit::clock::Nanos;
 
@@ -45,6 +46,8 @@ pub struct Grant {
     /// included, decayed over [`busy_span`]), per mille of what its limit allows in that
     /// time. Wasted cells count: it is what the coordinator gave, not what was spent.
     pub busy: u32,
+    /// The cells are long cells (`hold.rs`): all conform now, valid `long_life` from now.
+    pub long: bool,
 }
 
 /// Time constant of the grant rate in TTLs: long enough that one node's batch moves it
@@ -77,12 +80,32 @@ pub fn busy(
     ((count, now), per_mille)
 }
 
-/// The grant rule on one key's `tat` (ticks) for `want` cells conforming within `lead` ns
-/// (at most the policy's horizon); returns the new `tat`.
-pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: RefillAsk, now: Nanos) -> (u128, Grant) {
+/// The grant rule on one key's `tat` (ticks) and long-cell holds, for `want` cells
+/// conforming within `lead` ns (at most the policy's horizon), or `long` long cells when the
+/// key has room for them ([`long_fits`]); returns the new `tat`.
+pub fn grant(
+    p: &LeaseParams,
+    tat: Option<u128>,
+    holds: &mut Holds,
+    ask: RefillAsk,
+    now: Nanos,
+) -> (u128, Grant) {
     let want = ask.want;
     let now_t = p.rate.ticks(now);
-    let base = tat.unwrap_or(now_t).max(now_t);
+    let base = tat.unwrap_or(now_t).max(now_t).max(holds.floor(p, now));
+    let level = (now_t + p.tolerance).saturating_sub(base) / p.rate.cells(1);
+    if long_fits(p, level, ask.long) {
+        holds.hold(p, ask.long, now);
+        let tat = base + p.rate.cells(u64::from(ask.long));
+        let frontier = tat as i128 - p.tolerance as i128 - now_t as i128;
+        let g = Grant {
+            granted: ask.long,
+            frontier: p.ns_ceil(frontier),
+            busy: 0,
+            long: true,
+        };
+        return (tat, g);
+    }
     let reach = now_t + p.rate.ticks(ask.lead.min(p.horizon)) + p.tolerance;
     let fits = reach.saturating_sub(base) / p.rate.cells(1);
     let granted = u32::try_from(fits.min(u128::from(want))).unwrap_or(want);
@@ -94,8 +117,16 @@ pub fn grant(p: &LeaseParams, tat: Option<u128>, ask: RefillAsk, now: Nanos) -> 
             granted,
             frontier: p.ns_ceil(frontier),
             busy: 0,
+            long: false,
         },
     )
+}
+
+/// Whether `long` long cells fit a key with `level` cells conforming now (the holds
+/// included: `level ≤ burst − held`): an eighth of the burst ([`LONG_KEEP`]) must still
+/// conform after the grant, for the next ordinary request.
+fn long_fits(p: &LeaseParams, level: u128, long: u32) -> bool {
+    long > 0 && level >= u128::from(long) + u128::from(p.burst / LONG_KEEP)
 }
 
 /// The coordinator in this process: the lease site's store when `[store] kind = "memory"`
@@ -130,16 +161,24 @@ impl MemoryCoordinator {
         if calls.is_multiple_of(SWEEP_EVERY) {
             drop_full(&mut tats, now);
         }
-        let old = tats.get(key).copied();
-        let (tat, mut g) = grant(p, old.map(|e| e.tat), ask, now);
-        let rate = old
-            .and_then(|e| e.rate)
-            .filter(|_| old.is_some_and(|e| e.forget_at > now));
+        let (old, mut holds) = match tats.get_mut(key) {
+            Some(e) => (
+                Some((e.tat, e.rate, e.forget_at)),
+                std::mem::take(&mut e.holds),
+            ),
+            None => (None, Holds::default()),
+        };
+        let rate = old.and_then(|e| e.1.filter(|_| e.2 > now));
+        let ask = match busy(p, rate, 0, now).1 < LONG_BUSY {
+            true => ask,
+            false => RefillAsk { long: 0, ..ask },
+        };
+        let (tat, mut g) = grant(p, old.map(|e| e.0), &mut holds, ask, now);
         let (rate, busy) = busy(p, rate, g.granted, now);
         g.busy = busy;
         // As lease.lua: the average is stored only with a grant (decay needs no write).
         let (rate, forget_at) = match g.granted {
-            0 => (old.and_then(|e| e.rate), old.map_or(0, |e| e.forget_at)),
+            0 => (old.and_then(|e| e.1), old.map_or(0, |e| e.2)),
             _ => (Some(rate), now.saturating_add(4 * busy_span(p))),
         };
         let entry = Entry {
@@ -147,6 +186,7 @@ impl MemoryCoordinator {
             full_at: p.rate.ns_ceil(tat),
             rate,
             forget_at,
+            holds,
         };
         match tats.get_mut(key) {
             Some(slot) => *slot = entry,
@@ -162,16 +202,26 @@ impl MemoryCoordinator {
     pub fn debit(&self, key: &str, p: &LeaseParams, cost: u32, now: Nanos) {
         let mut tats = self.tats.lock().unwrap_or_else(|e| e.into_inner());
         let now_t = p.rate.ticks(now);
-        let old = tats.get(key).copied();
-        let base = old.map_or(now_t, |e| e.tat.max(now_t));
-        let tat = base + p.rate.cells(u64::from(cost));
-        let entry = Entry {
-            tat,
-            full_at: p.rate.ns_ceil(tat),
-            rate: old.and_then(|e| e.rate),
-            forget_at: old.map_or(0, |e| e.forget_at),
-        };
-        tats.insert(key.into(), entry);
+        match tats.get_mut(key) {
+            Some(e) => {
+                // From the level the holds leave (`hold.rs`), or the debit would vanish
+                // into the cap at the next grant.
+                let floor = e.holds.floor(p, now);
+                e.tat = e.tat.max(now_t).max(floor) + p.rate.cells(u64::from(cost));
+                e.full_at = p.rate.ns_ceil(e.tat);
+            }
+            None => {
+                let tat = now_t + p.rate.cells(u64::from(cost));
+                let entry = Entry {
+                    tat,
+                    full_at: p.rate.ns_ceil(tat),
+                    rate: None,
+                    forget_at: 0,
+                    holds: Holds::default(),
+                };
+                tats.insert(key.into(), entry);
+            }
+        }
     }
 
     /// Calls answered so far.
@@ -188,8 +238,8 @@ impl MemoryCoordinator {
     }
 }
 
-/// One key at the in-process coordinator: as `lease.lua`'s two Redis keys.
-#[derive(Debug, Clone, Copy)]
+/// One key at the in-process coordinator: as `lease.lua`'s three Redis keys.
+#[derive(Debug, Clone)]
 struct Entry {
     /// In ticks of the key's policy.
     tat: u128,
@@ -198,12 +248,14 @@ struct Entry {
     /// The grant-rate average (`busy`), forgotten at `forget_at` (ns).
     rate: Option<(f64, Nanos)>,
     forget_at: Nanos,
+    /// Long cells held (`hold.rs`).
+    holds: Holds,
 }
 
 /// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
 /// means full, at the full rate: nothing is lost, and a node is only less generous).
 fn drop_full(tats: &mut HashMap<Box<str>, Entry>, now: Nanos) {
-    tats.retain(|_, e| e.full_at > now || e.forget_at > now);
+    tats.retain(|_, e| e.full_at > now || e.forget_at > now || !e.holds.ended(now));
 }
 
 #[cfg(test)]
@@ -235,26 +287,29 @@ mod tests {
         let ask = |want| RefillAsk {
             want,
             lead: 50 * MS,
+            long: 0,
         };
-        let (tat, g) = grant(&p, None, ask(100), 1_000 * MS);
+        let (tat, g) = grant(&p, None, &mut Holds::default(), ask(100), 1_000 * MS);
         assert_eq!(g.granted, 60);
         assert_eq!(g.frontier, 50 * MS as i64);
-        let (_, g2) = grant(&p, Some(tat), ask(5), 1_000 * MS);
+        let (_, g2) = grant(&p, Some(tat), &mut Holds::default(), ask(5), 1_000 * MS);
         assert_eq!(
             g2,
             Grant {
                 granted: 0,
                 frontier: 50 * MS as i64,
                 busy: 0,
+                long: false,
             }
         );
-        let (_, g3) = grant(&p, Some(tat), ask(5), 1_003 * MS);
+        let (_, g3) = grant(&p, Some(tat), &mut Holds::default(), ask(5), 1_003 * MS);
         assert_eq!(
             g3,
             Grant {
                 granted: 3,
                 frontier: 50 * MS as i64,
                 busy: 0,
+                long: false,
             }
         );
     }
@@ -267,7 +322,17 @@ mod tests {
         let admitted: Vec<u32> = [0u64, 0, 0, 0, 1, 1, 2]
             .iter()
             .map(|&ms| {
-                let (t, g) = grant(&p, tat, RefillAsk { want: 1, lead: 0 }, ms * MS);
+                let (t, g) = grant(
+                    &p,
+                    tat,
+                    &mut Holds::default(),
+                    RefillAsk {
+                        want: 1,
+                        lead: 0,
+                        long: 0,
+                    },
+                    ms * MS,
+                );
                 tat = Some(t);
                 g.granted
             })
@@ -279,7 +344,11 @@ mod tests {
     fn the_coordinator_counts_calls() {
         let c = MemoryCoordinator::new();
         let p = params(10, 1, 50);
-        let one = RefillAsk { want: 1, lead: 0 };
+        let one = RefillAsk {
+            want: 1,
+            lead: 0,
+            long: 0,
+        };
         c.grant("k", &p, one, 0);
         c.grant("k", &p, one, 0);
         assert_eq!(c.calls(), 2);

@@ -14,10 +14,12 @@
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
 
+mod batch;
 mod book;
 mod books;
 mod calm;
 mod grant;
+mod hold;
 mod params;
 mod refill;
 mod site;
@@ -25,5 +27,6 @@ mod size;
 
 pub use book::{LeaseBook, RefillAsk, Take};
 pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
+pub use hold::Holds;
 pub use params::LeaseParams;
 pub use site::{LEASE_LUA, LeaseItem, LeaseSite};

@@ -11,6 +11,9 @@ use crate::limit::clock::{Nanos, duration_to_nanos};
 /// request; at two 0.039, with the same admissions; beyond two only the hot-key trace gains.
 pub(crate) const HORIZON_TTLS: u64 = 2;
 
+/// How long a long cell lives, in TTLs (`hold.rs`).
+pub(crate) const LONG_TTLS: u64 = 4;
+
 /// A GCRA quota plus the lease knobs (`lease_max`, `lease_ttl`, `lease_target`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseParams {
@@ -30,6 +33,8 @@ pub struct LeaseParams {
     /// A cell not spent this long after it conforms is dropped: a dead, partitioned or idle
     /// node strands at most its last batch, and never spends a stale one.
     pub(crate) ttl: Nanos,
+    /// A long cell may be spent this long after its grant ([`LONG_TTLS`] TTLs, `hold.rs`).
+    pub(crate) long_life: Nanos,
     /// A node asks for about this much of its own recent traffic per call.
     pub(crate) target: Nanos,
     /// Upper bound of one batch.
@@ -54,6 +59,7 @@ impl LeaseParams {
             tolerance: rate.cells(u64::from(burst.get())),
             horizon: duration_to_nanos(ttl).saturating_mul(HORIZON_TTLS),
             ttl: duration_to_nanos(ttl),
+            long_life: duration_to_nanos(ttl).saturating_mul(LONG_TTLS),
             target: duration_to_nanos(target).max(1),
             max: max.get(),
         })

@@ -182,6 +182,7 @@ fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
             granted: u32::try_from(*granted).unwrap_or(0),
             frontier: frontier.saturating_mul(1_000),
             busy: u32::try_from(*busy).unwrap_or(u32::MAX),
+            long: false,
         }),
         other => Err(StoreError::Reply(format!(
             "lease script: {} values",

@@ -1,0 +1,90 @@
+//! *Long cells*: cells a node may spend at any time within `long_life` of their grant, not
+//! only within `lease_ttl` of conforming, and what the coordinator keeps so that they do not
+//! loosen the bound (`lease.lua` keeps the same in its third key).
+//!
+//! A thin node (a request or two per TTL) spends at most one or two cells of any batch of
+//! ordinary cells before they expire: their conform times are one `T` apart, so a batch
+//! covers little more than one TTL of the node's time, and it calls about once per request
+//! whatever it asks for. What it needs are cells spread over a longer time. A long cell is
+//! one: valid from its grant for `long_life` (several TTLs).
+//!
+//! # Why the bound holds
+//!
+//! In token-bucket terms (the GCRA's level is `(now + τ − tat) / T` cells), a cell spent in
+//! a window `[a, b]` was taken in `[a − ttl, b]` unless it is a long cell taken earlier and
+//! still *held*: granted at `g < a − ttl` and valid at `a`, so `a − ttl ≤ g + long_life −
+//! ttl`. Each long cell is therefore held from its grant until `g + long_life − ttl`, and
+//! while cells are held the bucket may not refill past `burst − held`: the level obeys
+//! `level(s) ≤ burst − held(s)` at every instant `s`, i.e. `tat ≥ s + held(s) · T`. Then
+//! the cells spent in `[a, b]` are at most the level at `a − ttl` plus what refills until
+//! `b`, plus the cells held at `a − ttl`: `burst − held + (D + ttl) · rate + held`, the same
+//! bound as ordinary cells (`grant.rs`). The cap binds between calls too (a bucket refills
+//! without being asked), so each call raises `tat` to the largest `s + held(s) · T` since
+//! the last call: held counts only fall between calls, so that is at the end of a hold
+//! (`held` still counting it) or now.
+//!
+//! What long cells cost is burst: while held they keep that many cells of it from everyone
+//! (only while the key is well under its limit, [`LONG_BUSY`], and never the last
+//! [`LONG_KEEP`]th of it, see `grant.rs`). They cost no rate: each is one cell of the key's
+//! sequence, as an ordinary cell is.
+
+use std::collections::VecDeque;
+
+use super::params::LeaseParams;
+use crate::limit::clock::Nanos;
+
+/// Long cells are granted only while the key's grant rate (`Grant::busy`, before the
+/// grant) is under this, per mille of its limit: near the limit a cell that expires unspent
+/// is an admission lost, and a long batch has a margin that mostly expires. (At normal load
+/// on `simulate --normal` the rate, wasted cells included, is 700–770; at 700 no long cell
+/// was granted there, and at the limit it stays near 1 000.)
+pub const LONG_BUSY: u32 = 800;
+
+/// A long grant leaves at least `burst / LONG_KEEP` cells conforming (`grant.rs`). At 4 the
+/// normal-load trace made 0.146 calls a request, at 8 0.127–0.130 (six seeds, none denied),
+/// at 16 0.121–0.126 but with denials at half the limit on two seeds of six.
+pub const LONG_KEEP: u32 = 8;
+
+/// The long cells one key's coordinator holds: `(until, n)` in grant order (so `until`
+/// ascending: every hold lasts `long_life − ttl`), and their sum.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Holds {
+    queue: VecDeque<(Nanos, u32)>,
+    held: u32,
+}
+
+impl Holds {
+    /// Cells held now (after [`Holds::floor`] has dropped the ended holds).
+    pub fn held(&self) -> u32 {
+        self.held
+    }
+
+    /// The lowest `tat` (ticks) the cap allows at `now` (see the module doc), dropping the
+    /// holds that ended before `now`.
+    pub fn floor(&mut self, p: &LeaseParams, now: Nanos) -> u128 {
+        let mut floor = 0;
+        while let Some(&(until, n)) = self.queue.front() {
+            if until >= now {
+                break;
+            }
+            floor = floor.max(p.rate.ticks(until) + p.rate.cells(u64::from(self.held)));
+            self.held -= n;
+            self.queue.pop_front();
+        }
+        floor.max(p.rate.ticks(now) + p.rate.cells(u64::from(self.held)))
+    }
+
+    /// `n` long cells granted at `now`.
+    pub fn hold(&mut self, p: &LeaseParams, n: u32, now: Nanos) {
+        if n > 0 {
+            let until = now.saturating_add(p.long_life.saturating_sub(p.ttl));
+            self.queue.push_back((until, n));
+            self.held += n;
+        }
+    }
+
+    /// No hold is left after `now`.
+    pub fn ended(&self, now: Nanos) -> bool {
+        self.queue.back().is_none_or(|&(until, _)| until < now)
+    }
+}
