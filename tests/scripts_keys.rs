@@ -83,12 +83,17 @@ async fn every_script_touches_only_its_declared_keys() {
         )
         .await;
     }
-    // As the gateway calls it: the key's state and its grant rate, then the rate's span.
-    let lease: Vec<String> = ["lease", "1000", "10000", "50000", "20", "2000000"]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
-    run(&redis, "lease", LEASE_LUA, &["tg:l", "tg:~busy:l"], &lease).await;
+    // As the gateway calls it: the key's state, its grant rate and its long cells' holds,
+    // then the rate's span and a long ask (the key is new, so busy: ordinary cells; the
+    // holds key is read).
+    let lease: Vec<String> = [
+        "lease", "1000", "10000", "50000", "20", "2000000", "3", "150000", "1", "800",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let keys = ["tg:l", "tg:~busy:l", "tg:~hold:l"];
+    run(&redis, "lease", LEASE_LUA, &keys, &lease).await;
     for op in ["join", "leave"] {
         let args: Vec<String> = ["membership", op, "gw#1", "3000"]
             .iter()

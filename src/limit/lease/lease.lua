@@ -1,15 +1,19 @@
 -- tollgate lease grant: the coordinator's side of `site = "lease"` (see grant.rs for the
--- rule and the bound). The key's state is the GCRA theoretical arrival time in
--- microseconds, the same format check.lua keeps for a central GCRA key.
+-- rule and the bound, hold.rs for long cells). The key's state is the GCRA theoretical
+-- arrival time in microseconds, the same format check.lua keeps for a central GCRA key.
 --
 -- KEYS[1]: the key. KEYS[2]: its grant-rate average ("count:at_us", in KEYS[1]'s slot).
+-- KEYS[3]: its long cells' holds ("until_us:n,until_us:n,...", until ascending, same slot).
 -- ARGV[1]: op ("lease"), then interval_us (T), tolerance_us (burst * T), lead_us (how far
 -- ahead granted cells may conform: the horizon, or 0 for a slow node), want, span_us (the
--- grant-rate time constant).
+-- grant-rate time constant), long (long cells wanted instead, or 0), hold_us (how long a
+-- long cell is held: its life less the TTL), keep (cells a long grant must leave
+-- conforming), long_busy (per mille: long cells only under this grant rate).
 -- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
 -- conform time of the last cell granted, relative to now), now_us, busy (cells granted
 -- over the last span, decayed, this grant included, per mille of what the rate allows:
--- grant.rs `busy`; a key with no average starts at 1000; without KEYS[2], always 1000).
+-- grant.rs `busy`; a key with no average starts at 1000; without KEYS[2], always 1000),
+-- long (1 when the cells granted are long cells).
 --
 -- Time is Redis TIME, so nodes with skewed clocks agree; each node maps the frontier onto
 -- its own clock from the moment the reply arrived, which can only make a cell conform later.
@@ -21,6 +25,21 @@ local T = tonumber(ARGV[2])
 local tau = tonumber(ARGV[3])
 local lead = tonumber(ARGV[4])
 local want = tonumber(ARGV[5])
+local span = tonumber(ARGV[6])
+local long = tonumber(ARGV[7]) or 0
+
+-- The grant rate before this grant (the count decays; granted cells are added below).
+local count, at = nil, now
+if KEYS[2] and span and span > 0 then
+  count = span / T
+  local rate = redis.call('GET', KEYS[2])
+  if rate then
+    local c, a = string.match(rate, '^([^:]+):([^:]+)$')
+    if c and tonumber(c) and tonumber(a) then count, at = tonumber(c), tonumber(a) end
+  end
+  count = count * math.exp(-math.max(0, now - at) / span)
+end
+local busy_before = count and math.floor(count * T / span * 1000 + 0.5) or 1000
 
 local raw = redis.call('GET', KEYS[1])
 local tat = now
@@ -28,29 +47,67 @@ local tat = now
 -- policy moved to leases) counts as a full key rather than failing every call.
 local old = raw and tonumber(raw)
 if old then tat = math.max(old, now) end
-local fits = math.floor((now + lead + tau - tat + EPS) / T)
-local granted = math.max(0, math.min(want, fits))
+
+-- The holds' cap (hold.rs): tat >= s + held(s) * T at every instant since the last call,
+-- which is at the end of a hold (still counted) or now.
+local holds, held, changed = {}, 0, false
+if KEYS[3] then
+  local h = redis.call('GET', KEYS[3])
+  if h then
+    for u, n in string.gmatch(h, '([^:,]+):([^:,]+)') do
+      if tonumber(u) and tonumber(n) then
+        holds[#holds + 1] = {tonumber(u), tonumber(n)}
+        held = held + tonumber(n)
+      end
+    end
+  end
+  local first = 1
+  while holds[first] and holds[first][1] < now do
+    tat = math.max(tat, holds[first][1] + held * T)
+    held = held - holds[first][2]
+    first = first + 1
+    changed = true
+  end
+  tat = math.max(tat, now + held * T)
+  local left = {}
+  for i = first, #holds do left[#left + 1] = holds[i] end
+  holds = left
+end
+
+local granted, is_long = 0, 0
+local level = math.floor((now + tau - tat + EPS) / T)
+if KEYS[3] and long > 0 and busy_before < tonumber(ARGV[10]) and level >= long + tonumber(ARGV[9]) then
+  granted, is_long = long, 1
+  holds[#holds + 1] = {now + tonumber(ARGV[8]), long}
+  changed = true
+else
+  local fits = math.floor((now + lead + tau - tat + EPS) / T)
+  granted = math.max(0, math.min(want, fits))
+end
 tat = tat + granted * T
 if granted > 0 then
   redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
+end
+if changed then
+  if #holds == 0 then
+    redis.call('DEL', KEYS[3])
+  else
+    local parts = {}
+    for i, h in ipairs(holds) do parts[i] = string.format('%.3f:%d', h[1], h[2]) end
+    local last = holds[#holds][1]
+    redis.call('SET', KEYS[3], table.concat(parts, ','), 'PX', math.floor((last - now) / 1000) + 2)
+  end
 end
 
 -- The grant rate: stored only with a grant (decay needs no write), forgotten after four
 -- spans (then it starts at the full rate again). A call without KEYS[2] or span gets 1000
 -- and touches nothing more (a caller that does not read it: never calm).
 local busy = 1000
-local span = tonumber(ARGV[6])
-if KEYS[2] and span and span > 0 then
-  local count, at = span / T, now
-  local rate = redis.call('GET', KEYS[2])
-  if rate then
-    local c, a = string.match(rate, '^([^:]+):([^:]+)$')
-    if c and tonumber(c) and tonumber(a) then count, at = tonumber(c), tonumber(a) end
-  end
-  count = count * math.exp(-math.max(0, now - at) / span) + granted
+if count then
+  count = count + granted
   if granted > 0 then
     redis.call('SET', KEYS[2], string.format('%.4f:%d', count, now), 'PX', math.floor(4 * span / 1000) + 1)
   end
   busy = math.floor(count * T / span * 1000 + 0.5)
 end
-return {granted, math.ceil(tat - tau - now - EPS), now, busy}
+return {granted, math.ceil(tat - tau - now - EPS), now, busy, is_long}

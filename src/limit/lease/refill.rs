@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::book::RefillAsk;
 use super::grant::{Grant, busy_span};
+use super::hold::{LONG_BUSY, LONG_KEEP};
 use super::site::{Coordinator, LeaseItem, LeaseSite};
 use crate::limit::store::{RedisStore, StoreError, slot, slot_tag};
 
@@ -83,10 +84,15 @@ impl LeaseSite {
                     ask.lead.min(p.horizon) as f64 / 1_000.0,
                     f64::from(ask.want),
                     busy_span(p) as f64 / 1_000.0,
+                    f64::from(ask.long),
+                    p.long_life.saturating_sub(p.ttl) as f64 / 1_000.0,
+                    f64::from(p.burst / LONG_KEEP),
+                    f64::from(LONG_BUSY),
                 ];
                 let key = store.key(&it.key);
-                let rate = rate_key(store, &it.key, &key);
-                let keys = [key, rate];
+                let rate = side_key(store, "~busy:", &it.key, &key);
+                let hold = side_key(store, "~hold:", &it.key, &key);
+                let keys = [key, rate, hold];
                 // Not before the store has counted what the fallback spent
                 // (`store/debts.rs`).
                 match store.settle(keys[..1].iter().map(String::as_str)).await {
@@ -151,17 +157,18 @@ impl Drop for Unsettled<'_> {
     }
 }
 
-/// The store key of `key`'s grant-rate average (`lease.lua`'s `KEYS[2]`): `~busy:key`
-/// after the store prefix, or on a cluster, where a script touches one slot and `main`
-/// (the key's state) decides it, `~busy:{tag}key` with a hash tag of `main`'s slot (the
-/// plain form when the key prefix's own hash tag decides both).
+/// The store key of `key`'s grant-rate average (`lease.lua`'s `KEYS[2]`, `kind`
+/// `~busy:`) or long-cell holds (`KEYS[3]`, `~hold:`): `~busy:key` after the store
+/// prefix, or on a cluster, where a script touches one slot and `main` (the key's state)
+/// decides it, `~busy:{tag}key` with a hash tag of `main`'s slot (the plain form when the
+/// key prefix's own hash tag decides both).
 ///
 /// In front, not a suffix: a key is `policy:part:value` with a value a client chooses, so
 /// `main:busy` would be the state key of the client value `value:busy`, and two
 /// identities could overwrite each other's state (a full bucket on every grant to the
 /// other). No policy name contains `~`, so no state key starts with it.
-fn rate_key(store: &RedisStore, key: &str, main: &str) -> String {
-    let plain = store.key(&format!("~busy:{key}"));
+fn side_key(store: &RedisStore, kind: &str, key: &str, main: &str) -> String {
+    let plain = store.key(&format!("{kind}{key}"));
     if !store.is_cluster() {
         return plain;
     }
@@ -170,19 +177,19 @@ fn rate_key(store: &RedisStore, key: &str, main: &str) -> String {
         return plain;
     }
     slot_tag(want)
-        .map(|tag| store.key(&format!("~busy:{{{tag}}}{key}")))
+        .map(|tag| store.key(&format!("{kind}{{{tag}}}{key}")))
         .filter(|k| slot(k.as_bytes()) == want)
         .unwrap_or(plain)
 }
 
-/// `granted, frontier_us, now_us, busy`.
+/// `granted, frontier_us, now_us, busy, long`.
 fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
     match reply {
-        [granted, frontier, _now, busy] => Ok(Grant {
+        [granted, frontier, _now, busy, long] => Ok(Grant {
             granted: u32::try_from(*granted).unwrap_or(0),
             frontier: frontier.saturating_mul(1_000),
             busy: u32::try_from(*busy).unwrap_or(u32::MAX),
-            long: false,
+            long: *long == 1,
         }),
         other => Err(StoreError::Reply(format!(
             "lease script: {} values",
