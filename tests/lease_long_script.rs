@@ -117,6 +117,21 @@ async fn long_cells_are_granted_and_held_as_the_rust_rule_does() {
     );
 }
 
+/// Two long grants in a row keep one hold (they end within a sixteenth of a hold of each
+/// other), ending at the later one's end, of both grants' cells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_grants_close_together_keep_one_hold() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let first = lease(&mut conn, 1, 0).await;
+    redis.cli(&["SET", "~busy:k", &format!("0:{}", first[2])]);
+    let a = lease(&mut conn, 1, 3).await;
+    let b = lease(&mut conn, 1, 3).await;
+    assert_eq!((a[4], b[4]), (1, 1), "{a:?} {b:?}");
+    let stored = redis.cli(&["GET", "~hold:k"]);
+    assert_eq!(stored.trim(), format!("{}.000:6", b[2] + 3 * TTL_US));
+}
+
 /// No room: a long ask the key cannot leave an eighth of its burst after gets ordinary
 /// cells (and no hold is written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -78,7 +78,13 @@ local granted, is_long = 0, 0
 local level = math.floor((now + tau - tat + EPS) / T)
 if KEYS[3] and long > 0 and busy_before < tonumber(ARGV[10]) and level >= long + tonumber(ARGV[9]) then
   granted, is_long = long, 1
-  holds[#holds + 1] = {now + tonumber(ARGV[8]), long}
+  -- A hold ending within a sixteenth of a hold of the last one joins it (hold.rs).
+  local hold, last = tonumber(ARGV[8]), holds[#holds]
+  if last and now + hold - last[1] < hold / 16 then
+    last[1], last[2] = math.max(last[1], now + hold), last[2] + long
+  else
+    holds[#holds + 1] = {now + hold, long}
+  end
   changed = true
 else
   local fits = math.floor((now + lead + tau - tat + EPS) / T)

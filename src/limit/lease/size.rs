@@ -82,7 +82,8 @@ pub(super) const CALM_AFTER_EMPTY_TTLS: u64 = 16;
 /// Long cells (`hold.rs`) a node asks for: its demand over a long cell's life with one
 /// deviation and one, or none (ordinary cells) when that is more than a third of the
 /// key's burst: long cells hold burst while they live, and a node that needs that many
-/// makes few calls with ordinary batches anyway. Asked for whatever the key's state; the
+/// makes few calls with ordinary batches anyway; at most `lease_max`, like any batch.
+/// Asked for whatever the key's state; the
 /// coordinator grants them only while the key is well under its limit (`hold.rs`).
 /// (On `simulate --normal`: a margin of two deviations made 0.134 calls a request, one
 /// 0.123, none 0.124; a cap of half the burst 0.127, a third 0.123.)
@@ -90,7 +91,7 @@ pub(super) fn long_batch(p: &LeaseParams, per_ttl: f64) -> u32 {
     let l = per_ttl.max(0.0) * p.long_life as f64 / p.ttl.max(1) as f64;
     let k = (l + l.sqrt() + 1.0).round() as u32;
     match k <= p.burst / 3 {
-        true => k,
+        true => k.min(p.max),
         false => 0,
     }
 }
