@@ -11,7 +11,7 @@ use super::ask::{Ask, Decided, Spent};
 use super::central::{CentralItem, CentralSite};
 use super::check::{Check, Stop};
 use super::check_cache::empty_wait;
-use super::lease::{LeaseItem, Take};
+use super::lease::{LeaseItem, Take, Taken};
 use super::route_limits::Site;
 use crate::config::OnStoreError;
 
@@ -185,7 +185,7 @@ impl Check<'_> {
                 .lease_params(ask.headroom)
                 .expect("lease entries exist only for lease policies"),
             cost: ask.cost,
-            conformed: 0,
+            conformed: Taken::default(),
         }
     }
 }

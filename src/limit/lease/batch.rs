@@ -35,6 +35,20 @@ impl Batch {
         }
     }
 
+    /// Cells given back (`LeaseBook::give_back`): all conforming at `taken.conform`, all
+    /// expiring at `taken.expires`.
+    pub(super) fn given_back(taken: super::book::Taken, left: u32, t: i128) -> Self {
+        Batch {
+            until: Some(taken.expires),
+            ..Batch::ordinary(taken.conform, taken.conform, left, t)
+        }
+    }
+
+    /// When the first cell held expires (ticks).
+    pub(super) fn first_expiry(&self, ttl: i128, t: i128) -> i128 {
+        self.until.unwrap_or(self.conform(0, t) + ttl)
+    }
+
     /// Conform time (ticks) of cell `i`.
     pub(super) fn conform(&self, i: u32, t: i128) -> i128 {
         (self.origin + i128::from(i) * t).max(self.floor)

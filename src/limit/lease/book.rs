@@ -40,6 +40,14 @@ pub struct RefillAsk {
     pub long: u32,
 }
 
+/// When the cells of one take may be spent again if given back (ticks): from the earliest
+/// conform time among them until the earliest expiry among them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Taken {
+    pub conform: i128,
+    pub expires: i128,
+}
+
 /// What one request got from a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Take {
@@ -75,7 +83,7 @@ pub struct LeaseBook {
     /// the batch size.
     demand: f64,
     /// See [`LeaseBook::last_conform`].
-    last_conform: i128,
+    last_conform: Taken,
     /// The last take found too few conforming cells: a request is waiting for a refill.
     waiting: bool,
     /// Empty answers in a row, for the back-off.
@@ -105,17 +113,23 @@ impl LeaseBook {
                 retry_after: self.retry_after(p, cost, now, now_t, t),
             };
         }
-        let mut need = cost;
-        self.last_conform = self
-            .batches
-            .iter()
-            .find(|b| b.ready(now_t, t) > 0)
-            .map_or(now_t, |b| b.conform(0, t));
+        let (mut need, ttl) = (cost, ticks(p, p.ttl));
+        let mut taken = Taken {
+            conform: now_t,
+            expires: i128::MAX,
+        };
         for b in self.batches.iter_mut() {
             let n = need.min(b.ready(now_t, t));
+            if n > 0 {
+                let first = taken.expires == i128::MAX;
+                let c = b.conform(0, t);
+                taken.conform = if first { c } else { taken.conform.min(c) };
+                taken.expires = taken.expires.min(b.first_expiry(ttl, t));
+            }
             b.spend(n, t);
             need -= n;
         }
+        self.last_conform = taken;
         self.batches.retain(|b| b.left > 0);
         Take::Admitted {
             remaining: u64::from(ready - cost),
@@ -124,18 +138,18 @@ impl LeaseBook {
 
     /// Conform time (ticks) of the first cell the last admitted take spent: what a
     /// give-back of that take must restore.
-    pub fn last_conform(&self) -> i128 {
+    pub fn last_conform(&self) -> Taken {
         self.last_conform
     }
 
     /// Undo a take whose request another policy denied. The cells go back to the front,
-    /// all conforming at `conformed` (the take's [`LeaseBook::last_conform`], the earliest of
-    /// them): spendable at once, and expiring no later than the first would have, so a
-    /// cell given back is never spent more than `lease_ttl` after it conformed.
-    pub fn give_back(&mut self, p: &LeaseParams, cost: u32, conformed: i128) {
+    /// all conforming at the earliest of them and expiring with the first of them to
+    /// expire (the take's [`LeaseBook::last_conform`]): spendable at once, and never later
+    /// than any of them could have been (an ordinary cell `lease_ttl` after it conformed,
+    /// a long cell at the end of its life, `hold.rs`).
+    pub fn give_back(&mut self, p: &LeaseParams, cost: u32, taken: Taken) {
         let t = p.interval();
-        self.batches
-            .insert(0, Batch::ordinary(conformed, conformed, cost, t));
+        self.batches.insert(0, Batch::given_back(taken, cost, t));
     }
 
     /// Cells to ask the coordinator for now, if it is time to ask: a batch (see

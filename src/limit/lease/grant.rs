@@ -123,10 +123,10 @@ pub fn grant(
 }
 
 /// Whether `long` long cells fit a key with `level` cells conforming now (the holds
-/// included: `level ≤ burst − held`): an eighth of the burst ([`LONG_KEEP`]) must still
-/// conform after the grant, for the next ordinary request.
+/// included: `level ≤ burst − held`): an eighth of the burst ([`LONG_KEEP`]), at least one
+/// cell, must still conform after the grant, for the next ordinary request.
 fn long_fits(p: &LeaseParams, level: u128, long: u32) -> bool {
-    long > 0 && level >= u128::from(long) + u128::from(p.burst / LONG_KEEP)
+    long > 0 && p.burst >= LONG_KEEP && level >= u128::from(long) + u128::from(p.burst / LONG_KEEP)
 }
 
 /// The coordinator in this process: the lease site's store when `[store] kind = "memory"`
@@ -255,7 +255,7 @@ struct Entry {
 /// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
 /// means full, at the full rate: nothing is lost, and a node is only less generous).
 fn drop_full(tats: &mut HashMap<Box<str>, Entry>, now: Nanos) {
-    tats.retain(|_, e| e.full_at > now || e.forget_at > now || !e.holds.ended(now));
+    tats.retain(|_, e| e.full_at > now || e.forget_at > now || e.holds.binds(now));
 }
 
 #[cfg(test)]
@@ -338,6 +338,28 @@ mod tests {
             })
             .collect();
         assert_eq!(admitted, [1, 1, 1, 0, 1, 0, 1]);
+    }
+
+    /// The sweep keeps a key while its holds can still raise the floor, not only while they
+    /// last (found by review: a key swept after its hold ended forgot a cap still ahead).
+    #[test]
+    fn the_sweep_keeps_a_key_whose_holds_still_bind() {
+        let c = MemoryCoordinator::new();
+        // 1000/s, burst 1000, TTL 50 ms: a hold lasts 150 ms.
+        let p = params(1000, 1000, 50);
+        let ask = |long| RefillAsk {
+            want: 1,
+            lead: 0,
+            long,
+        };
+        c.grant("k", &p, ask(0), 0);
+        // Quiet at 600 ms (the grant rate decayed): 700 long cells.
+        assert!(c.grant("k", &p, ask(700), 600 * MS).long);
+        // The hold ends at 754.607 ms (750 ms rounded up to 150 ms / 32 in whole µs); its
+        // floor binds until 700 ms later, past the key's own tat (1 301 ms) and its grant
+        // rate's forgetting (1 400 ms).
+        assert_eq!(c.sweep(1_420 * MS), 1, "kept while the cap binds");
+        assert_eq!(c.sweep(1_455 * MS), 0, "then swept");
     }
 
     #[test]

@@ -40,13 +40,14 @@ use crate::limit::clock::Nanos;
 /// was granted there, and at the limit it stays near 1 000.)
 pub const LONG_BUSY: u32 = 800;
 
-/// A long grant leaves at least `burst / LONG_KEEP` cells conforming (`grant.rs`). At 4 the
+/// A long grant leaves at least `burst / LONG_KEEP` cells conforming (`grant.rs`), and a
+/// key whose burst is under `LONG_KEEP` grants no long cells (it could be held whole). At 4 the
 /// normal-load trace made 0.146 calls a request, at 8 0.127–0.130 (six seeds, none denied),
 /// at 16 0.121–0.126 but with denials at half the limit on two seeds of six.
 pub const LONG_KEEP: u32 = 8;
 
-/// Holds ending within `hold / MERGE_WITHIN` of each other are kept as one.
-const MERGE_WITHIN: u64 = 16;
+/// Hold ends are rounded up to `hold / MERGE_WITHIN` (`Holds::hold`).
+const MERGE_WITHIN: u64 = 32;
 
 /// The long cells one key's coordinator holds: `(until, n)` in grant order (so `until`
 /// ascending: every hold lasts `long_life − ttl`), and their sum.
@@ -54,6 +55,10 @@ const MERGE_WITHIN: u64 = 16;
 pub struct Holds {
     queue: VecDeque<(Nanos, u32)>,
     held: u32,
+    /// Until when the holds can still bind (ns): the latest `until + held(until) · T`, an
+    /// upper bound. The in-process coordinator keeps a key while this is ahead (its sweep
+    /// would otherwise forget a cap that has not been applied yet).
+    peak: Nanos,
 }
 
 impl Holds {
@@ -77,21 +82,21 @@ impl Holds {
         floor.max(p.rate.ticks(now) + p.rate.cells(u64::from(self.held)))
     }
 
-    /// `n` long cells granted at `now`. A hold ending within a sixteenth of a hold of the
-    /// last one joins it, ending at the later time (holding longer only lowers the level):
-    /// so a key keeps at most about sixteen holds, however many grants (`lease.lua` parses
-    /// them all on every call).
+    /// `n` long cells granted at `now`. A hold's end is rounded up to a 32nd of a hold
+    /// (whole microseconds, as `lease.lua` rounds it), and holds with the same end are one
+    /// (holding longer only lowers the level): so a key keeps at most 34 holds,
+    /// however many grants (`lease.lua` parses them on every call), and no hold outlives
+    /// its cells by more than a 32nd of a hold.
     pub fn hold(&mut self, p: &LeaseParams, n: u32, now: Nanos) {
         if n == 0 {
             return;
         }
-        let hold = p.long_life.saturating_sub(p.ttl);
-        let until = now.saturating_add(hold);
+        let until = hold_end(p, now);
         self.held += n;
+        let cells = u64::try_from(p.ns_ceil(p.rate.cells(u64::from(n)) as i128)).unwrap_or(0);
+        self.peak = self.peak.max(until).saturating_add(cells);
         match self.queue.back_mut() {
-            Some(last) if until.saturating_sub(last.0) < hold / MERGE_WITHIN => {
-                *last = (until.max(last.0), last.1 + n);
-            }
+            Some(last) if last.0 >= until => last.1 += n,
             _ => self.queue.push_back((until, n)),
         }
     }
@@ -101,9 +106,22 @@ impl Holds {
         self.queue.len()
     }
 
-    /// No hold is left after `now`.
-    pub fn ended(&self, now: Nanos) -> bool {
-        self.queue.back().is_none_or(|&(until, _)| until < now)
+    /// Whether the holds may still raise the floor at `now` or later.
+    pub fn binds(&self, now: Nanos) -> bool {
+        self.peak >= now
+    }
+}
+
+/// When a hold of a long cell granted at `now` ends: `now + long_life − ttl`, rounded up
+/// to a multiple of a 32nd of that hold in whole microseconds (`lease.lua` computes
+/// the same from its microsecond clock).
+fn hold_end(p: &LeaseParams, now: Nanos) -> Nanos {
+    let hold = p.long_life.saturating_sub(p.ttl);
+    let until = now.saturating_add(hold);
+    let q = hold / 1_000 / MERGE_WITHIN * 1_000;
+    match q {
+        0 => until,
+        q => until.div_ceil(q).saturating_mul(q),
     }
 }
 
@@ -134,27 +152,39 @@ mod tests {
             h.floor(&p, 120 * MS),
             p.rate.ticks(120 * MS) + p.rate.cells(8)
         );
-        // At 200 ms the first ended at 150 ms, where 8 were still held: that peak binds.
-        let at_end = p.rate.ticks(150 * MS) + p.rate.cells(8);
+        // Hold ends are rounded up to multiples of 4.687 ms (150 ms / 32 in whole µs): the
+        // first ends at 154.671 ms, the second at 253.098 ms. At 156 ms the first has
+        // ended, but at its end 8 were still held: that peak (162.671 ms) binds, not
+        // now + 3 (159 ms).
+        let q = 4_687_000;
         assert_eq!(
-            h.floor(&p, 200 * MS),
-            at_end.max(p.rate.ticks(200 * MS) + p.rate.cells(3))
+            h.floor(&p, 156 * MS),
+            p.rate.ticks(33 * q) + p.rate.cells(8)
         );
         assert_eq!(h.held(), 3);
-        assert!(h.ended(251 * MS) && !h.ended(250 * MS));
+        // The second's peak, 3 cells after its end, is when the key may be forgotten.
+        let peak = 54 * q + 3 * MS;
+        assert!(h.binds(peak) && !h.binds(peak + 1));
     }
 
     #[test]
-    fn holds_close_together_join_and_never_end_earlier() {
+    fn holds_close_together_join_and_never_end_early_or_chain() {
         let p = params();
         let mut h = Holds::default();
-        // A grant every millisecond for a second: about sixteen holds live at once, not 150.
+        // A grant every millisecond for a second: at most 34 holds live at once, and
+        // what is held is the cells of the last 150 ms, plus at most a 32nd of a hold
+        // (4.6875 ms) more: joined holds do not chain into one that never ends.
         for ms in 0..1_000 {
             h.hold(&p, 1, ms * MS);
             let _ = h.floor(&p, ms * MS);
-            assert!(h.count() <= 17, "{} holds at {ms} ms", h.count());
+            assert!(h.count() <= 34, "{} holds at {ms} ms", h.count());
+            if ms >= 150 {
+                assert!(
+                    (151..=156).contains(&h.held()),
+                    "{} held at {ms} ms",
+                    h.held()
+                );
+            }
         }
-        // Every cell granted in the last 150 ms is still held (joining only extends).
-        assert!(h.held() >= 150, "{} held", h.held());
     }
 }

@@ -51,6 +51,7 @@ if old then tat = math.max(old, now) end
 -- The holds' cap (hold.rs): tat >= s + held(s) * T at every instant since the last call,
 -- which is at the end of a hold (still counted) or now.
 local holds, held, changed = {}, 0, false
+local before = tat
 if KEYS[3] then
   local h = redis.call('GET', KEYS[3])
   if h then
@@ -76,14 +77,20 @@ end
 
 local granted, is_long = 0, 0
 local level = math.floor((now + tau - tat + EPS) / T)
-if KEYS[3] and long > 0 and busy_before < tonumber(ARGV[10]) and level >= long + tonumber(ARGV[9]) then
+local keep = tonumber(ARGV[9]) or 0
+if KEYS[3] and long > 0 and keep > 0 and busy_before < tonumber(ARGV[10]) and level >= long + keep then
   granted, is_long = long, 1
-  -- A hold ending within a sixteenth of a hold of the last one joins it (hold.rs).
-  local hold, last = tonumber(ARGV[8]), holds[#holds]
-  if last and now + hold - last[1] < hold / 16 then
-    last[1], last[2] = math.max(last[1], now + hold), last[2] + long
+  -- The hold's end, rounded up to a 32nd of a hold; holds with one end are one
+  -- (hold.rs `hold_end`).
+  local hold = tonumber(ARGV[8])
+  local q = math.floor(hold / 32)
+  local untl = now + hold
+  if q > 0 then untl = math.ceil(untl / q) * q end
+  local last = holds[#holds]
+  if last and last[1] >= untl then
+    last[2] = last[2] + long
   else
-    holds[#holds + 1] = {now + hold, long}
+    holds[#holds + 1] = {untl, long}
   end
   changed = true
 else
@@ -91,17 +98,23 @@ else
   granted = math.max(0, math.min(want, fits))
 end
 tat = tat + granted * T
-if granted > 0 then
+-- Stored when cells were granted, or when the cap raised it (the holds that raised it
+-- may be gone from KEYS[3] after this call).
+if granted > 0 or tat > before then
   redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
 end
 if changed then
   if #holds == 0 then
     redis.call('DEL', KEYS[3])
   else
-    local parts = {}
+    -- Kept until its holds can no longer raise the floor: the latest end + held then * T.
+    local parts, peak, suffix = {}, now, 0
+    for i = #holds, 1, -1 do
+      suffix = suffix + holds[i][2]
+      peak = math.max(peak, holds[i][1] + suffix * T)
+    end
     for i, h in ipairs(holds) do parts[i] = string.format('%.3f:%d', h[1], h[2]) end
-    local last = holds[#holds][1]
-    redis.call('SET', KEYS[3], table.concat(parts, ','), 'PX', math.floor((last - now) / 1000) + 2)
+    redis.call('SET', KEYS[3], table.concat(parts, ','), 'PX', math.ceil((peak - now) / 1000) + 2)
   end
 end
 

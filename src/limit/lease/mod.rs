@@ -25,7 +25,7 @@ mod refill;
 mod site;
 mod size;
 
-pub use book::{LeaseBook, RefillAsk, Take};
+pub use book::{LeaseBook, RefillAsk, Take, Taken};
 pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
 pub use hold::Holds;
 pub use params::LeaseParams;

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
-use super::book::{RefillAsk, Take};
+use super::book::{RefillAsk, Take, Taken};
 use super::books::{SHARDS, Shelf, shard_of};
 use super::grant::MemoryCoordinator;
 use super::params::LeaseParams;
@@ -41,8 +41,8 @@ pub struct LeaseItem {
     /// The policy's numbers at this request's headroom.
     pub params: LeaseParams,
     pub cost: u32,
-    /// Set by [`LeaseSite::take`] when admitted: when the cells taken conformed (ticks).
-    pub conformed: i128,
+    /// Set by [`LeaseSite::take`] when admitted: when the cells taken conformed and expire.
+    pub conformed: Taken,
 }
 
 impl LeaseItem {
@@ -85,7 +85,7 @@ pub struct LeaseSite {
 /// One pass of a request over its key's book, under the shard lock.
 struct Step {
     taken: Take,
-    conformed: i128,
+    conformed: Taken,
     /// A refill this pass began: it must run, whatever happens to the request.
     ask: Option<RefillAsk>,
     /// Registered for the wake-up of a refill already out.
@@ -223,7 +223,7 @@ impl LeaseSite {
         self: &Arc<Self>,
         it: &LeaseItem,
         deadline: Instant,
-    ) -> Result<(Take, i128), StoreError> {
+    ) -> Result<(Take, Taken), StoreError> {
         let notify = &self.refilled[shard_of(&it.key)];
         let mut first = true;
         loop {
