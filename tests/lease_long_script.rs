@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
+use tollgate::limit::central::CHECK_LUA;
 use tollgate::limit::clock::Nanos;
 use tollgate::limit::lease::{Grant, Holds, LEASE_LUA, LeaseParams, RefillAsk, grant};
 
@@ -207,4 +208,48 @@ async fn an_ended_hold_is_dropped() {
     redis.cli(&["SET", "~hold:k", &format!("{}:2", now - 1)]);
     lease(&mut conn, 0, 0).await;
     assert_eq!(redis.cli(&["EXISTS", "~hold:k"]).trim(), "0");
+}
+
+/// A debit (a response's reported cost, or what the L/N fallback spent, paid through
+/// `check.lua` on the key's state) comes off the level even while long cells are held:
+/// the state is the tat less the held cells, so the holds cannot absorb it. (Found by
+/// review: with the tat itself stored, a debit smaller than the cells held vanished into
+/// the cap, and here 100 more cells were granted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_is_not_absorbed_by_the_holds() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    // 1000/s, burst 400: a full key (its state a second old), 300 cells held for 10 s.
+    let now: Vec<i64> = redis::cmd("TIME")
+        .query_async::<Vec<String>>(&mut conn)
+        .await
+        .expect("TIME")
+        .iter()
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    let now_us = now[0] * 1_000_000 + now[1];
+    redis.cli(&["SET", "k", &format!("{}", now_us - 1_000_000)]);
+    redis.cli(&["SET", "~hold:k", &format!("{}:300", now_us + 10_000_000)]);
+    // The gateway's debit of 100 cells (`LeaseSite::debit`, paid by `store/debts.rs`).
+    let _: redis::Value = redis::Script::new(CHECK_LUA)
+        .key("k")
+        .arg("debit")
+        .arg(&["1", "1", "1000", "400", "100", "0", "1", "-"][..])
+        .invoke_async(&mut conn)
+        .await
+        .expect("check.lua debit runs");
+    let r: Vec<i64> = redis::Script::new(LEASE_LUA)
+        .key("k")
+        .key("~busy:k")
+        .key("~hold:k")
+        .arg(
+            &[
+                "lease", "1000", "400000", "0", "1000", "200000", "0", "10000000", "50", "800",
+            ][..],
+        )
+        .invoke_async(&mut conn)
+        .await
+        .expect("lease.lua runs");
+    // 400 − 300 held − 100 debited (and the microseconds between the calls).
+    assert!(r[0] <= 1, "{r:?}: the debit was absorbed");
 }

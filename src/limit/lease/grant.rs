@@ -92,25 +92,29 @@ pub fn grant(
 ) -> (u128, Grant) {
     let want = ask.want;
     let now_t = p.rate.ticks(now);
-    let base = tat.unwrap_or(now_t).max(now_t).max(holds.floor(p, now));
-    let level = (now_t + p.tolerance).saturating_sub(base) / p.rate.cells(1);
+    // The state is the key's tat less its held cells (`hold.rs`): ended holds settled
+    // into it, it is a plain GCRA tat, and the held cells come off the level.
+    let base = holds.settle(p, tat, now).max(now_t);
+    let held = p.rate.cells(u64::from(holds.held()));
+    let level = (now_t + p.tolerance).saturating_sub(base + held) / p.rate.cells(1);
     if long_fits(p, level, ask.long) {
+        // Held, not yet taken: the state moves when the hold ends.
         holds.hold(p, ask.long, now);
-        let tat = base + p.rate.cells(u64::from(ask.long));
-        let frontier = tat as i128 - p.tolerance as i128 - now_t as i128;
+        let held = p.rate.cells(u64::from(holds.held()));
+        let frontier = (base + held) as i128 - p.tolerance as i128 - now_t as i128;
         let g = Grant {
             granted: ask.long,
             frontier: p.ns_ceil(frontier),
             busy: 0,
             long: true,
         };
-        return (tat, g);
+        return (base, g);
     }
     let reach = now_t + p.rate.ticks(ask.lead.min(p.horizon)) + p.tolerance;
-    let fits = reach.saturating_sub(base) / p.rate.cells(1);
+    let fits = reach.saturating_sub(base + held) / p.rate.cells(1);
     let granted = u32::try_from(fits.min(u128::from(want))).unwrap_or(want);
     let tat = base + p.rate.cells(u64::from(granted));
-    let frontier = tat as i128 - p.tolerance as i128 - now_t as i128;
+    let frontier = (tat + held) as i128 - p.tolerance as i128 - now_t as i128;
     (
         tat,
         Grant {
@@ -204,10 +208,10 @@ impl MemoryCoordinator {
         let now_t = p.rate.ticks(now);
         match tats.get_mut(key) {
             Some(e) => {
-                // From the level the holds leave (`hold.rs`), or the debit would vanish
-                // into the cap at the next grant.
-                let floor = e.holds.floor(p, now);
-                e.tat = e.tat.max(now_t).max(floor) + p.rate.cells(u64::from(cost));
+                // On the tat less the held cells (`hold.rs`), as check.lua's debit does on
+                // a leased key in Redis: the held cells stay off the level.
+                let tat = e.holds.settle(p, Some(e.tat), now).max(now_t);
+                e.tat = tat + p.rate.cells(u64::from(cost));
                 e.full_at = p.rate.ns_ceil(e.tat);
             }
             None => {

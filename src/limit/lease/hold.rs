@@ -18,10 +18,16 @@
 //! `level(s) ≤ burst − held(s)` at every instant `s`, i.e. `tat ≥ s + held(s) · T`. Then
 //! the cells spent in `[a, b]` are at most the level at `a − ttl` plus what refills until
 //! `b`, plus the cells held at `a − ttl`: `burst − held + (D + ttl) · rate + held`, the same
-//! bound as ordinary cells (`grant.rs`). The cap binds between calls too (a bucket refills
-//! without being asked), so each call raises `tat` to the largest `s + held(s) · T` since
-//! the last call: held counts only fall between calls, so that is at the end of a hold
-//! (`held` still counting it) or now.
+//! bound as ordinary cells (`grant.rs`).
+//!
+//! The cap binds between calls too (a bucket refills without being asked), so the
+//! coordinator keeps the key's *tat less its held cells*, `t' = tat − held · T`: the cap is
+//! then the GCRA's own `t' ≥ now`, which a plain `max(t', now)` applies at any call, and
+//! the held cells come off the level (`level = (now + τ − t') / T − held`). A hold's cells
+//! are taken when it ends, from the bucket as it was then: `t' = max(t', until) + n · T`,
+//! so the level does not jump (that is `tat ≥ until + held(until) · T`). A debit on the key
+//! (a response's cost; `check.lua` on the same state in Redis) is a take on `t'` like any
+//! other, so the held cells cannot absorb it.
 //!
 //! What long cells cost is burst: while held they keep that many cells of it from everyone
 //! (only while the key is well under its limit, [`LONG_BUSY`], and never the last
@@ -67,19 +73,21 @@ impl Holds {
         self.held
     }
 
-    /// The lowest `tat` (ticks) the cap allows at `now` (see the module doc), dropping the
-    /// holds that ended before `now`.
-    pub fn floor(&mut self, p: &LeaseParams, now: Nanos) -> u128 {
-        let mut floor = 0;
+    /// Settle the holds that ended before `now` into the key's state `tat` (ticks; the
+    /// tat less the held cells, `None` for a full key): each hold's cells are taken at its
+    /// end, from the bucket as it was then, `tat = max(tat, until) + n · T`, so the level
+    /// does not jump when a hold ends.
+    pub fn settle(&mut self, p: &LeaseParams, tat: Option<u128>, now: Nanos) -> u128 {
+        let mut tat = tat.unwrap_or(0);
         while let Some(&(until, n)) = self.queue.front() {
             if until >= now {
                 break;
             }
-            floor = floor.max(p.rate.ticks(until) + p.rate.cells(u64::from(self.held)));
+            tat = tat.max(p.rate.ticks(until)) + p.rate.cells(u64::from(n));
             self.held -= n;
             self.queue.pop_front();
         }
-        floor.max(p.rate.ticks(now) + p.rate.cells(u64::from(self.held)))
+        tat
     }
 
     /// `n` long cells granted at `now`. A hold's end is rounded up to a 32nd of a hold
@@ -142,26 +150,29 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_is_now_plus_the_cells_held_then_the_peak_at_each_end() {
+    fn an_ended_hold_is_taken_from_the_bucket_as_it_was_at_its_end() {
         let p = params();
         let mut h = Holds::default();
         h.hold(&p, 5, 0);
         h.hold(&p, 3, 100 * MS);
-        // At 120 ms both are held: the level may not pass 100 − 8.
-        assert_eq!(
-            h.floor(&p, 120 * MS),
-            p.rate.ticks(120 * MS) + p.rate.cells(8)
-        );
+        // At 120 ms both are held: nothing is settled, 8 cells are off the level.
+        assert_eq!(h.settle(&p, Some(7), 120 * MS), 7);
+        assert_eq!(h.held(), 8);
         // Hold ends are rounded up to multiples of 4.687 ms (150 ms / 32 in whole µs): the
         // first ends at 154.671 ms, the second at 253.098 ms. At 156 ms the first has
-        // ended, but at its end 8 were still held: that peak (162.671 ms) binds, not
-        // now + 3 (159 ms).
+        // ended: its 5 cells are taken at its end (a full bucket then: the state was
+        // behind), so the tat is 154.671 ms + 5 ms, the held 3 ms on top of that.
         let q = 4_687_000;
         assert_eq!(
-            h.floor(&p, 156 * MS),
-            p.rate.ticks(33 * q) + p.rate.cells(8)
+            h.settle(&p, Some(7), 156 * MS),
+            p.rate.ticks(33 * q) + p.rate.cells(5)
         );
         assert_eq!(h.held(), 3);
+        // A state already past the end keeps its order: the cells come after it.
+        let mut h2 = Holds::default();
+        h2.hold(&p, 5, 0);
+        let late = p.rate.ticks(170 * MS);
+        assert_eq!(h2.settle(&p, Some(late), 200 * MS), late + p.rate.cells(5));
         // The second's peak, 3 cells after its end, is when the key may be forgotten.
         let peak = 54 * q + 3 * MS;
         assert!(h.binds(peak) && !h.binds(peak + 1));
@@ -176,7 +187,7 @@ mod tests {
         // (4.6875 ms) more: joined holds do not chain into one that never ends.
         for ms in 0..1_000 {
             h.hold(&p, 1, ms * MS);
-            let _ = h.floor(&p, ms * MS);
+            let _ = h.settle(&p, None, ms * MS);
             assert!(h.count() <= 34, "{} holds at {ms} ms", h.count());
             if ms >= 150 {
                 assert!(

@@ -1,6 +1,7 @@
 -- tollgate lease grant: the coordinator's side of `site = "lease"` (see grant.rs for the
 -- rule and the bound, hold.rs for long cells). The key's state is the GCRA theoretical
--- arrival time in microseconds, the same format check.lua keeps for a central GCRA key.
+-- arrival time in microseconds, less the cells its long cells hold, in the format
+-- check.lua keeps for a central GCRA key (so check.lua's debit takes from it).
 --
 -- KEYS[1]: the key. KEYS[2]: its grant-rate average ("count:at_us", in KEYS[1]'s slot).
 -- KEYS[3]: its long cells' holds ("until_us:n,until_us:n,...", until ascending, same slot).
@@ -41,17 +42,14 @@ if KEYS[2] and span and span > 0 then
 end
 local busy_before = count and math.floor(count * T / span * 1000 + 0.5) or 1000
 
+-- The state is the key's tat less its held cells (hold.rs): a plain GCRA tat once the
+-- holds that ended are settled into it; the held cells come off the level.
 local raw = redis.call('GET', KEYS[1])
-local tat = now
 -- A value that is not a number (the key held a token bucket's central state before the
 -- policy moved to leases) counts as a full key rather than failing every call.
 local old = raw and tonumber(raw)
-if old then tat = math.max(old, now) end
-
--- The holds' cap (hold.rs): tat >= s + held(s) * T at every instant since the last call,
--- which is at the end of a hold (still counted) or now.
+local tat = old or 0
 local holds, held, changed = {}, 0, false
-local before = tat
 if KEYS[3] then
   local h = redis.call('GET', KEYS[3])
   if h then
@@ -62,21 +60,23 @@ if KEYS[3] then
       end
     end
   end
+  -- An ended hold's cells are taken at its end, from the bucket as it was then.
   local first = 1
   while holds[first] and holds[first][1] < now do
-    tat = math.max(tat, holds[first][1] + held * T)
+    tat = math.max(tat, holds[first][1]) + holds[first][2] * T
     held = held - holds[first][2]
     first = first + 1
     changed = true
   end
-  tat = math.max(tat, now + held * T)
   local left = {}
   for i = first, #holds do left[#left + 1] = holds[i] end
   holds = left
 end
 
+local before = math.max(old or now, now)
+tat = math.max(tat, now)
 local granted, is_long = 0, 0
-local level = math.floor((now + tau - tat + EPS) / T)
+local level = math.floor((now + tau - held * T - tat + EPS) / T)
 local keep = tonumber(ARGV[9]) or 0
 if KEYS[3] and long > 0 and keep > 0 and busy_before < tonumber(ARGV[10]) and level >= long + keep then
   granted, is_long = long, 1
@@ -92,22 +92,25 @@ if KEYS[3] and long > 0 and keep > 0 and busy_before < tonumber(ARGV[10]) and le
   else
     holds[#holds + 1] = {untl, long}
   end
+  -- Held, not yet taken: the state moves when the hold ends.
+  held = held + long
   changed = true
 else
-  local fits = math.floor((now + lead + tau - tat + EPS) / T)
+  local fits = math.floor((now + lead + tau - held * T - tat + EPS) / T)
   granted = math.max(0, math.min(want, fits))
+  tat = tat + granted * T
 end
-tat = tat + granted * T
--- Stored when cells were granted, or when the cap raised it (the holds that raised it
--- may be gone from KEYS[3] after this call).
-if granted > 0 or tat > before then
+-- Stored when it moved: cells granted, or ended holds settled (they are gone from KEYS[3]
+-- after this call).
+if tat > before then
   redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
 end
 if changed then
   if #holds == 0 then
     redis.call('DEL', KEYS[3])
   else
-    -- Kept until its holds can no longer raise the floor: the latest end + held then * T.
+    -- Kept until settling its holds can no longer raise the state past now: the latest
+    -- end + the cells held then * T.
     local parts, peak, suffix = {}, now, 0
     for i = #holds, 1, -1 do
       suffix = suffix + holds[i][2]
@@ -129,4 +132,4 @@ if count then
   end
   busy = math.floor(count * T / span * 1000 + 0.5)
 end
-return {granted, math.ceil(tat - tau - now - EPS), now, busy, is_long}
+return {granted, math.ceil(tat + held * T - tau - now - EPS), now, busy, is_long}
