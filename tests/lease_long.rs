@@ -210,6 +210,30 @@ fn within_the_bound(admitted: &[u64], p: (u32, u32, u64)) -> Result<(), String> 
     Ok(())
 }
 
+/// Arrival times from stretches of `(gap, node)`, each stretch after a pause.
+fn timeline(stretches: &[(u64, &[(u64, usize)])], nodes: usize) -> Vec<(u64, usize)> {
+    let mut now = 0;
+    let mut out = Vec::new();
+    for &(pause, gaps) in stretches {
+        now += pause;
+        for &(gap, node) in gaps {
+            now += gap;
+            out.push((now, node % nodes));
+        }
+    }
+    out
+}
+
+/// Run the fleet on `(per_second, burst, ttl_ms)` and check the window bound.
+fn bounded_fleet(
+    q: (u32, u32, u64),
+    arrivals: &[(u64, usize)],
+    nodes: usize,
+) -> Result<(), TestCaseError> {
+    let (admitted, _) = fleet(&params(q.0, q.1, q.2), arrivals, nodes);
+    within_the_bound(&admitted, q).map_err(TestCaseError::fail)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -226,17 +250,8 @@ proptest! {
             50..1_200,
         ),
     ) {
-        let p = params(per_second, burst, ttl_ms);
-        let mut now = 0;
-        let arrivals: Vec<(u64, usize)> = gaps
-            .iter()
-            .map(|&(gap, node)| {
-                now += gap;
-                (now, node % nodes)
-            })
-            .collect();
-        let (admitted, _) = fleet(&p, &arrivals, nodes);
-        within_the_bound(&admitted, (per_second, burst, ttl_ms)).map_err(TestCaseError::fail)?;
+        let arrivals = timeline(&[(0, &gaps)], nodes);
+        bounded_fleet((per_second, burst, ttl_ms), &arrivals, nodes)?;
     }
 }
 
@@ -257,20 +272,9 @@ proptest! {
         silence_pct in 0u64..400,
         rush in prop::collection::vec((0u64..100_000, 0usize..9), 10..120),
     ) {
-        let p = params(per_second, burst, ttl_ms);
-        let mut now = 0;
-        let mut arrivals = Vec::new();
-        for &(gap, node) in &sparse {
-            now += gap;
-            arrivals.push((now, node % nodes));
-        }
-        now += ttl_ms * MS * silence_pct / 100;
-        for &(gap, node) in &rush {
-            now += gap;
-            arrivals.push((now, node % nodes));
-        }
-        let (admitted, _) = fleet(&p, &arrivals, nodes);
-        within_the_bound(&admitted, (per_second, burst, ttl_ms)).map_err(TestCaseError::fail)?;
+        let silence = ttl_ms * MS * silence_pct / 100;
+        let arrivals = timeline(&[(0, &sparse), (silence, &rush)], nodes);
+        bounded_fleet((per_second, burst, ttl_ms), &arrivals, nodes)?;
     }
 }
 
