@@ -54,12 +54,6 @@ impl Batch {
         (self.origin + i128::from(i) * t).max(self.floor)
     }
 
-    /// When the first cell held expires (for the spending order; ordinary batches keep
-    /// the order of their conform times).
-    pub(super) fn expires(&self, ttl: i128) -> i128 {
-        self.until.unwrap_or(self.origin + ttl)
-    }
-
     /// Cells of this batch conforming at `now_t`.
     pub(super) fn ready(&self, now_t: i128, t: i128) -> u32 {
         if self.left == 0 || self.conform(0, t) > now_t {

@@ -246,7 +246,7 @@ impl LeaseBook {
             // Replies of overlapping calls may land out of order, and long cells outlive
             // ordinary ones: spend the cells that expire first first.
             let ttl = ticks(p, p.ttl);
-            self.batches.sort_by_key(|b| b.expires(ttl));
+            self.batches.sort_by_key(|b| b.first_expiry(ttl, t));
         }
         if g.granted < want {
             // When the cells still wanted would enter the coordinator's horizon.

@@ -109,8 +109,9 @@ impl Holds {
         }
     }
 
-    /// Holds kept (for tests).
-    pub fn count(&self) -> usize {
+    /// Holds kept.
+    #[cfg(test)]
+    fn count(&self) -> usize {
         self.queue.len()
     }
 
