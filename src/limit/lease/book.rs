@@ -114,30 +114,31 @@ impl LeaseBook {
             };
         }
         let (mut need, ttl) = (cost, ticks(p, p.ttl));
-        let mut taken = Taken {
-            conform: now_t,
-            expires: i128::MAX,
-        };
+        let mut taken: Option<Taken> = None;
         for b in self.batches.iter_mut() {
             let n = need.min(b.ready(now_t, t));
             if n > 0 {
-                let first = taken.expires == i128::MAX;
-                let c = b.conform(0, t);
-                taken.conform = if first { c } else { taken.conform.min(c) };
-                taken.expires = taken.expires.min(b.first_expiry(ttl, t));
+                let (conform, expires) = (b.conform(0, t), b.first_expiry(ttl, t));
+                taken = Some(taken.map_or(Taken { conform, expires }, |k| Taken {
+                    conform: k.conform.min(conform),
+                    expires: k.expires.min(expires),
+                }));
             }
             b.spend(n, t);
             need -= n;
         }
-        self.last_conform = taken;
+        self.last_conform = taken.unwrap_or(Taken {
+            conform: now_t,
+            expires: now_t + ttl,
+        });
         self.batches.retain(|b| b.left > 0);
         Take::Admitted {
             remaining: u64::from(ready - cost),
         }
     }
 
-    /// Conform time (ticks) of the first cell the last admitted take spent: what a
-    /// give-back of that take must restore.
+    /// When the cells the last admitted take spent conformed and expire: what a give-back
+    /// of that take must restore.
     pub fn last_conform(&self) -> Taken {
         self.last_conform
     }
