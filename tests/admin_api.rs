@@ -187,7 +187,8 @@ fn serve_with_secrets(config: &std::path::Path) -> GatewayProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_shows_no_secret() {
-    let (store, peer, up) = (dead_port().await, dead_port().await, dead_port().await);
+    let (store, up) = (dead_port().await, dead_port().await);
+    let peer = common::peers::free_ports(1)[0];
     let toml = ConfigBuilder::new("")
         .text(&format!(
             "[account]\nheader = \"x-api-key\"\nhash_key_env = \"TG_ADMIN_TEST_ACCOUNT\"\n\

@@ -225,7 +225,7 @@ async fn http2_authority_and_host_must_agree() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_already_passed_us_is_a_loop() {
     // The gateway's upstream is itself: without loop detection each hop spawns another.
-    let port = dead_port().await;
+    let port = common::peers::free_ports(1)[0];
     let cfg = format!(
         r#"
 [server]

@@ -252,10 +252,16 @@ pub async fn json(resp: Response<Incoming>) -> serde_json::Value {
     serde_json::from_str(&text(resp).await).unwrap()
 }
 
-/// A loopback port with nothing listening (bound then released).
+/// A loopback port with nothing listening: bound by a socket that never listens, so a
+/// connection is refused, and kept bound until the test process ends, so no other test
+/// running beside this one can be handed the port (a port bound and released was, and a
+/// "dead" upstream answered 404 from another test's server).
 pub async fn dead_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    l.local_addr().unwrap()
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::mem::forget(socket);
+    addr
 }
 
 /// GET `path` as client `ip` (sent as `X-Forwarded-For`, which gateways that trust loopback
