@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(admitted, [1, 1, 1, 0, 1, 0, 1]);
     }
 
-    /// The sweep keeps a key while its holds can still raise the floor, not only while they
+    /// The sweep keeps a key while its holds can still raise its state, not only while they
     /// last (found by review: a key swept after its hold ended forgot a cap still ahead).
     #[test]
     fn the_sweep_keeps_a_key_whose_holds_still_bind() {
@@ -360,8 +360,8 @@ mod tests {
         // Quiet at 600 ms (the grant rate decayed): 700 long cells.
         assert!(c.grant("k", &p, ask(700), 600 * MS).long);
         // The hold ends at 754.607 ms (750 ms rounded up to 150 ms / 32 in whole µs); its
-        // floor binds until 700 ms later, past the key's own tat (1 301 ms) and its grant
-        // rate's forgetting (1 400 ms).
+        // cells, taken at its end, raise the state until 700 ms later, past the key's own
+        // tat (1 301 ms) and its grant rate's forgetting (1 400 ms).
         assert_eq!(c.sweep(1_420 * MS), 1, "kept while the cap binds");
         assert_eq!(c.sweep(1_455 * MS), 0, "then swept");
     }

@@ -68,7 +68,7 @@ pub struct Holds {
 }
 
 impl Holds {
-    /// Cells held now (after [`Holds::floor`] has dropped the ended holds).
+    /// Cells held now (after [`Holds::settle`] has dropped the ended holds).
     pub fn held(&self) -> u32 {
         self.held
     }
@@ -115,7 +115,7 @@ impl Holds {
         self.queue.len()
     }
 
-    /// Whether the holds may still raise the floor at `now` or later.
+    /// Whether settling the holds may still raise the key's state past `now` or later.
     pub fn binds(&self, now: Nanos) -> bool {
         self.peak >= now
     }
