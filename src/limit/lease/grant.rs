@@ -82,7 +82,7 @@ pub fn busy(
 
 /// The grant rule on one key's `tat` (ticks) and long-cell holds, for `want` cells
 /// conforming within `lead` ns (at most the policy's horizon), or `long` long cells when the
-/// key has room for them ([`long_fits`]); returns the new `tat`.
+/// key has room for them (`long_fits`); returns the new `tat`.
 pub fn grant(
     p: &LeaseParams,
     tat: Option<u128>,
