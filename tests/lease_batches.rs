@@ -99,6 +99,7 @@ fn a_short_grant_blocks_until_the_rest_fits() {
         frontier: 100 * MS as i64,
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     book.on_grant(&p, ask, g, now);
     // The 30 cells still wanted enter the horizon 30 ms later; nothing is asked before.
@@ -142,6 +143,7 @@ fn empty_answers_past_reach_back_off_doubling() {
         frontier: 20 * MS as i64,
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     for _ in 0..5 {
         let wait = away_after(&mut book, &p, now, reserved);
@@ -159,6 +161,7 @@ fn empty_answers_past_reach_back_off_doubling() {
         frontier: 0,
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     book.on_grant(&p, ask, one, now);
     assert!(admitted(book.retake(&p, 1, now)));
@@ -177,6 +180,7 @@ fn an_empty_bucket_keeps_a_node_away_only_until_it_refills() {
         frontier: 0,
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     assert_eq!(away_after(&mut book, &p, 0, empty), 10 * MS);
     assert_eq!(away_after(&mut book, &p, 10 * MS, empty), 10 * MS);
@@ -190,6 +194,7 @@ fn a_reserved_cell_past_the_ttl_is_spent_when_it_comes_due() {
         want: 3,
         lead: 100 * MS,
         long: 0,
+        ..RefillAsk::default()
     };
     // Three cells conforming 88, 89 and 90 ms after the grant: past the 50 ms TTL.
     let g = Grant {
@@ -197,6 +202,7 @@ fn a_reserved_cell_past_the_ttl_is_spent_when_it_comes_due() {
         frontier: 90 * MS as i64,
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     book.on_grant(&p, ask, g, 0);
     assert!(
@@ -229,6 +235,7 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
         frontier: -(9 * MS as i64), // 900 of the burst's 1 000 cells still conform now
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     book.begin(400 * MS, ask);
     book.on_grant(&p, ask, full, 400 * MS);
@@ -247,6 +254,7 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
         want: 1,
         lead: 0,
         long: 0,
+        ..RefillAsk::default()
     };
     book.begin(400 * MS, ask);
     let tight_grant = Grant {
@@ -254,6 +262,7 @@ fn a_key_with_slack_takes_a_ttl_with_margin() {
         frontier: -(MS as i64), // 100 of 1 000
         busy: 1_000,
         long: false,
+        ..Grant::default()
     };
     book.on_grant(&p, ask, tight_grant, 400 * MS);
     assert_eq!(book.batch_size(&p), tight, "no slack: back to reserving");
@@ -283,6 +292,7 @@ fn a_calm_key_lets_a_thin_node_reserve_a_ttl() {
             frontier: 0,
             busy,
             long: false,
+            ..Grant::default()
         };
         book.on_grant(&p, ask, g, now);
         assert!(admitted(book.retake(&p, 1, now)));
@@ -327,6 +337,7 @@ fn a_calm_key_leaves_a_busy_node_its_refills() {
         frontier: 0,
         busy: 100,
         long: false,
+        ..Grant::default()
     };
     book.on_grant(&p, ask, g, now);
     assert!(

@@ -41,6 +41,7 @@ fn cells_spend_only_once_they_conform() {
         want: 5,
         lead: 50 * MS,
         long: 0,
+        ..RefillAsk::default()
     };
     book.on_grant(
         &p,
@@ -50,6 +51,7 @@ fn cells_spend_only_once_they_conform() {
             frontier: 3 * MS as i64,
             busy: 1_000,
             long: false,
+            ..Grant::default()
         },
         0,
     );
@@ -70,6 +72,7 @@ fn unspent_cells_expire_a_ttl_after_they_conform() {
         want: 3,
         lead: 0,
         long: 0,
+        ..RefillAsk::default()
     };
     book.on_grant(
         &p,
@@ -79,6 +82,7 @@ fn unspent_cells_expire_a_ttl_after_they_conform() {
             frontier: -(7 * MS as i64),
             busy: 1_000,
             long: false,
+            ..Grant::default()
         },
         0,
     );
@@ -96,6 +100,7 @@ fn a_give_back_can_be_spent_again() {
         want: 1,
         lead: 0,
         long: 0,
+        ..RefillAsk::default()
     };
     book.on_grant(
         &p,
@@ -105,6 +110,7 @@ fn a_give_back_can_be_spent_again() {
             frontier: 0,
             busy: 1_000,
             long: false,
+            ..Grant::default()
         },
         0,
     );
@@ -131,7 +137,8 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
         RefillAsk {
             want: 1,
             lead: 0,
-            long: 3
+            long: 3,
+            ..RefillAsk::default()
         }
     );
     book.begin(0, ask);
@@ -144,6 +151,7 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
             frontier: -(MS as i64),
             busy: 1_000,
             long: false,
+            ..Grant::default()
         },
         0,
     );

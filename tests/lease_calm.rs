@@ -45,6 +45,7 @@ fn answer(
         want: 1,
         lead: 0,
         long: 0,
+        ..RefillAsk::default()
     });
     book.begin(now, ask);
     let g = Grant {
@@ -52,6 +53,7 @@ fn answer(
         frontier: frontier_ms * MS as i64,
         busy,
         long: false,
+        ..Grant::default()
     };
     book.on_grant(p, ask, g, now);
     ask

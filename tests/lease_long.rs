@@ -30,6 +30,7 @@ fn ask(want: u32, long: u32) -> RefillAsk {
         want,
         lead: 0,
         long,
+        ..RefillAsk::default()
     }
 }
 
@@ -124,6 +125,7 @@ fn a_long_cell_given_back_keeps_its_end_of_life() {
         frontier: frontier_ms * MS as i64,
         busy: 0,
         long,
+        ..Grant::default()
     };
     // Five long cells at 0 ms (valid until 200 ms); 100 ordinary cells granted at 100 ms
     // conforming 101 to 200 ms (the first expires at 151 ms: spent first).
@@ -132,6 +134,7 @@ fn a_long_cell_given_back_keeps_its_end_of_life() {
         want: 100,
         lead: 100 * MS,
         long: 0,
+        ..RefillAsk::default()
     };
     b.on_grant(&p, reserve, grant(100, 100, false), 100 * MS);
     for ms in 101..180u64 {

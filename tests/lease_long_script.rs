@@ -67,6 +67,7 @@ fn as_grant(r: &[i64]) -> Grant {
         frontier: r[1] * 1_000,
         busy: 0,
         long: r[4] == 1,
+        ..Grant::default()
     }
 }
 
@@ -91,6 +92,7 @@ async fn long_cells_are_granted_and_held_as_the_rust_rule_does() {
         want: 1,
         lead: 0,
         long: 6,
+        ..RefillAsk::default()
     };
     let one = RefillAsk { long: 0, ..ask };
     let (tat, _) = grant(&p, None, &mut holds, one, now_ns(&first));
@@ -122,6 +124,7 @@ async fn long_cells_are_granted_and_held_as_the_rust_rule_does() {
         want: 20,
         lead: 0,
         long: 0,
+        ..RefillAsk::default()
     };
     let (_, rust) = grant(&p, Some(tat), &mut holds, ask, now_ns(&ordinary));
     assert_eq!(

@@ -80,6 +80,7 @@ impl Reply {
             frontier: self.frontier_us * 1_000,
             busy: 0,
             long: false,
+            ..Grant::default()
         }
     }
 
@@ -163,6 +164,7 @@ async fn a_fresh_key_grants_the_burst_plus_the_horizon_as_the_rust_rule_does() {
         want: 100,
         lead: LEAD_US as Nanos * 1_000,
         long: 0,
+        ..RefillAsk::default()
     };
 
     let started = Instant::now();
@@ -276,6 +278,7 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
         want: 1_000,
         lead: 0,
         long: 0,
+        ..RefillAsk::default()
     };
 
     let first = lease(&mut conn, "slow", 0, 1_000).await;
@@ -314,6 +317,7 @@ async fn lead_zero_grants_exactly_the_burst_then_nothing() {
             want: 3,
             lead: 0,
             long: 0,
+            ..RefillAsk::default()
         },
         small.now_ns(),
     );
@@ -333,6 +337,7 @@ async fn a_lead_past_the_ttl_grants_as_the_rust_rule_does() {
         want: 500,
         lead: lead_us as Nanos * 1_000,
         long: 0,
+        ..RefillAsk::default()
     };
     let first = lease(&mut conn, "far", lead_us, 500).await;
     // burst (10) conform now, then one per ms up to 100 ms: 110, the last at 100 ms.

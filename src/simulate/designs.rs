@@ -149,8 +149,7 @@ fn seed_lease(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     let p = params(policy, LeaseKnobs::default());
     let twenty = RefillAsk {
         want: 20,
-        lead: 0,
-        long: 0,
+        ..RefillAsk::default()
     };
     let c = MemoryCoordinator::new();
     #[derive(Default, Clone, Copy)]

@@ -14,6 +14,11 @@ pub(super) struct Batch {
     /// Long cells (`hold.rs`): all expire at this tick, whenever they conformed. Ordinary
     /// cells (`None`) expire `lease_ttl` after each conforms.
     until: Option<i128>,
+    /// Ticks by which an ordinary cell lives less than `lease_ttl` (returnable cells,
+    /// `returns.rs`), and the coordinator's time of their grant, which names them when
+    /// they are given back (`None`: not returnable).
+    cut: i128,
+    pub(super) granted_at: Option<u64>,
 }
 
 impl Batch {
@@ -24,6 +29,18 @@ impl Batch {
             floor,
             left,
             until: None,
+            cut: 0,
+            granted_at: None,
+        }
+    }
+
+    /// These cells are returnable: they live `cut` ticks less, and were granted at the
+    /// coordinator's `at` (ns).
+    pub(super) fn returnable(self, cut: i128, at: u64) -> Self {
+        Batch {
+            cut,
+            granted_at: Some(at),
+            ..self
         }
     }
 
@@ -46,7 +63,7 @@ impl Batch {
 
     /// When the first cell held expires (ticks).
     pub(super) fn first_expiry(&self, ttl: i128, t: i128) -> i128 {
-        self.until.unwrap_or(self.conform(0, t) + ttl)
+        self.until.unwrap_or(self.conform(0, t) + ttl - self.cut)
     }
 
     /// Conform time (ticks) of cell `i`.
@@ -77,6 +94,7 @@ impl Batch {
         if let Some(until) = self.until {
             return if until < now_t { self.left } else { 0 };
         }
+        let ttl = ttl - self.cut;
         if self.floor + ttl >= now_t {
             return 0;
         }

@@ -20,8 +20,10 @@ use super::batch::Batch;
 use super::calm::Calm;
 use super::grant::Grant;
 use super::params::LeaseParams;
+use super::returns::Returned;
 use super::size::{
-    RESERVE_FROM, back_off, calm_batch, calm_cap, long_batch, reserve_batch, slack_batch,
+    RESERVE_FROM, SPARE_FROM, back_off, calm_batch, calm_cap, long_batch, reserve_batch,
+    slack_batch,
 };
 use crate::limit::clock::Nanos;
 
@@ -33,11 +35,13 @@ pub const MAX_IN_FLIGHT: u8 = 4;
 
 /// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now;
 /// or, when `long > 0` and the key has room for them, `long` long cells (`hold.rs`) instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `returned`: cells given back with the call (`returns.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RefillAsk {
     pub want: u32,
     pub lead: Nanos,
     pub long: u32,
+    pub returned: Returned,
 }
 
 /// When the cells of one take may be spent again if given back (ticks): from the earliest
@@ -92,6 +96,10 @@ pub struct LeaseBook {
     pub expired: u64,
     /// Whether the key is calm, and this node's demand over a TTL (`calm.rs`).
     calm: Calm,
+    /// The last grant was returnable: the key is in a returnable run (`returns.rs`).
+    returnable: bool,
+    /// Returnable cells that expired unspent since the last call: given back with it.
+    returned: Returned,
 }
 
 impl LeaseBook {
@@ -188,16 +196,31 @@ impl LeaseBook {
         let in_two_trips = 2.0 * self.demand * self.rtt as f64 / p.target as f64;
         let held = self.held().saturating_add(self.pending);
         let long = long_batch(p, self.calm.per_ttl(p));
+        let returned = self.returned;
         (f64::from(held) < in_two_trips.max(1.0)).then(|| match calm {
             true => RefillAsk {
                 want: (calm_batch(self.calm.per_ttl(p)) as u32).clamp(1, calm_cap(p)),
                 lead: p.horizon,
                 long,
+                returned,
             },
+            false
+                if !reserve && !self.slack && self.returnable && self.per_ttl(p) >= SPARE_FROM =>
+            {
+                // A request waits and the key is in a returnable run: the cell it needs
+                // and the next, which is given back if no request comes for it in time.
+                RefillAsk {
+                    want: 2,
+                    lead: p.ns_ceil(p.interval()).max(0) as Nanos,
+                    long,
+                    returned,
+                }
+            }
             false => RefillAsk {
                 want: self.batch_size(p),
                 lead,
                 long,
+                returned,
             },
         })
     }
@@ -221,6 +244,9 @@ impl LeaseBook {
         }
         self.in_flight += 1;
         self.pending = self.pending.saturating_add(ask.want);
+        if ask.returned == self.returned {
+            self.returned = Returned::default();
+        }
     }
 
     /// The coordinator answered `g` to `ask`; `now` is when the reply arrived.
@@ -238,11 +264,15 @@ impl LeaseBook {
         let room = (-p.ticks(g.frontier)).max(0) / t;
         self.slack = room * 4 > 3 * i128::from(p.burst);
         self.calm.on_grant(g, now);
+        self.returnable = g.returnable;
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);
-            self.batches.push(match g.long {
-                true => Batch::long(now_t, g.granted, now_t + ticks(p, p.long_life), t),
-                false => Batch::ordinary(last, now_t, g.granted, t),
+            self.batches.push(match (g.long, g.returnable) {
+                (true, _) => Batch::long(now_t, g.granted, now_t + ticks(p, p.long_life), t),
+                (false, true) => {
+                    Batch::ordinary(last, now_t, g.granted, t).returnable(p.return_cut(), g.at)
+                }
+                (false, false) => Batch::ordinary(last, now_t, g.granted, t),
             });
             // Replies of overlapping calls may land out of order, and long cells outlive
             // ordinary ones: spend the cells that expire first first.
@@ -356,6 +386,15 @@ impl LeaseBook {
             if n > 0 {
                 b.spend(n, t);
                 self.expired += u64::from(n);
+                if let Some(at) = b.granted_at {
+                    let r = &mut self.returned;
+                    r.granted_at = if r.cells == 0 {
+                        at
+                    } else {
+                        r.granted_at.min(at)
+                    };
+                    r.cells += n;
+                }
             }
         }
         self.batches.retain(|b| b.left > 0);

@@ -124,12 +124,13 @@ mod tests {
 
     use super::*;
     use crate::limit::lease::book::RefillAsk;
-    use crate::limit::lease::{Grant, LeaseParams};
+    use crate::limit::lease::{Grant, LeaseParams, Returned};
 
     const ONE: RefillAsk = RefillAsk {
         want: 1,
         lead: 0,
         long: 0,
+        returned: Returned::NONE,
     };
 
     fn params() -> LeaseParams {
@@ -146,6 +147,7 @@ mod tests {
             frontier: 0,
             busy: 1_000,
             long: false,
+            ..Grant::default()
         };
         for i in 0..16 {
             let (b, _) = shard.book(0, &format!("k{i}"), 16, 0);

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::book::RefillAsk;
 use super::hold::{Holds, LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
+use super::returns::{Returns, grant_returning};
 use crate::limit::clock::Nanos;
 
 /// Grants between sweeps of keys that are full again.
@@ -48,6 +49,11 @@ pub struct Grant {
     pub busy: u32,
     /// The cells are long cells (`hold.rs`): all conform now, valid `long_life` from now.
     pub long: bool,
+    /// The cells are returnable (`returns.rs`): each lives `lease_ttl` less
+    /// `return_cells · T`, and the node gives back those that expire unspent.
+    pub returnable: bool,
+    /// The coordinator's now at the grant (ns): what a return names its cells by.
+    pub at: Nanos,
 }
 
 /// Time constant of the grant rate in TTLs: long enough that one node's batch moves it
@@ -107,6 +113,7 @@ pub fn grant(
             frontier: p.ns_ceil(frontier),
             busy: 0,
             long: true,
+            ..Grant::default()
         };
         return (base, g);
     }
@@ -122,6 +129,7 @@ pub fn grant(
             frontier: p.ns_ceil(frontier),
             busy: 0,
             long: false,
+            ..Grant::default()
         },
     )
 }
@@ -165,19 +173,22 @@ impl MemoryCoordinator {
         if calls.is_multiple_of(SWEEP_EVERY) {
             drop_full(&mut tats, now);
         }
-        let (old, mut holds) = match tats.get_mut(key) {
+        let (old, mut holds, mut returns) = match tats.get_mut(key) {
             Some(e) => (
                 Some((e.tat, e.rate, e.forget_at)),
                 std::mem::take(&mut e.holds),
+                std::mem::take(&mut e.returns),
             ),
-            None => (None, Holds::default()),
+            None => (None, Holds::default(), Returns::default()),
         };
         let rate = old.and_then(|e| e.1.filter(|_| e.2 > now));
-        let ask = match busy(p, rate, 0, now).1 < LONG_BUSY {
+        let busy_before = busy(p, rate, 0, now).1;
+        let ask = match busy_before < LONG_BUSY {
             true => ask,
             false => RefillAsk { long: 0, ..ask },
         };
-        let (tat, mut g) = grant(p, old.map(|e| e.0), &mut holds, ask, now);
+        let tat = old.map(|e| e.0);
+        let (tat, mut g) = grant_returning(p, tat, &mut holds, &mut returns, ask, busy_before, now);
         let (rate, busy) = busy(p, rate, g.granted, now);
         g.busy = busy;
         // As lease.lua: the average is stored only with a grant (decay needs no write).
@@ -191,6 +202,7 @@ impl MemoryCoordinator {
             rate,
             forget_at,
             holds,
+            returns,
         };
         match tats.get_mut(key) {
             Some(slot) => *slot = entry,
@@ -212,6 +224,7 @@ impl MemoryCoordinator {
                 // a leased key in Redis: the held cells stay off the level.
                 let tat = e.holds.settle(p, Some(e.tat), now).max(now_t);
                 e.tat = tat + p.rate.cells(u64::from(cost));
+                e.returns.break_run(now);
                 e.full_at = p.rate.ns_ceil(e.tat);
             }
             None => {
@@ -222,6 +235,7 @@ impl MemoryCoordinator {
                     rate: None,
                     forget_at: 0,
                     holds: Holds::default(),
+                    returns: Returns::new(now),
                 };
                 tats.insert(key.into(), entry);
             }
@@ -254,6 +268,9 @@ struct Entry {
     forget_at: Nanos,
     /// Long cells held (`hold.rs`).
     holds: Holds,
+    /// The returnable run and the returns taken (`returns.rs`). A swept key loses it:
+    /// its next call finds no key, which breaks the run.
+    returns: Returns,
 }
 
 /// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
@@ -292,6 +309,7 @@ mod tests {
             want,
             lead: 50 * MS,
             long: 0,
+            ..RefillAsk::default()
         };
         let (tat, g) = grant(&p, None, &mut Holds::default(), ask(100), 1_000 * MS);
         assert_eq!(g.granted, 60);
@@ -304,6 +322,7 @@ mod tests {
                 frontier: 50 * MS as i64,
                 busy: 0,
                 long: false,
+                ..Grant::default()
             }
         );
         let (_, g3) = grant(&p, Some(tat), &mut Holds::default(), ask(5), 1_003 * MS);
@@ -314,6 +333,7 @@ mod tests {
                 frontier: 50 * MS as i64,
                 busy: 0,
                 long: false,
+                ..Grant::default()
             }
         );
     }
@@ -334,6 +354,7 @@ mod tests {
                         want: 1,
                         lead: 0,
                         long: 0,
+                        ..RefillAsk::default()
                     },
                     ms * MS,
                 );
@@ -355,6 +376,7 @@ mod tests {
             want: 1,
             lead: 0,
             long,
+            ..RefillAsk::default()
         };
         c.grant("k", &p, ask(0), 0);
         // Quiet at 600 ms (the grant rate decayed): 700 long cells.
@@ -374,6 +396,7 @@ mod tests {
             want: 1,
             lead: 0,
             long: 0,
+            ..RefillAsk::default()
         };
         c.grant("k", &p, one, 0);
         c.grant("k", &p, one, 0);

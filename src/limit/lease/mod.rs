@@ -22,6 +22,7 @@ mod grant;
 mod hold;
 mod params;
 mod refill;
+mod returns;
 mod site;
 mod size;
 
@@ -29,4 +30,5 @@ pub use book::{LeaseBook, RefillAsk, Take, Taken};
 pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
 pub use hold::Holds;
 pub use params::LeaseParams;
+pub use returns::{RETURN_BUSY, Returned, Returns, grant_returning};
 pub use site::{LEASE_LUA, LeaseItem, LeaseSite};

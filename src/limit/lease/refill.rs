@@ -185,11 +185,13 @@ fn side_key(store: &RedisStore, kind: &str, key: &str, main: &str) -> String {
 /// `granted, frontier_us, now_us, busy, long`.
 fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
     match reply {
-        [granted, frontier, _now, busy, long] => Ok(Grant {
+        [granted, frontier, now, busy, long] => Ok(Grant {
             granted: u32::try_from(*granted).unwrap_or(0),
             frontier: frontier.saturating_mul(1_000),
             busy: u32::try_from(*busy).unwrap_or(u32::MAX),
             long: *long == 1,
+            returnable: false,
+            at: u64::try_from(*now).unwrap_or(0).saturating_mul(1_000),
         }),
         other => Err(StoreError::Reply(format!(
             "lease script: {} values",

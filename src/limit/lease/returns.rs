@@ -1,0 +1,152 @@
+//! Returns: ordinary cells a node let expire unspent, given back to the key at its next
+//! call, so that a thin node under overload can take a cell more than its waiting request
+//! needs (`book.rs`) without the cell being lost when no request comes for it.
+//!
+//! # Why a return may not simply move `tat` back
+//!
+//! Giving `k` cells back moves the key's `tat` back by `k·T`: every cell granted after the
+//! return conforms `k·T` earlier than it would have. The cells granted *before* the return
+//! and after the returned ones keep their conform times, so against the history in which
+//! the returned cells were never granted they conform up to `k·T` late, and a node may
+//! spend them up to `k·T` past their TTL in that history: with no limit on returns, a
+//! node that reserved a long run, let its first half expire, returned it and spent the
+//! second half late admitted twice the bound's excess (`tests/lease_returns.rs`).
+//!
+//! # The rule, and the bound it keeps
+//!
+//! Let `M` be [`LeaseParams::return_cells`] and `W` the return window. The coordinator
+//! takes a return only while the key is in a *returnable run*: since the run began, every
+//! grant left at least `M` cells of the key's bucket unreserved (`tat − now ≥ M·T` before
+//! it: no grant came near a full bucket, none was clamped by `max(tat, now)`), no long cell
+//! was held or ended its hold, nothing was debited, and every cell granted was
+//! *returnable*: it lives `lease_ttl − M·T` past conforming, not `lease_ttl`. Returned
+//! cells must come from a grant of the run and of the last `W`; and over any window of
+//! length `W` the key takes at most `M` cells back.
+//!
+//! Take the history H in which the returned cells were never granted. While the run lasts
+//! H's `tat` is the real one less the cells still to be returned (at most `M`: they are
+//! returned within `W` of a grant, at most `M` per `W`), so H never clamps where the real
+//! key did not (every grant had `M·T` of room): H is a GCRA history, its cells satisfy the
+//! bound, and each real cell conforms at most `M·T` after its H conform time. Spent within
+//! `lease_ttl − M·T` of its real conform time, it is spent within `lease_ttl` of its H
+//! one, so every window of length `D` still admits at most `burst + (D + lease_ttl)·rate`.
+//! A run ends (and with it all returns of its cells) at any call that breaks a condition.
+
+use std::collections::VecDeque;
+
+use super::book::RefillAsk;
+use super::grant::{Grant, grant};
+use super::hold::Holds;
+use super::params::LeaseParams;
+use crate::limit::clock::Nanos;
+
+/// Grant rate (per mille, `grant.rs` `busy`) from which a key's grants are returnable.
+/// Below it the key's bucket refills between calls and a run would not last; and a
+/// returnable cell lives shorter, which costs a key near its limit admissions.
+pub const RETURN_BUSY: u32 = 950;
+
+/// Cells a node gives back with a call: how many, and when (coordinator time, ns) the
+/// earliest of them was granted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Returned {
+    pub cells: u32,
+    pub granted_at: Nanos,
+}
+
+impl Returned {
+    /// Nothing given back.
+    pub const NONE: Returned = Returned {
+        cells: 0,
+        granted_at: 0,
+    };
+}
+
+/// One key's returnable run and the returns it took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Returns {
+    /// The last call that broke the run (ns): cells granted at or before it are not taken.
+    since: Nanos,
+    /// Returns taken within the last window: (when, cells), oldest first; at most `M`.
+    recent: VecDeque<(Nanos, u32)>,
+    /// Cells taken back in all (read by tests).
+    taken: u64,
+}
+
+impl Returns {
+    /// A key the coordinator starts to keep at `now`: no cell granted before is taken.
+    pub fn new(now: Nanos) -> Self {
+        Returns {
+            since: now,
+            ..Returns::default()
+        }
+    }
+
+    /// Cells taken back so far.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
+    /// End the run at `now`.
+    pub fn break_run(&mut self, now: Nanos) {
+        self.since = self.since.max(now);
+    }
+
+    /// Take back what `r` returns at `now` (see the module doc): the cells taken.
+    pub fn accept(&mut self, p: &LeaseParams, r: Returned, now: Nanos) -> u32 {
+        let window = p.return_window;
+        while self
+            .recent
+            .front()
+            .is_some_and(|&(at, _)| at.saturating_add(window) < now)
+        {
+            self.recent.pop_front();
+        }
+        if r.cells == 0 || r.granted_at <= self.since || now.saturating_sub(r.granted_at) > window {
+            return 0;
+        }
+        let used: u32 = self.recent.iter().map(|&(_, n)| n).sum();
+        let k = r.cells.min(p.return_cells.saturating_sub(used));
+        if k > 0 {
+            self.recent.push_back((now, k));
+            self.taken += u64::from(k);
+        }
+        k
+    }
+}
+
+/// The grant rule (`grant.rs`) with returns: settle the holds, break the run if this call
+/// breaks a condition of the module doc, take back what the ask returns, grant, and mark
+/// the grant returnable if the run goes on (`busy_before`: the key's grant rate before
+/// this call). `tat: None` is a key the coordinator does not know (full, or forgotten):
+/// it breaks the run, so no cell granted before it was forgotten is taken back.
+pub fn grant_returning(
+    p: &LeaseParams,
+    tat: Option<u128>,
+    holds: &mut Holds,
+    returns: &mut Returns,
+    ask: RefillAsk,
+    busy_before: u32,
+    now: Nanos,
+) -> (u128, Grant) {
+    let held = holds.held();
+    let settled = holds.settle(p, tat, now);
+    let room = p.rate.ticks(now) + p.rate.cells(u64::from(p.return_cells));
+    let run =
+        p.return_cells > 0 && tat.is_some() && settled >= room && holds.held() == 0 && held == 0;
+    if !run {
+        returns.break_run(now);
+    }
+    let back = match run {
+        true => returns.accept(p, ask.returned, now),
+        false => 0,
+    };
+    // `settled − back·T ≥ now`: the run left `M ≥ back` cells of room.
+    let tat = settled - p.rate.cells(u64::from(back));
+    let (tat, mut g) = grant(p, Some(tat), holds, ask, now);
+    g.returnable = run && busy_before >= RETURN_BUSY && !g.long;
+    if g.granted > 0 && !g.returnable {
+        returns.break_run(now);
+    }
+    g.at = now;
+    (tat, g)
+}
