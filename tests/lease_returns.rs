@@ -52,7 +52,7 @@ fn run(q: Quota, calls: &[Call], nodes: usize, pivot_pct: u64) -> (Vec<u64>, u64
     let (t_ns, ttl) = (1_000_000_000 / u64::from(q.0), q.2 * MS);
     let span: u64 = calls.iter().map(|c| c.0).sum();
     let pivot = 1_000 * MS + span * pivot_pct / 100;
-    let (mut tat, mut holds, mut returns) = (None, Holds::default(), Returns::new(0));
+    let (mut tat, mut holds, mut returns) = (None, Holds::default(), Returns::default());
     let mut held: Vec<Vec<Cell>> = (0..nodes).map(|_| Vec::new()).collect();
     let mut spent = Vec::new();
     let mut now = 1_000 * MS;
@@ -195,9 +195,11 @@ fn a_return_while_the_run_is_spent_late_stays_within_the_bound() {
     let q = (1_000, 1, 50);
     let all = u64::MAX;
     let calls: Vec<Call> = vec![
-        // Node 1 reserves ten cells (a key first seen: not returnable).
+        // Node 1 reserves ten cells (a key first seen: not returnable), then one more (the
+        // run begins).
         (0, 1, 10, 100, all),
-        (MS, 0, 200, 100, all << 30),
+        (MS / 2, 1, 1, 100, all),
+        (MS / 2, 0, 200, 100, all << 30),
         (60 * MS, 0, 1, 0, all),
         (0, 1, 200, 100, all),
         (40 * MS, 1, 200, 100, all),
@@ -208,82 +210,45 @@ fn a_return_while_the_run_is_spent_late_stays_within_the_bound() {
     assert_eq!(taken, 6, "six of the thirty expired cells are taken back");
 }
 
-/// The run and the budget: a second return within the window finds the budget spent, a
-/// return of cells granted before the run broke is refused, and so is one reported after
-/// the window.
+/// The run and the budget: a run begins at the first call after a key is first seen (the
+/// cells of that call are not taken back: they were granted as the run began), a return of
+/// cells granted before is refused, a second return within the window finds the budget
+/// spent, and a return reported after the window is refused.
 #[test]
 fn returns_are_taken_within_the_run_the_window_and_the_budget() {
     let p = params(1_000, 1, 50);
-    let ask = |returned| RefillAsk {
-        want: 150,
-        lead: 100 * MS,
-        returned,
-        ..RefillAsk::default()
+    let (mut holds, mut returns) = (Holds::default(), Returns::default());
+    let mut tat = None;
+    let mut call = |cells, granted_at, now| {
+        let ask = RefillAsk {
+            want: 150,
+            lead: 100 * MS,
+            returned: Returned { cells, granted_at },
+            ..RefillAsk::default()
+        };
+        let (next, g) = grant_returning(&p, tat, &mut holds, &mut returns, ask, 1_000, now);
+        tat = Some(next);
+        (g, returns.taken())
     };
-    let back = |cells, granted_at| Returned { cells, granted_at };
-    let (mut holds, mut returns) = (Holds::default(), Returns::new(0));
     let t0 = 1_000 * MS;
-    // A key the coordinator does not know breaks the run: not returnable.
-    let (tat, g) = grant_returning(
-        &p,
-        None,
-        &mut holds,
-        &mut returns,
-        ask(Returned::NONE),
-        1_000,
-        t0,
-    );
-    assert!(!g.returnable && g.granted > 0);
-    let (tat, g1) = grant_returning(
-        &p,
-        Some(tat),
-        &mut holds,
-        &mut returns,
-        ask(back(4, t0)),
-        1_000,
-        t0 + 10 * MS,
-    );
+    let (g0, _) = call(0, 0, t0);
+    assert!(!g0.returnable && g0.granted > 0, "a key first seen: {g0:?}");
+    let (g1, taken) = call(4, t0, t0 + 5 * MS);
     assert!(g1.returnable, "{g1:?}");
-    assert_eq!(returns.taken(), 0, "cells of the grant that broke the run");
-    let at = g1.at;
-    let (tat, _) = grant_returning(
-        &p,
-        Some(tat),
-        &mut holds,
-        &mut returns,
-        ask(back(4, at)),
-        1_000,
-        at + 60 * MS,
-    );
-    assert_eq!(returns.taken(), 4);
-    let (tat, _) = grant_returning(
-        &p,
-        Some(tat),
-        &mut holds,
-        &mut returns,
-        ask(back(4, at)),
-        1_000,
-        at + 70 * MS,
-    );
-    assert_eq!(
-        returns.taken(),
-        6,
-        "two more: the budget is six cells per window"
-    );
-    let (_, _) = grant_returning(
-        &p,
-        Some(tat),
-        &mut holds,
-        &mut returns,
-        ask(back(1, at)),
-        1_000,
-        at + 101 * MS,
-    );
-    assert_eq!(
-        returns.taken(),
-        6,
-        "granted more than a window (100 ms) ago"
-    );
+    assert_eq!(taken, 0, "cells granted before the run began");
+    let (g2, _) = call(0, 0, t0 + 10 * MS);
+    let (_, taken) = call(4, g1.at, t0 + 60 * MS);
+    assert_eq!(taken, 0, "cells granted as the run began");
+    let (_, taken) = call(4, g2.at, t0 + 62 * MS);
+    assert_eq!(taken, 4);
+    let (_, taken) = call(4, g2.at, t0 + 70 * MS);
+    assert_eq!(taken, 6, "two more: the budget is six cells per window");
+    let (g3, _) = call(0, 0, t0 + 150 * MS);
+    // Both returns have left the budget's window by 171 ms.
+    let (_, taken) = call(1, g2.at, t0 + 171 * MS);
+    assert_eq!(taken, 6, "granted more than a window (100 ms) ago");
+    let (_, taken) = call(1, g3.at, t0 + 172 * MS);
+    assert_eq!(taken, 7, "the budget is free again");
 }
 
 /// A grant that comes within `M` cells of a full bucket breaks the run (the proof in

@@ -83,16 +83,17 @@ async fn every_script_touches_only_its_declared_keys() {
         )
         .await;
     }
-    // As the gateway calls it: the key's state, its grant rate and its long cells' holds,
-    // then the rate's span and a long ask (the key is new, so busy: ordinary cells; the
-    // holds key is read).
+    // As the gateway calls it: the key's state, its grant rate, its long cells' holds and
+    // its returnable run, then the rate's span, a long ask (the key is new, so busy:
+    // ordinary cells; the holds key is read) and a cell given back (the run key is read).
     let lease: Vec<String> = [
-        "lease", "1000", "10000", "50000", "20", "2000000", "3", "150000", "1", "800",
+        "lease", "1000", "10000", "50000", "20", "2000000", "3", "150000", "1", "800", "6",
+        "100000", "950", "1", "1",
     ]
     .iter()
     .map(|a| a.to_string())
     .collect();
-    let keys = ["tg:l", "tg:~busy:l", "tg:~hold:l"];
+    let keys = ["tg:l", "tg:~busy:l", "tg:~hold:l", "tg:~ret:l"];
     run(&redis, "lease", LEASE_LUA, &keys, &lease).await;
     for op in ["join", "leave"] {
         let args: Vec<String> = ["membership", op, "gw#1", "3000"]

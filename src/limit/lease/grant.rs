@@ -235,7 +235,7 @@ impl MemoryCoordinator {
                     rate: None,
                     forget_at: 0,
                     holds: Holds::default(),
-                    returns: Returns::new(now),
+                    returns: Returns::default(),
                 };
                 tats.insert(key.into(), entry);
             }
@@ -269,7 +269,7 @@ struct Entry {
     /// Long cells held (`hold.rs`).
     holds: Holds,
     /// The returnable run and the returns taken (`returns.rs`). A swept key loses it:
-    /// its next call finds no key, which breaks the run.
+    /// its next call finds no key, which breaks the run and starts a new one.
     returns: Returns,
 }
 

@@ -5,16 +5,22 @@
 --
 -- KEYS[1]: the key. KEYS[2]: its grant-rate average ("count:at_us", in KEYS[1]'s slot).
 -- KEYS[3]: its long cells' holds ("until_us:n,until_us:n,...", until ascending, same slot).
+-- KEYS[4]: its returnable run (returns.rs): "since_us|state|at_us:n,at_us:n,..." (the run's
+-- start, KEYS[1]'s value as this script last left it, the returns taken in the window).
 -- ARGV[1]: op ("lease"), then interval_us (T), tolerance_us (burst * T), lead_us (how far
 -- ahead granted cells may conform: the horizon, or 0 for a slow node), want, span_us (the
 -- grant-rate time constant), long (long cells wanted instead, or 0), hold_us (how long a
 -- long cell is held: its life less the TTL), keep (cells a long grant must leave
--- conforming), long_busy (per mille: long cells only under this grant rate).
+-- conforming), long_busy (per mille: long cells only under this grant rate),
+-- return_cells (M: the budget, 0 = no returns), return_window_us, return_busy (per mille:
+-- grants are returnable from this grant rate), returned (cells given back), returned_at_us
+-- (when the earliest of them was granted: a reply's now_us).
 -- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
 -- conform time of the last cell granted, relative to now), now_us, busy (cells granted
 -- over the last span, decayed, this grant included, per mille of what the rate allows:
 -- grant.rs `busy`; a key with no average starts at 1000; without KEYS[2], always 1000),
--- long (1 when the cells granted are long cells).
+-- long (1 when the cells granted are long cells), returnable (1 when the cells granted live
+-- lease_ttl less return_cells * T and may be given back).
 --
 -- Time is Redis TIME, so nodes with skewed clocks agree; each node maps the frontier onto
 -- its own clock from the moment the reply arrived, which can only make a cell conform later.
@@ -49,7 +55,7 @@ local raw = redis.call('GET', KEYS[1])
 -- policy moved to leases) counts as a full key rather than failing every call.
 local old = raw and tonumber(raw)
 local tat = old or 0
-local holds, held, changed = {}, 0, false
+local holds, held, changed, had_holds = {}, 0, false, false
 if KEYS[3] then
   local h = redis.call('GET', KEYS[3])
   if h then
@@ -60,6 +66,7 @@ if KEYS[3] then
       end
     end
   end
+  had_holds = held > 0
   -- An ended hold's cells are taken at its end, from the bucket as it was then.
   local first = 1
   while holds[first] and holds[first][1] < now do
@@ -71,6 +78,40 @@ if KEYS[3] then
   local left = {}
   for i = first, #holds do left[#left + 1] = holds[i] end
   holds = left
+end
+
+-- The returnable run (returns.rs), and the cells a node gives back. A run goes on only if
+-- this call left M cells of room, no long cell was held or ended its hold, and the key's
+-- state is as this script left it (a debit, check.lua's, ends the run).
+local M = tonumber(ARGV[11]) or 0
+local run, since, recent, had_run, back = false, now, {}, false, 0
+if KEYS[4] and M > 0 then
+  local window = tonumber(ARGV[12])
+  local r = redis.call('GET', KEYS[4])
+  local state = nil
+  if r then
+    local s, st, list = string.match(r, '^([^|]*)|([^|]*)|(.*)$')
+    if s and tonumber(s) then
+      had_run, since, state = true, tonumber(s), st
+      for a, n in string.gmatch(list, '([^:,]+):([^:,]+)') do
+        if tonumber(a) and tonumber(n) and tonumber(a) + window >= now then
+          recent[#recent + 1] = {tonumber(a), tonumber(n)}
+        end
+      end
+    end
+  end
+  run = old ~= nil and #holds == 0 and not had_holds and (not had_run or state == raw)
+    and tat >= now + M * T - EPS
+  local cells, at = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
+  if run and cells > 0 and at > since and now - at <= window then
+    local used = 0
+    for _, e in ipairs(recent) do used = used + e[2] end
+    back = math.max(0, math.min(cells, M - used))
+    if back > 0 then
+      recent[#recent + 1] = {now, back}
+      tat = tat - back * T
+    end
+  end
 end
 
 local before = math.max(old or now, now)
@@ -100,10 +141,29 @@ else
   granted = math.max(0, math.min(want, fits))
   tat = tat + granted * T
 end
--- Stored when it moved: cells granted, or ended holds settled (they are gone from KEYS[3]
--- after this call).
-if tat > before then
-  redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.floor((tat - now) / 1000) + 2)
+-- Stored when it moved: cells granted or given back, or ended holds settled (they are gone
+-- from KEYS[3] after this call).
+local stored = raw
+if tat ~= before then
+  stored = string.format('%.3f', tat)
+  redis.call('SET', KEYS[1], stored, 'PX', math.floor((tat - now) / 1000) + 2)
+end
+local returnable = 0
+if KEYS[4] and M > 0 then
+  if run and busy_before >= tonumber(ARGV[13]) and is_long == 0 then returnable = 1 end
+  local life = math.floor((tat - now + tonumber(ARGV[12])) / 1000) + 2
+  if not run or (granted > 0 and returnable == 0) then
+    -- The run ends: a new one begins now, with no returns taken (none if there was none:
+    -- nothing is written, and the next call begins one).
+    if had_run then
+      redis.call('SET', KEYS[4], string.format('%d|%s|', now, stored or ''), 'PX', life)
+    end
+  else
+    local parts = {}
+    for i, e in ipairs(recent) do parts[i] = string.format('%d:%d', e[1], e[2]) end
+    local v = string.format('%d|%s|%s', since, stored or '', table.concat(parts, ','))
+    redis.call('SET', KEYS[4], v, 'PX', life)
+  end
 end
 if changed then
   if #holds == 0 then
@@ -132,4 +192,4 @@ if count then
   end
   busy = math.floor(count * T / span * 1000 + 0.5)
 end
-return {granted, math.ceil(tat + held * T - tau - now - EPS), now, busy, is_long}
+return {granted, math.ceil(tat + held * T - tau - now - EPS), now, busy, is_long, returnable}

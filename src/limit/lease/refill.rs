@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::book::RefillAsk;
 use super::grant::{Grant, busy_span};
 use super::hold::{LONG_BUSY, LONG_KEEP};
+use super::returns::RETURN_BUSY;
 use super::site::{Coordinator, LeaseItem, LeaseSite};
 use crate::limit::store::{RedisStore, StoreError, slot, slot_tag};
 
@@ -88,11 +89,17 @@ impl LeaseSite {
                     p.long_life.saturating_sub(p.ttl) as f64 / 1_000.0,
                     f64::from(p.burst / LONG_KEEP),
                     f64::from(LONG_BUSY),
+                    f64::from(p.return_cells),
+                    p.return_window as f64 / 1_000.0,
+                    f64::from(RETURN_BUSY),
+                    f64::from(ask.returned.cells),
+                    (ask.returned.granted_at / 1_000) as f64,
                 ];
                 let key = store.key(&it.key);
                 let rate = side_key(store, "~busy:", &it.key, &key);
                 let hold = side_key(store, "~hold:", &it.key, &key);
-                let keys = [key, rate, hold];
+                let run = side_key(store, "~ret:", &it.key, &key);
+                let keys = [key, rate, hold, run];
                 // Not before the store has counted what the fallback spent
                 // (`store/debts.rs`).
                 match store.settle(keys[..1].iter().map(String::as_str)).await {
@@ -158,7 +165,8 @@ impl Drop for Unsettled<'_> {
 }
 
 /// The store key of `key`'s grant-rate average (`lease.lua`'s `KEYS[2]`, `kind`
-/// `~busy:`) or long-cell holds (`KEYS[3]`, `~hold:`): `~busy:key` after the store
+/// `~busy:`), long-cell holds (`KEYS[3]`, `~hold:`) or returnable run (`KEYS[4]`,
+/// `~ret:`): `~busy:key` after the store
 /// prefix, or on a cluster, where a script touches one slot and `main` (the key's state)
 /// decides it, `~busy:{tag}key` with a hash tag of `main`'s slot (the plain form when the
 /// key prefix's own hash tag decides both).
@@ -182,15 +190,15 @@ fn side_key(store: &RedisStore, kind: &str, key: &str, main: &str) -> String {
         .unwrap_or(plain)
 }
 
-/// `granted, frontier_us, now_us, busy, long`.
+/// `granted, frontier_us, now_us, busy, long, returnable`.
 fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
     match reply {
-        [granted, frontier, now, busy, long] => Ok(Grant {
+        [granted, frontier, now, busy, long, returnable] => Ok(Grant {
             granted: u32::try_from(*granted).unwrap_or(0),
             frontier: frontier.saturating_mul(1_000),
             busy: u32::try_from(*busy).unwrap_or(u32::MAX),
             long: *long == 1,
-            returnable: false,
+            returnable: *returnable == 1,
             at: u64::try_from(*now).unwrap_or(0).saturating_mul(1_000),
         }),
         other => Err(StoreError::Reply(format!(

@@ -61,38 +61,38 @@ impl Returned {
     };
 }
 
-/// One key's returnable run and the returns it took.
+/// One key's returnable run and the returns it took: `lease.lua`'s `KEYS[4]`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Returns {
-    /// The last call that broke the run (ns): cells granted at or before it are not taken.
-    since: Nanos,
-    /// Returns taken within the last window: (when, cells), oldest first; at most `M`.
+    /// When the run began (ns): only cells granted after it are taken back. `None` (the
+    /// Redis key absent): a run begins at the next call, whose own cells are not taken
+    /// back (its grant is the first the run may take, strictly after `since`).
+    since: Option<Nanos>,
+    /// Returns the run took within the last window: (when, cells), oldest first; at most
+    /// `M`. A run's returns move only cells granted in it, so a new run starts afresh.
     recent: VecDeque<(Nanos, u32)>,
     /// Cells taken back in all (read by tests).
     taken: u64,
 }
 
 impl Returns {
-    /// A key the coordinator starts to keep at `now`: no cell granted before is taken.
-    pub fn new(now: Nanos) -> Self {
-        Returns {
-            since: now,
-            ..Returns::default()
-        }
-    }
-
     /// Cells taken back so far.
     pub fn taken(&self) -> u64 {
         self.taken
     }
 
-    /// End the run at `now`.
+    /// End the run at `now`: no cell granted so far is taken back, and a new run begins
+    /// (or, with none, none: as `lease.lua`, which writes nothing then).
     pub fn break_run(&mut self, now: Nanos) {
-        self.since = self.since.max(now);
+        if self.since.is_some() {
+            self.since = Some(now);
+        }
+        self.recent.clear();
     }
 
-    /// Take back what `r` returns at `now` (see the module doc): the cells taken.
-    pub fn accept(&mut self, p: &LeaseParams, r: Returned, now: Nanos) -> u32 {
+    /// Take back what `r` returns at `now`, in a run that began at `since` (see the module
+    /// doc): the cells taken.
+    fn accept(&mut self, p: &LeaseParams, since: Nanos, r: Returned, now: Nanos) -> u32 {
         let window = p.return_window;
         while self
             .recent
@@ -101,7 +101,7 @@ impl Returns {
         {
             self.recent.pop_front();
         }
-        if r.cells == 0 || r.granted_at <= self.since || now.saturating_sub(r.granted_at) > window {
+        if r.cells == 0 || r.granted_at <= since || now.saturating_sub(r.granted_at) > window {
             return 0;
         }
         let used: u32 = self.recent.iter().map(|&(_, n)| n).sum();
@@ -128,24 +128,23 @@ pub fn grant_returning(
     busy_before: u32,
     now: Nanos,
 ) -> (u128, Grant) {
+    let since = returns.since.unwrap_or(now);
     let held = holds.held();
     let settled = holds.settle(p, tat, now);
     let room = p.rate.ticks(now) + p.rate.cells(u64::from(p.return_cells));
     let run =
         p.return_cells > 0 && tat.is_some() && settled >= room && holds.held() == 0 && held == 0;
-    if !run {
-        returns.break_run(now);
-    }
     let back = match run {
-        true => returns.accept(p, ask.returned, now),
+        true => returns.accept(p, since, ask.returned, now),
         false => 0,
     };
     // `settled − back·T ≥ now`: the run left `M ≥ back` cells of room.
     let tat = settled - p.rate.cells(u64::from(back));
     let (tat, mut g) = grant(p, Some(tat), holds, ask, now);
     g.returnable = run && busy_before >= RETURN_BUSY && !g.long;
-    if g.granted > 0 && !g.returnable {
-        returns.break_run(now);
+    match !run || (g.granted > 0 && !g.returnable) {
+        true => returns.break_run(now),
+        false => returns.since = Some(since),
     }
     g.at = now;
     (tat, g)

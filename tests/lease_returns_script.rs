@@ -1,0 +1,183 @@
+//! `lease.lua`'s returns (`limit/lease/returns.rs`) against a real Redis: the same grants,
+//! returnable flags and cells taken back as the Rust rule on the same calls, the run kept
+//! in `KEYS[4]`, and the run ended by a write the script did not make (a debit).
+
+mod common;
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use redis::aio::MultiplexedConnection;
+use tollgate::limit::lease::{
+    Grant, Holds, LEASE_LUA, LeaseParams, RefillAsk, Returned, Returns, grant_returning,
+};
+
+/// 100/s (`T` = 10 ms, far longer than a call), burst 20, lease_ttl 1 s: a budget of 12
+/// cells (a TTL's eighth) per window of 2 s, and a horizon of 2 s.
+const INTERVAL_US: i64 = 10_000;
+const BURST: i64 = 20;
+const TTL_US: i64 = 1_000_000;
+const M: u32 = 12;
+
+fn params() -> LeaseParams {
+    let nz = |n| NonZeroU32::new(n).expect("non-zero");
+    LeaseParams::new(
+        nz(100),
+        Duration::from_secs(1),
+        nz(BURST as u32),
+        Duration::from_micros(TTL_US as u64),
+        Duration::from_millis(250),
+        nz(500),
+    )
+    .expect("valid")
+}
+
+/// One call as the gateway makes it (`refill.rs`), with no grant-rate span (the key counts
+/// as busy, 1000 per mille) and no long cells: `granted, frontier_us, now_us, busy, long,
+/// returnable`.
+async fn lease(conn: &mut MultiplexedConnection, want: u32, back: Returned) -> Vec<i64> {
+    redis::Script::new(LEASE_LUA)
+        .key("k")
+        .key("~busy:k")
+        .key("~hold:k")
+        .key("~ret:k")
+        .arg("lease")
+        .arg(INTERVAL_US)
+        .arg(BURST * INTERVAL_US)
+        .arg(2 * TTL_US)
+        .arg(want)
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .arg(800)
+        .arg(M)
+        .arg(2 * TTL_US)
+        .arg(950)
+        .arg(back.cells)
+        .arg(back.granted_at / 1_000)
+        .invoke_async(conn)
+        .await
+        .expect("lease.lua runs")
+}
+
+/// The Rust rule beside the script: the same calls at the script's own `now`.
+struct Rule {
+    p: LeaseParams,
+    tat: Option<u128>,
+    holds: Holds,
+    returns: Returns,
+}
+
+impl Rule {
+    fn call(&mut self, want: u32, back: Returned, now_us: i64) -> Grant {
+        let ask = RefillAsk {
+            want,
+            lead: 2 * TTL_US as u64 * 1_000,
+            returned: back,
+            ..RefillAsk::default()
+        };
+        let now = u64::try_from(now_us).expect("after 1970") * 1_000;
+        let (tat, g) = grant_returning(
+            &self.p,
+            self.tat,
+            &mut self.holds,
+            &mut self.returns,
+            ask,
+            1_000,
+            now,
+        );
+        self.tat = Some(tat);
+        g
+    }
+}
+
+/// The script's reply as the gateway reads it (`refill.rs`), the grant rate left out.
+fn as_grant(r: &[i64]) -> Grant {
+    Grant {
+        granted: u32::try_from(r[0]).expect("a count"),
+        frontier: r[1] * 1_000,
+        busy: 0,
+        long: r[4] == 1,
+        returnable: r[5] == 1,
+        at: u64::try_from(r[2]).expect("after 1970") * 1_000,
+    }
+}
+
+fn back(cells: u32, r: &[i64]) -> Returned {
+    Returned {
+        cells,
+        granted_at: u64::try_from(r[2]).expect("after 1970") * 1_000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn returns_are_taken_as_the_rust_rule_takes_them() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let p = params();
+    let mut rule = Rule {
+        p,
+        tat: None,
+        holds: Holds::default(),
+        returns: Returns::default(),
+    };
+    let mut both = async |want, back: Returned| {
+        let r = lease(&mut conn, want, back).await;
+        let g = rule.call(want, back, r[2]);
+        assert_eq!(as_grant(&r), g, "the Rust rule on the same call");
+        (r, rule.returns.taken())
+    };
+    // A key first seen: not returnable, and no run is written.
+    let (r1, _) = both(20, Returned::NONE).await;
+    assert_eq!((r1[0], r1[5]), (20, 0), "{r1:?}");
+    assert_eq!(redis.cli(&["EXISTS", "~ret:k"]).trim(), "0");
+    // The run begins; the grants after it are returnable.
+    let (r2, _) = both(1, Returned::NONE).await;
+    assert_eq!(r2[5], 1, "{r2:?}");
+    let (r3, _) = both(30, Returned::NONE).await;
+    // Five of r3's cells given back: taken, the key moved back five `T`.
+    let (r4, taken) = both(1, back(5, &r3)).await;
+    assert_eq!(taken, 5);
+    let state = redis.cli(&["GET", "k"]);
+    let run = redis.cli(&["GET", "~ret:k"]);
+    assert_eq!(
+        run.trim(),
+        format!("{}|{}|{}:5", r2[2], state.trim(), r4[2]),
+        "since the run began, the key as the script left it, the return taken"
+    );
+    // Twenty more: seven left in the budget.
+    let (_, taken) = both(1, back(20, &r3)).await;
+    assert_eq!(taken, u64::from(M));
+}
+
+/// A write to the key the script did not make (check.lua's debit, or an old gateway's
+/// lease script) ends the run: the next call's grant is not returnable, and cells granted
+/// before are never taken back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_script_did_not_make_ends_the_run() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    lease(&mut conn, 20, Returned::NONE).await;
+    lease(&mut conn, 1, Returned::NONE).await;
+    let r = lease(&mut conn, 30, Returned::NONE).await;
+    assert_eq!(r[5], 1, "{r:?}");
+    let state: f64 = redis.cli(&["GET", "k"]).trim().parse().expect("a tat");
+    redis.cli(&["SET", "k", &format!("{:.3}", state + 50_000.0)]);
+    let broke = lease(&mut conn, 1, back(5, &r)).await;
+    assert_eq!(broke[5], 0, "{broke:?}");
+    let after: f64 = redis.cli(&["GET", "k"]).trim().parse().expect("a tat");
+    assert_eq!(
+        after,
+        state + 50_000.0 + INTERVAL_US as f64,
+        "nothing taken back"
+    );
+    let run = redis.cli(&["GET", "~ret:k"]);
+    assert_eq!(run.trim(), format!("{}|{after:.3}|", broke[2]), "a new run");
+    // The new run goes on, and does not take cells granted before it began.
+    let next = lease(&mut conn, 1, back(5, &r)).await;
+    assert_eq!(next[5], 1, "{next:?}");
+    let last: f64 = redis.cli(&["GET", "k"]).trim().parse().expect("a tat");
+    assert_eq!(last, after + INTERVAL_US as f64);
+}
