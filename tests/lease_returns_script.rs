@@ -11,6 +11,7 @@ use common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
 use tollgate::limit::lease::{
     Grant, Holds, LEASE_LUA, LeaseParams, RefillAsk, Returned, Returns, grant_returning,
+    script_args,
 };
 
 /// 100/s (`T` = 10 ms, far longer than a call), burst 20, lease_ttl 1 s: a budget of 12
@@ -33,30 +34,44 @@ fn params() -> LeaseParams {
     .expect("valid")
 }
 
-/// One call as the gateway makes it (`refill.rs`), with no grant-rate span (the key counts
-/// as busy, 1000 per mille) and no long cells: `granted, frontier_us, now_us, busy, long,
+/// The ask of `want` cells up to the horizon, giving `back` back.
+fn ask(want: u32, back: Returned) -> RefillAsk {
+    RefillAsk {
+        want,
+        lead: 2 * TTL_US as u64 * 1_000,
+        returned: back,
+        ..RefillAsk::default()
+    }
+}
+
+/// One call with the gateway's own arguments (`script_args`, what `refill.rs` sends), on a
+/// key whose grant rate is at the limit (the rate key holds a full span's cells: 1000 per
+/// mille, so grants may be returnable): `granted, frontier_us, now_us, busy, long,
 /// returnable`.
 async fn lease(conn: &mut MultiplexedConnection, want: u32, back: Returned) -> Vec<i64> {
+    let p = params();
+    let time: Vec<i64> = redis::cmd("TIME")
+        .query_async::<Vec<String>>(&mut *conn)
+        .await
+        .expect("TIME")
+        .iter()
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    // Cells over the span (4 TTLs at 100/s): 400, counted now.
+    let rate = format!("400:{}", time[0] * 1_000_000 + time[1]);
+    redis::cmd("SET")
+        .arg("~busy:k")
+        .arg(rate)
+        .query_async::<()>(&mut *conn)
+        .await
+        .expect("SET");
     redis::Script::new(LEASE_LUA)
         .key("k")
         .key("~busy:k")
         .key("~hold:k")
         .key("~ret:k")
         .arg("lease")
-        .arg(INTERVAL_US)
-        .arg(BURST * INTERVAL_US)
-        .arg(2 * TTL_US)
-        .arg(want)
-        .arg(0)
-        .arg(0)
-        .arg(0)
-        .arg(0)
-        .arg(800)
-        .arg(M)
-        .arg(2 * TTL_US)
-        .arg(950)
-        .arg(back.cells)
-        .arg(back.granted_at / 1_000)
+        .arg(&script_args(&p, ask(want, back))[..])
         .invoke_async(conn)
         .await
         .expect("lease.lua runs")
@@ -72,12 +87,7 @@ struct Rule {
 
 impl Rule {
     fn call(&mut self, want: u32, back: Returned, now_us: i64) -> Grant {
-        let ask = RefillAsk {
-            want,
-            lead: 2 * TTL_US as u64 * 1_000,
-            returned: back,
-            ..RefillAsk::default()
-        };
+        let ask = ask(want, back);
         let now = u64::try_from(now_us).expect("after 1970") * 1_000;
         let (tat, g) = grant_returning(
             &self.p,

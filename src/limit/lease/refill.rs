@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::book::RefillAsk;
 use super::grant::{Grant, busy_span};
 use super::hold::{LONG_BUSY, LONG_KEEP};
+use super::params::LeaseParams;
 use super::returns::RETURN_BUSY;
 use super::site::{Coordinator, LeaseItem, LeaseSite};
 use crate::limit::store::{RedisStore, StoreError, slot, slot_tag};
@@ -77,24 +78,7 @@ impl LeaseSite {
         let reply = match &self.coordinator {
             Coordinator::Memory(c) => Ok(c.grant(&it.key, &it.params, ask, self.now())),
             Coordinator::Redis { store, script } => {
-                let p = &it.params;
-                let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
-                let args = [
-                    us(p.interval()),
-                    us(p.tolerance as i128),
-                    ask.lead.min(p.horizon) as f64 / 1_000.0,
-                    f64::from(ask.want),
-                    busy_span(p) as f64 / 1_000.0,
-                    f64::from(ask.long),
-                    p.long_life.saturating_sub(p.ttl) as f64 / 1_000.0,
-                    f64::from(p.burst / LONG_KEEP),
-                    f64::from(LONG_BUSY),
-                    f64::from(p.return_cells),
-                    p.return_window as f64 / 1_000.0,
-                    f64::from(RETURN_BUSY),
-                    f64::from(ask.returned.cells),
-                    (ask.returned.granted_at / 1_000) as f64,
-                ];
+                let args = script_args(&it.params, ask);
                 let key = store.key(&it.key);
                 let rate = side_key(store, "~busy:", &it.key, &key);
                 let hold = side_key(store, "~hold:", &it.key, &key);
@@ -145,6 +129,29 @@ impl LeaseSite {
         self.refilled[super::books::shard_of(&it.key)].notify_waiters();
         reply.map(|_| ())
     }
+}
+
+/// `lease.lua`'s `ARGV[2..]` for `ask` on a key of `p` (its header names them), times in
+/// µs: the quota, the ask, the grant-rate span, the long-cell rule and the returns.
+pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 14] {
+    let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
+    [
+        us(p.interval()),
+        us(p.tolerance as i128),
+        ask.lead.min(p.horizon) as f64 / 1_000.0,
+        f64::from(ask.want),
+        busy_span(p) as f64 / 1_000.0,
+        f64::from(ask.long),
+        p.long_life.saturating_sub(p.ttl) as f64 / 1_000.0,
+        f64::from(p.burst / LONG_KEEP),
+        f64::from(LONG_BUSY),
+        f64::from(p.return_cells),
+        p.return_window as f64 / 1_000.0,
+        f64::from(RETURN_BUSY),
+        f64::from(ask.returned.cells),
+        // A reply's now_us, as it came (`decode` made it ns).
+        (ask.returned.granted_at / 1_000) as f64,
+    ]
 }
 
 /// Settles a refill's book as a failed call if the refill is dropped before its reply.
