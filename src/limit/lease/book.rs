@@ -10,6 +10,9 @@
 //! - **Refill**: once the node holds less than it spends in two round trips (at least: once
 //!   it holds nothing) it asks again, in the background, so requests do not wait on the
 //!   store in the steady state.
+//! - **Returns**: while the key is in a returnable run (`returns.rs`) a thin node takes a
+//!   spare cell with its waiting request's, and gives back, with its next call, the
+//!   returnable cells that expired unspent.
 //! - **Empty coordinator**: a short or empty grant says when more cells enter the horizon;
 //!   the node does not ask again before then (no polling an empty coordinator), and after
 //!   empty answers in a row it backs off further (`size::back_off`).

@@ -19,7 +19,8 @@
 //! single GCRA at the coordinator would have admitted at those times: **leases never admit
 //! more than the policy**, over any interval that starts from a full key. The only error is
 //! timing: a cell may be spent up to `lease_ttl` after it conforms, so a window of length
-//! `D` holds at most `burst + (D + lease_ttl) · rate` cells.
+//! `D` holds at most `burst + (D + lease_ttl) · rate` cells. Long cells (`hold.rs`) and
+//! returns (`returns.rs`, whose `grant_returning` wraps [`grant`]) keep the same bound.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

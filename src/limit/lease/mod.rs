@@ -10,6 +10,8 @@
 //! - `size.rs`: how many cells a node asks for, and how long it stays away after an
 //!   empty answer (pure functions of its demand);
 //! - `calm.rs`: whether a key's grant rate leaves room to ask generously, as a node sees it;
+//! - `hold.rs`: long cells, and the holds that keep them within the bound;
+//! - `returns.rs`: cells given back under overload, and the run that keeps them within it;
 //! - `books.rs`: every book of this node, in lock shards bounded by `max_keys`;
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
