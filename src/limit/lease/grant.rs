@@ -225,7 +225,7 @@ impl MemoryCoordinator {
                 // a leased key in Redis: the held cells stay off the level.
                 let tat = e.holds.settle(p, Some(e.tat), now).max(now_t);
                 e.tat = tat + p.rate.cells(u64::from(cost));
-                e.returns.break_run(now);
+                e.returns.written_elsewhere();
                 e.full_at = p.rate.ns_ceil(e.tat);
             }
             None => {

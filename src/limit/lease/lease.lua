@@ -108,7 +108,16 @@ if KEYS[4] and M > 0 then
     for _, e in ipairs(recent) do used = used + e[2] end
     back = math.max(0, math.min(cells, M - used))
     if back > 0 then
-      recent[#recent + 1] = {now, back}
+      -- Counted at the end of its 32nd of the window (returns.rs): at most 33 entries.
+      local q = math.floor(window / 32)
+      local at = now
+      if q > 0 then at = math.ceil(now / q) * q end
+      local last = recent[#recent]
+      if last and last[1] == at then
+        last[2] = last[2] + back
+      else
+        recent[#recent + 1] = {at, back}
+      end
       tat = tat - back * T
     end
   end

@@ -68,9 +68,17 @@ pub struct Returns {
     /// Redis key absent): a run begins at the next call, whose own cells are not taken
     /// back (its grant is the first the run may take, strictly after `since`).
     since: Option<Nanos>,
-    /// Returns the run took within the last window: (when, cells), oldest first; at most
-    /// `M`. A run's returns move only cells granted in it, so a new run starts afresh.
+    /// Returns the run took within the last window: (when, cells), oldest first, each
+    /// "when" rounded up to a 32nd of the window (a return counted later stays in the
+    /// budget longer), so at most 33 entries whatever `M`. A run's returns move only cells
+    /// granted in it, so a new run starts afresh.
     recent: VecDeque<(Nanos, u32)>,
+    /// Until when the run is kept (ns), as the Redis key's expiry: the key's state and a
+    /// window. Past it there is no run.
+    until: Nanos,
+    /// The key's state was written by something else (a debit) since the last call: the
+    /// next call ends the run, as `lease.lua` finds the key not as it left it.
+    written: bool,
     /// Cells taken back in all (read by tests).
     taken: u64,
 }
@@ -81,13 +89,35 @@ impl Returns {
         self.taken
     }
 
-    /// End the run at `now`: no cell granted so far is taken back, and a new run begins
-    /// (or, with none, none: as `lease.lua`, which writes nothing then).
-    pub fn break_run(&mut self, now: Nanos) {
-        if self.since.is_some() {
-            self.since = Some(now);
+    /// The key's state was written by something else than a grant (a debit): the next
+    /// call ends the run.
+    pub fn written_elsewhere(&mut self) {
+        self.written = true;
+    }
+
+    /// The run as a call at `now` finds it: `None` if there is none (never begun, or
+    /// expired), and whether the key was written by something else meanwhile.
+    fn open(&mut self, now: Nanos) -> (Option<Nanos>, bool) {
+        if now > self.until {
+            self.since = None;
+            self.recent.clear();
         }
-        self.recent.clear();
+        let written = std::mem::take(&mut self.written);
+        (self.since, written && self.since.is_some())
+    }
+
+    /// After a call at `now` that ended the run (`broken`) or kept it from `since`, with
+    /// the key's state at `tat_ns`: what `lease.lua` writes. An ended run begins again at
+    /// `now` if there was one (none if there was none: the script writes nothing then).
+    fn close(&mut self, p: &LeaseParams, broken: bool, since: Nanos, tat_ns: Nanos, now: Nanos) {
+        if broken {
+            self.recent.clear();
+            if self.since.is_none() {
+                return;
+            }
+        }
+        self.since = Some(if broken { now } else { since });
+        self.until = tat_ns.max(now).saturating_add(p.return_window);
     }
 
     /// Take back what `r` returns at `now`, in a run that began at `since` (see the module
@@ -107,7 +137,13 @@ impl Returns {
         let used: u32 = self.recent.iter().map(|&(_, n)| n).sum();
         let k = r.cells.min(p.return_cells.saturating_sub(used));
         if k > 0 {
-            self.recent.push_back((now, k));
+            // A 32nd of the window in whole µs, as lease.lua rounds it.
+            let q = window / 1_000 / 32 * 1_000;
+            let at = if q > 0 { now.div_ceil(q) * q } else { now };
+            match self.recent.back_mut() {
+                Some(last) if last.0 == at => last.1 += k,
+                _ => self.recent.push_back((at, k)),
+            }
             self.taken += u64::from(k);
         }
         k
@@ -128,12 +164,17 @@ pub fn grant_returning(
     busy_before: u32,
     now: Nanos,
 ) -> (u128, Grant) {
-    let since = returns.since.unwrap_or(now);
+    let (run_since, written) = returns.open(now);
+    let since = run_since.unwrap_or(now);
     let held = holds.held();
     let settled = holds.settle(p, tat, now);
     let room = p.rate.ticks(now) + p.rate.cells(u64::from(p.return_cells));
-    let run =
-        p.return_cells > 0 && tat.is_some() && settled >= room && holds.held() == 0 && held == 0;
+    let run = p.return_cells > 0
+        && tat.is_some()
+        && !written
+        && settled >= room
+        && holds.held() == 0
+        && held == 0;
     let back = match run {
         true => returns.accept(p, since, ask.returned, now),
         false => 0,
@@ -142,10 +183,8 @@ pub fn grant_returning(
     let tat = settled - p.rate.cells(u64::from(back));
     let (tat, mut g) = grant(p, Some(tat), holds, ask, now);
     g.returnable = run && busy_before >= RETURN_BUSY && !g.long;
-    match !run || (g.granted > 0 && !g.returnable) {
-        true => returns.break_run(now),
-        false => returns.since = Some(since),
-    }
+    let broken = !run || (g.granted > 0 && !g.returnable);
+    returns.close(p, broken, since, p.rate.ns_ceil(tat), now);
     g.at = now;
     (tat, g)
 }
