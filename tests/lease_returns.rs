@@ -224,7 +224,11 @@ fn returns_are_taken_within_the_run_the_window_and_the_budget() {
         let ask = RefillAsk {
             want: 150,
             lead: 100 * MS,
-            returned: Returned { cells, granted_at },
+            returned: Returned {
+                cells,
+                granted_at,
+                id: 0,
+            },
             ..RefillAsk::default()
         };
         let (next, g) = grant_returning(&p, tat, &mut holds, &mut returns, ask, 1_000, now);
@@ -314,12 +318,11 @@ fn a_thin_node_takes_a_spare_and_gives_it_back() {
         if expired {
             let at = spare_at.expect("a spare was held");
             assert_eq!(
-                ask.returned,
-                Returned {
-                    cells: 1,
-                    granted_at: at
-                }
+                (ask.returned.cells, ask.returned.granted_at),
+                (1, at),
+                "request {i}"
             );
+            assert_ne!(ask.returned.id, 0, "a return has an id");
             given_back += 1;
         }
         book.begin(now, ask);
@@ -376,7 +379,11 @@ fn a_run_is_forgotten_with_its_key() {
         let ask = RefillAsk {
             want,
             lead: 2_000 * MS,
-            returned: Returned { cells, granted_at },
+            returned: Returned {
+                cells,
+                granted_at,
+                id: 0,
+            },
             ..RefillAsk::default()
         };
         let (next, g) = grant_returning(&p, tat, &mut holds, &mut returns, ask, 1_000, now);

@@ -115,10 +115,12 @@ fn as_grant(r: &[i64]) -> Grant {
     }
 }
 
-fn back(cells: u32, r: &[i64]) -> Returned {
+/// `cells` of the grant `r` given back, as return `id`.
+fn back(cells: u32, r: &[i64], id: u64) -> Returned {
     Returned {
         cells,
         granted_at: u64::try_from(r[2]).expect("after 1970") * 1_000,
+        id,
     }
 }
 
@@ -148,7 +150,7 @@ async fn returns_are_taken_as_the_rust_rule_takes_them() {
     assert_eq!(r2[5], 1, "{r2:?}");
     let (r3, _) = both(30, Returned::NONE).await;
     // Five of r3's cells given back: taken, the key moved back five `T`.
-    let (r4, taken) = both(1, back(5, &r3)).await;
+    let (r4, taken) = both(1, back(5, &r3, 41)).await;
     assert_eq!(taken, 5);
     let state = redis.cli(&["GET", "k"]);
     let run = redis.cli(&["GET", "~ret:k"]);
@@ -156,11 +158,14 @@ async fn returns_are_taken_as_the_rust_rule_takes_them() {
     let at = (r4[2] + 62_499) / 62_500 * 62_500;
     assert_eq!(
         run.trim(),
-        format!("{}|{}|{at}:5", r2[2], state.trim()),
-        "since the run began, the key as the script left it, the return taken"
+        format!("{}|{}|{at}:5|41", r2[2], state.trim()),
+        "since the run began, the key as the script left it, the return taken, its id"
     );
+    // The same return again (a call sent twice): nothing more.
+    let (_, taken) = both(1, back(5, &r3, 41)).await;
+    assert_eq!(taken, 5);
     // Twenty more: seven left in the budget.
-    let (_, taken) = both(1, back(20, &r3)).await;
+    let (_, taken) = both(1, back(20, &r3, 42)).await;
     assert_eq!(taken, u64::from(M));
 }
 
@@ -177,7 +182,7 @@ async fn a_write_the_script_did_not_make_ends_the_run() {
     assert_eq!(r[5], 1, "{r:?}");
     let state: f64 = redis.cli(&["GET", "k"]).trim().parse().expect("a tat");
     redis.cli(&["SET", "k", &format!("{:.3}", state + 50_000.0)]);
-    let broke = lease(&mut conn, 1, back(5, &r)).await;
+    let broke = lease(&mut conn, 1, back(5, &r, 43)).await;
     assert_eq!(broke[5], 0, "{broke:?}");
     let after: f64 = redis.cli(&["GET", "k"]).trim().parse().expect("a tat");
     assert_eq!(
@@ -186,9 +191,13 @@ async fn a_write_the_script_did_not_make_ends_the_run() {
         "nothing taken back"
     );
     let run = redis.cli(&["GET", "~ret:k"]);
-    assert_eq!(run.trim(), format!("{}|{after:.3}|", broke[2]), "a new run");
+    assert_eq!(
+        run.trim(),
+        format!("{}|{after:.3}||", broke[2]),
+        "a new run"
+    );
     // The new run goes on, and does not take cells granted before it began.
-    let next = lease(&mut conn, 1, back(5, &r)).await;
+    let next = lease(&mut conn, 1, back(5, &r, 43)).await;
     assert_eq!(next[5], 1, "{next:?}");
     let last: f64 = redis.cli(&["GET", "k"]).trim().parse().expect("a tat");
     assert_eq!(last, after + INTERVAL_US as f64);

@@ -23,7 +23,7 @@ use super::batch::Batch;
 use super::calm::Calm;
 use super::grant::Grant;
 use super::params::LeaseParams;
-use super::returns::Returned;
+use super::returns::{Returned, return_id};
 use super::size::{
     RESERVE_FROM, SPARE_FROM, back_off, calm_batch, calm_cap, long_batch, reserve_batch,
     slack_batch,
@@ -391,11 +391,15 @@ impl LeaseBook {
                 self.expired += u64::from(n);
                 if let Some(at) = b.granted_at {
                     let r = &mut self.returned;
-                    r.granted_at = if r.cells == 0 {
-                        at
-                    } else {
-                        r.granted_at.min(at)
-                    };
+                    if r.cells == 0 {
+                        // A new return: its own id (a retried call is not taken twice).
+                        *r = Returned {
+                            cells: 0,
+                            granted_at: at,
+                            id: return_id(),
+                        };
+                    }
+                    r.granted_at = r.granted_at.min(at);
                     r.cells += n;
                 }
             }

@@ -275,9 +275,12 @@ struct Entry {
 }
 
 /// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
-/// means full, at the full rate: nothing is lost, and a node is only less generous).
+/// means full, at the full rate: nothing is lost, and a node is only less generous), once
+/// their holds can no longer bind and their run is over (as Redis keeps `~ret:`).
 fn drop_full(tats: &mut HashMap<Box<str>, Entry>, now: Nanos) {
-    tats.retain(|_, e| e.full_at > now || e.forget_at > now || e.holds.binds(now));
+    tats.retain(|_, e| {
+        e.full_at > now || e.forget_at > now || e.holds.binds(now) || e.returns.kept(now)
+    });
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 --
 -- KEYS[1]: the key. KEYS[2]: its grant-rate average ("count:at_us", in KEYS[1]'s slot).
 -- KEYS[3]: its long cells' holds ("until_us:n,until_us:n,...", until ascending, same slot).
--- KEYS[4]: its returnable run (returns.rs): "since_us|state|at_us:n,at_us:n,..." (the run's
--- start, KEYS[1]'s value as this script last left it, the returns taken in the window).
+-- KEYS[4]: its returnable run (returns.rs): "since_us|state|at_us:n,at_us:n,...|id,id,..."
+-- (the run's start, KEYS[1]'s value as this script last left it, the returns taken in the
+-- window, the ids of the last returns taken: a call sent again is not taken twice).
 -- ARGV[1]: op ("lease"), then interval_us (T), tolerance_us (burst * T), lead_us (how far
 -- ahead granted cells may conform: the horizon, or 0 for a slow node), want, span_us (the
 -- grant-rate time constant), long (long cells wanted instead, or 0), hold_us (how long a
@@ -14,7 +15,8 @@
 -- conforming), long_busy (per mille: long cells only under this grant rate),
 -- return_cells (M: the budget, 0 = no returns), return_window_us, return_busy (per mille:
 -- grants are returnable from this grant rate), returned (cells given back), returned_at_us
--- (when the earliest of them was granted: a reply's now_us).
+-- (when the earliest of them was granted: a reply's now_us), returned_id (the return's id,
+-- 0 for none).
 -- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
 -- conform time of the last cell granted, relative to now), now_us, busy (cells granted
 -- over the last span, decayed, this grant included, per mille of what the rate allows:
@@ -84,15 +86,18 @@ end
 -- this call left M cells of room, no long cell was held or ended its hold, and the key's
 -- state is as this script left it (a debit, check.lua's, ends the run).
 local M = tonumber(ARGV[11]) or 0
-local run, since, recent, had_run, back = false, now, {}, false, 0
+local run, since, recent, ids, had_run, back = false, now, {}, {}, false, 0
 if KEYS[4] and M > 0 then
   local window = tonumber(ARGV[12])
   local r = redis.call('GET', KEYS[4])
   local state = nil
   if r then
-    local s, st, list = string.match(r, '^([^|]*)|([^|]*)|(.*)$')
+    local s, st, list, idl = string.match(r, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
     if s and tonumber(s) then
       had_run, since, state = true, tonumber(s), st
+      for i in string.gmatch(idl, '[^,]+') do
+        if tonumber(i) then ids[#ids + 1] = tonumber(i) end
+      end
       for a, n in string.gmatch(list, '([^:,]+):([^:,]+)') do
         if tonumber(a) and tonumber(n) and tonumber(a) + window >= now then
           recent[#recent + 1] = {tonumber(a), tonumber(n)}
@@ -102,13 +107,17 @@ if KEYS[4] and M > 0 then
   end
   run = old ~= nil and #holds == 0 and not had_holds and (not had_run or state == raw)
     and tat >= now + M * T - EPS
-  local cells, at = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
-  if run and cells > 0 and at > since and now - at <= window then
+  local cells, at, id = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0, tonumber(ARGV[16]) or 0
+  local retried = false
+  for _, i in ipairs(ids) do
+    if id ~= 0 and i == id then retried = true end
+  end
+  if run and cells > 0 and not retried and at > since and now - at <= window then
     local used = 0
     for _, e in ipairs(recent) do used = used + e[2] end
     back = math.max(0, math.min(cells, M - used))
     if back > 0 then
-      -- Counted at the end of its 32nd of the window (returns.rs): at most 33 entries.
+      -- Counted at the end of its 32nd of the window (returns.rs): at most 34 entries.
       local q = math.floor(window / 32)
       local at = now
       if q > 0 then at = math.ceil(now / q) * q end
@@ -119,6 +128,8 @@ if KEYS[4] and M > 0 then
         recent[#recent + 1] = {at, back}
       end
       tat = tat - back * T
+      if #ids == 8 then table.remove(ids, 1) end
+      ids[#ids + 1] = id
     end
   end
 end
@@ -161,16 +172,20 @@ local returnable = 0
 if KEYS[4] and M > 0 then
   if run and busy_before >= tonumber(ARGV[13]) and is_long == 0 then returnable = 1 end
   local life = math.floor((tat - now + tonumber(ARGV[12])) / 1000) + 2
+  local idv = {}
+  for i, v in ipairs(ids) do idv[i] = string.format('%d', v) end
   if not run or (granted > 0 and returnable == 0) then
     -- The run ends: a new one begins now, with no returns taken (none if there was none:
     -- nothing is written, and the next call begins one).
     if had_run then
-      redis.call('SET', KEYS[4], string.format('%d|%s|', now, stored or ''), 'PX', life)
+      local v = string.format('%d|%s||%s', now, stored or '', table.concat(idv, ','))
+      redis.call('SET', KEYS[4], v, 'PX', life)
     end
   else
     local parts = {}
     for i, e in ipairs(recent) do parts[i] = string.format('%d:%d', e[1], e[2]) end
-    local v = string.format('%d|%s|%s', since, stored or '', table.concat(parts, ','))
+    local v = string.format('%d|%s|%s|%s', since, stored or '', table.concat(parts, ','),
+      table.concat(idv, ','))
     redis.call('SET', KEYS[4], v, 'PX', life)
   end
 end

@@ -133,7 +133,7 @@ impl LeaseSite {
 
 /// `lease.lua`'s `ARGV[2..]` for `ask` on a key of `p` (its header names them), times in
 /// µs: the quota, the ask, the grant-rate span, the long-cell rule and the returns.
-pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 14] {
+pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 15] {
     let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
     [
         us(p.interval()),
@@ -151,6 +151,8 @@ pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 14] {
         f64::from(ask.returned.cells),
         // A reply's now_us, as it came (`decode` made it ns).
         (ask.returned.granted_at / 1_000) as f64,
+        // 52 bits: exact.
+        ask.returned.id as f64,
     ]
 }
 

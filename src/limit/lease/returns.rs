@@ -31,8 +31,16 @@
 //! `lease_ttl − M·T` of its real conform time, it is spent within `lease_ttl` of its H
 //! one, so every window of length `D` still admits at most `burst + (D + lease_ttl)·rate`.
 //! A run ends (and with it all returns of its cells) at any call that breaks a condition.
+//!
+//! The proof counts each unspent cell given back once. A call can run twice: the store
+//! sends it again after a dropped connection that may have come after the script ran
+//! (`store/mod.rs`), and a cluster client retries. So each return carries an id, and the
+//! run keeps the ids of the last eight returns it took: one seen again takes nothing.
 
 use std::collections::VecDeque;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::book::RefillAsk;
 use super::grant::{Grant, grant};
@@ -45,12 +53,27 @@ use crate::limit::clock::Nanos;
 /// returnable cell lives shorter, which costs a key near its limit admissions.
 pub const RETURN_BUSY: u32 = 950;
 
-/// Cells a node gives back with a call: how many, and when (coordinator time, ns) the
-/// earliest of them was granted.
+/// Cells a node gives back with a call: how many, when (coordinator time, ns) the
+/// earliest of them was granted, and the return's id ([`return_id`]): a call the store
+/// layer sends again after a dropped connection (`store/mod.rs`, or a cluster client's
+/// retry) may have run already, and its cells must not be taken back twice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Returned {
     pub cells: u32,
     pub granted_at: Nanos,
+    pub id: u64,
+}
+
+/// Ids of the returns a run took that it remembers: a retry follows its call at once.
+const IDS_KEPT: usize = 8;
+
+/// A fresh return id: a random start per process, then counting, in 52 bits (exact as a
+/// Lua number), never 0 (no id).
+pub(super) fn return_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static START: OnceLock<u64> = OnceLock::new();
+    let start = *START.get_or_init(|| RandomState::new().hash_one(std::process::id()));
+    (start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) & ((1 << 52) - 1)).max(1)
 }
 
 impl Returned {
@@ -58,6 +81,7 @@ impl Returned {
     pub const NONE: Returned = Returned {
         cells: 0,
         granted_at: 0,
+        id: 0,
     };
 }
 
@@ -70,11 +94,13 @@ pub struct Returns {
     since: Option<Nanos>,
     /// Returns the run took within the last window: (when, cells), oldest first, each
     /// "when" rounded up to a 32nd of the window (a return counted later stays in the
-    /// budget longer), so at most 33 entries whatever `M`. A run's returns move only cells
+    /// budget longer), so at most 34 entries whatever `M`. A run's returns move only cells
     /// granted in it, so a new run starts afresh.
     recent: VecDeque<(Nanos, u32)>,
-    /// Until when the run is kept (ns), as the Redis key's expiry: the key's state and a
-    /// window. Past it there is no run.
+    /// The last returns taken (their ids, at most `IDS_KEPT`): one seen again is a retry.
+    ids: VecDeque<u64>,
+    /// Until when the run is kept (ns), as the Redis key's expiry (`PX`, whole ms): the
+    /// key's state and a window. Past it there is no run.
     until: Nanos,
     /// The key's state was written by something else (a debit) since the last call: the
     /// next call ends the run, as `lease.lua` finds the key not as it left it.
@@ -89,6 +115,12 @@ impl Returns {
         self.taken
     }
 
+    /// Whether a run is kept at `now` (the in-process coordinator keeps the key meanwhile,
+    /// as Redis keeps `~ret:`).
+    pub fn kept(&self, now: Nanos) -> bool {
+        self.since.is_some() && self.until >= now
+    }
+
     /// The key's state was written by something else than a grant (a debit): the next
     /// call ends the run.
     pub fn written_elsewhere(&mut self) {
@@ -101,6 +133,7 @@ impl Returns {
         if now > self.until {
             self.since = None;
             self.recent.clear();
+            self.ids.clear();
         }
         let written = std::mem::take(&mut self.written);
         (self.since, written && self.since.is_some())
@@ -117,7 +150,11 @@ impl Returns {
             }
         }
         self.since = Some(if broken { now } else { since });
-        self.until = tat_ns.max(now).saturating_add(p.return_window);
+        // lease.lua's PX: whole ms, plus 2, from Redis's ms clock; Redis keeps a key
+        // until its ms clock passes that.
+        let ms = 1_000_000;
+        let px = (tat_ns.saturating_sub(now) + p.return_window) / 1_000_000 + 2;
+        self.until = (now / ms + px + 1) * ms - 1;
     }
 
     /// Take back what `r` returns at `now`, in a run that began at `since` (see the module
@@ -131,7 +168,12 @@ impl Returns {
         {
             self.recent.pop_front();
         }
-        if r.cells == 0 || r.granted_at <= since || now.saturating_sub(r.granted_at) > window {
+        let retried = r.id != 0 && self.ids.contains(&r.id);
+        if r.cells == 0
+            || retried
+            || r.granted_at <= since
+            || now.saturating_sub(r.granted_at) > window
+        {
             return 0;
         }
         let used: u32 = self.recent.iter().map(|&(_, n)| n).sum();
@@ -145,6 +187,10 @@ impl Returns {
                 _ => self.recent.push_back((at, k)),
             }
             self.taken += u64::from(k);
+            if self.ids.len() == IDS_KEPT {
+                self.ids.pop_front();
+            }
+            self.ids.push_back(r.id);
         }
         k
     }

@@ -1,0 +1,157 @@
+//! A lease call that gives cells back and meets a dropped connection after `lease.lua` ran
+//! is sent again by the store (`store/mod.rs`: a call that may repeat); the cells must be
+//! taken back once, or the key moves back for cells that were spent. (Found by review: it
+//! took them twice.)
+
+mod common;
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::limit::Limiter;
+use tollgate::limit::clock::SystemClock;
+use tollgate::limit::lease::{LEASE_LUA, LeaseParams, RefillAsk, Returned, script_args};
+
+const MS: u64 = 1_000_000;
+
+/// 100/s, burst 20, lease_ttl 1 s: 12 cells may be taken back per window of 2 s.
+fn params() -> LeaseParams {
+    let nz = |n| NonZeroU32::new(n).expect("non-zero");
+    LeaseParams::new(
+        nz(100),
+        Duration::from_secs(1),
+        nz(20),
+        Duration::from_secs(1),
+        Duration::from_millis(250),
+        nz(500),
+    )
+    .expect("valid")
+}
+
+/// A proxy to `upstream` that, once `armed`, drops the next reply and that connection.
+async fn drop_next_reply_proxy(upstream: SocketAddr, armed: Arc<AtomicBool>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut cr, &mut sw).await;
+            });
+            let armed = armed.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65_536];
+                loop {
+                    let n = match sr.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    if armed.swap(false, Ordering::SeqCst) || cw.write_all(&buf[..n]).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The gateway's store, on a Redis behind the proxy.
+fn store_config(proxy: SocketAddr) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[store]
+kind = "redis"
+urls = ["redis://{proxy}"]
+timeout = "2s"
+breaker = {{ failures = 1000, cooldown = "1s" }}
+[upstreams.app]
+urls = ["http://127.0.0.1:9"]
+[policies.per_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 10
+period = "1m"
+burst = 10
+[[routes]]
+name = "api"
+upstream = "app"
+policies = ["per_ip"]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_lease_call_takes_its_returns_once() {
+    let redis = RedisServer::start();
+    let armed = Arc::new(AtomicBool::new(false));
+    let proxy = drop_next_reply_proxy(redis.addr(), armed.clone()).await;
+    let origin = std::path::Path::new("lease_returns_retry.toml");
+    let raw = tollgate::config::parse_str(&store_config(proxy), origin).expect("parses");
+    let cfg = tollgate::config::validate(raw, origin).expect("valid");
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let store = limiter.store().expect("a redis store").clone();
+    let script = redis::Script::new(LEASE_LUA);
+    let keys = ["k", "~busy:k", "~hold:k", "~ret:k"].map(String::from);
+    let p = params();
+    let lease = async |want: u32, returned: Returned| {
+        let ask = RefillAsk {
+            want,
+            lead: 2_000 * MS,
+            returned,
+            ..RefillAsk::default()
+        };
+        // A grant rate at the limit (a full span's cells, counted at a time to come, so
+        // it does not decay), so grants may be returnable.
+        redis.cli(&["SET", "~busy:k", "400:9000000000000000"]);
+        store
+            .eval_script(&script, "lease", &keys, &script_args(&p, ask))
+            .await
+    };
+    lease(20, Returned::NONE).await.expect("a first grant");
+    let r2 = lease(1, Returned::NONE).await.expect("the run begins");
+    assert_eq!(r2[5], 1, "{r2:?}");
+    let r3 = lease(30, Returned::NONE).await.expect("returnable cells");
+    let back = Returned {
+        cells: 5,
+        granted_at: u64::try_from(r3[2]).expect("after 1970") * 1_000,
+        id: 77,
+    };
+    armed.store(true, Ordering::SeqCst);
+    let r4 = lease(1, back).await;
+    assert!(r4.is_ok(), "sent again after the reconnect: {r4:?}");
+    assert!(!armed.load(Ordering::SeqCst), "the reply was dropped");
+    let run = redis.cli(&["GET", "~ret:k"]);
+    let returns = run.trim().split('|').nth(2).expect("the returns taken");
+    let taken: u32 = returns
+        .split(',')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            e.split(':')
+                .nth(1)
+                .and_then(|n| n.parse::<u32>().ok())
+                .expect("at:n")
+        })
+        .sum();
+    assert_eq!(
+        taken,
+        5,
+        "five cells given back once; the run: {}",
+        run.trim()
+    );
+}
