@@ -242,7 +242,8 @@ impl RedisStore {
             invocation.arg(a);
         }
         // A refund or release run twice would give back twice (over-admit); anything
-        // else run twice only spends twice, which can under-admit, never over-admit.
+        // else run twice only spends twice, which can under-admit, never over-admit (a
+        // lease call's returns carry an id, taken once: `lease/returns.rs`).
         let may_repeat = !matches!(op, "refund" | "release");
         // Undos run in their own tasks, no request waits on them: give them time. (A
         // debit may be on a request's path: it keeps the store timeout, and one that timed
