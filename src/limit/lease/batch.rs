@@ -54,7 +54,7 @@ impl Batch {
 
     /// Cells given back (`LeaseBook::give_back`): all conforming at `taken.conform`, all
     /// expiring at `taken.expires`.
-    pub(super) fn given_back(taken: super::book::Taken, left: u32, t: i128) -> Self {
+    pub(super) fn given_back(taken: super::ask::Taken, left: u32, t: i128) -> Self {
         Batch {
             until: Some(taken.expires),
             ..Batch::ordinary(taken.conform, taken.conform, left, t)

@@ -123,7 +123,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::limit::lease::book::RefillAsk;
+    use crate::limit::lease::ask::RefillAsk;
     use crate::limit::lease::{Grant, LeaseParams, Returned};
 
     const ONE: RefillAsk = RefillAsk {

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::book::RefillAsk;
+use super::ask::RefillAsk;
 use super::hold::{Holds, LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
 use super::returns::{Returns, grant_returning};

@@ -6,6 +6,7 @@
 //! - `params.rs`: the numbers a leased key runs on;
 //! - `grant.rs`: the coordinator's grant rule and the in-process coordinator (and the
 //!   over-admission bound, proved there);
+//! - `ask.rs`: what a node asks the coordinator for, and what a take gives a request;
 //! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill;
 //! - `size.rs`: how many cells a node asks for, and how long it stays away after an
 //!   empty answer (pure functions of its demand);
@@ -16,6 +17,7 @@
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
 
+mod ask;
 mod batch;
 mod book;
 mod books;
@@ -28,7 +30,8 @@ mod returns;
 mod site;
 mod size;
 
-pub use book::{LeaseBook, RefillAsk, Take, Taken};
+pub use ask::{RefillAsk, Take, Taken};
+pub use book::LeaseBook;
 pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
 pub use hold::Holds;
 pub use params::LeaseParams;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::book::RefillAsk;
+use super::ask::RefillAsk;
 use super::grant::{Grant, busy_span};
 use super::hold::{LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;

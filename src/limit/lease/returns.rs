@@ -42,7 +42,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::book::RefillAsk;
+use super::ask::RefillAsk;
 use super::grant::{Grant, grant};
 use super::hold::Holds;
 use super::params::LeaseParams;

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
-use super::book::{RefillAsk, Take, Taken};
+use super::ask::{RefillAsk, Take, Taken};
 use super::books::{SHARDS, Shelf, shard_of};
 use super::grant::MemoryCoordinator;
 use super::params::LeaseParams;
