@@ -8,17 +8,19 @@
 //! return conforms `k·T` earlier than it would have. The cells granted *before* the return
 //! and after the returned ones keep their conform times, so against the history in which
 //! the returned cells were never granted they conform up to `k·T` late, and a node may
-//! spend them up to `k·T` past their TTL in that history: with no limit on returns, a
-//! node that reserved a long run, let its first half expire, returned it and spent the
-//! second half late admitted twice the bound's excess (`tests/lease_returns.rs`).
+//! spend them up to `k·T` past their TTL in that history. Unbounded, that breaks the
+//! bound: a node reserves a run, lets its first cells expire, gives them back and spends
+//! the rest at the end of their lives while the key grants the same span again
+//! (`tests/lease_returns.rs`, which fails with the budget or the shorter life removed).
 //!
 //! # The rule, and the bound it keeps
 //!
-//! Let `M` be [`LeaseParams::return_cells`] and `W` the return window. The coordinator
+//! Let `M` be `LeaseParams::return_cells` and `W` the return window. The coordinator
 //! takes a return only while the key is in a *returnable run*: since the run began, every
 //! grant left at least `M` cells of the key's bucket unreserved (`tat − now ≥ M·T` before
 //! it: no grant came near a full bucket, none was clamped by `max(tat, now)`), no long cell
-//! was held or ended its hold, nothing was debited, and every cell granted was
+//! was held or ended its hold, nothing but the lease script wrote the key's state (a debit
+//! ends the run at the next call), and every cell granted was
 //! *returnable*: it lives `lease_ttl − M·T` past conforming, not `lease_ttl`. Returned
 //! cells must come from a grant of the run and of the last `W`; and over any window of
 //! length `W` the key takes at most `M` cells back.
@@ -54,7 +56,7 @@ use crate::limit::clock::Nanos;
 pub const RETURN_BUSY: u32 = 950;
 
 /// Cells a node gives back with a call: how many, when (coordinator time, ns) the
-/// earliest of them was granted, and the return's id ([`return_id`]): a call the store
+/// earliest of them was granted, and the return's id (`return_id`): a call the store
 /// layer sends again after a dropped connection (`store/mod.rs`, or a cluster client's
 /// retry) may have run already, and its cells must not be taken back twice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
