@@ -236,3 +236,39 @@ pub fn grant_returning(
     g.at = now;
     (tat, g)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A busy key with a large budget (100 000/s, TTL 1 s: 12 500 cells per window of 2 s)
+    /// takes a one-cell return every millisecond: the run keeps at most 34 entries (a 32nd
+    /// of the window each), not one per return, and counts every cell.
+    #[test]
+    fn the_returns_kept_are_bounded_whatever_the_budget() {
+        let nz = |n| NonZeroU32::new(n).expect("non-zero");
+        let s = Duration::from_secs(1);
+        let p = LeaseParams::new(nz(100_000), s, nz(10), s, s, nz(50)).expect("valid");
+        assert_eq!(p.return_cells, 12_500);
+        let mut r = Returns::default();
+        let ms = 1_000_000;
+        for i in 1..=5_000u64 {
+            let back = Returned {
+                cells: 1,
+                granted_at: i * ms - 1,
+                id: i,
+            };
+            assert_eq!(r.accept(&p, 0, back, i * ms), 1, "return {i}");
+            assert!(r.recent.len() <= 34, "{} entries at {i} ms", r.recent.len());
+        }
+        let counted: u32 = r.recent.iter().map(|&(_, n)| n).sum();
+        assert!(
+            (2_000..=2_063).contains(&counted),
+            "{counted} in the window"
+        );
+        assert_eq!(r.taken(), 5_000);
+    }
+}
