@@ -36,5 +36,5 @@ pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
 pub use hold::Holds;
 pub use params::LeaseParams;
 pub use refill::script_args;
-pub use returns::{RETURN_BUSY, Returned, Returns, grant_returning};
+pub use returns::{Returned, Returns, grant_returning};
 pub use site::{LEASE_LUA, LeaseItem, LeaseSite};

@@ -53,7 +53,7 @@ use crate::limit::clock::Nanos;
 /// Grant rate (per mille, `grant.rs` `busy`) from which a key's grants are returnable.
 /// Below it the key's bucket refills between calls and a run would not last; and a
 /// returnable cell lives shorter, which costs a key near its limit admissions.
-pub const RETURN_BUSY: u32 = 950;
+pub(super) const RETURN_BUSY: u32 = 950;
 
 /// Cells a node gives back with a call: how many, when (coordinator time, ns) the
 /// earliest of them was granted, and the return's id (`return_id`): a call the store
@@ -119,13 +119,13 @@ impl Returns {
 
     /// Whether a run is kept at `now` (the in-process coordinator keeps the key meanwhile,
     /// as Redis keeps `~ret:`).
-    pub fn kept(&self, now: Nanos) -> bool {
+    pub(super) fn kept(&self, now: Nanos) -> bool {
         self.since.is_some() && self.until >= now
     }
 
     /// The key's state was written by something else than a grant (a debit): the next
     /// call ends the run.
-    pub fn written_elsewhere(&mut self) {
+    pub(super) fn written_elsewhere(&mut self) {
         self.written = true;
     }
 
