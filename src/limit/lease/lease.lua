@@ -105,7 +105,8 @@ if KEYS[4] and M > 0 then
       end
     end
   end
-  run = old ~= nil and #holds == 0 and not had_holds and (not had_run or state == raw)
+  -- No hold before settling: none held now, none ending at this call.
+  run = old ~= nil and not had_holds and (not had_run or state == raw)
     and tat >= now + M * T - EPS
   local cells, at, id = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0, tonumber(ARGV[16]) or 0
   local retried = false
@@ -119,13 +120,13 @@ if KEYS[4] and M > 0 then
     if back > 0 then
       -- Counted at the end of its 32nd of the window (returns.rs): at most 34 entries.
       local q = math.floor(window / 32)
-      local at = now
-      if q > 0 then at = math.ceil(now / q) * q end
+      local bucket = now
+      if q > 0 then bucket = math.ceil(now / q) * q end
       local last = recent[#recent]
-      if last and last[1] == at then
+      if last and last[1] == bucket then
         last[2] = last[2] + back
       else
-        recent[#recent + 1] = {at, back}
+        recent[#recent + 1] = {bucket, back}
       end
       tat = tat - back * T
       if #ids == 8 then table.remove(ids, 1) end

@@ -214,15 +214,11 @@ pub fn grant_returning(
 ) -> (u128, Grant) {
     let (run_since, written) = returns.open(now);
     let since = run_since.unwrap_or(now);
-    let held = holds.held();
+    // No hold before settling: none held now, none ending at this call.
+    let no_holds = holds.held() == 0;
     let settled = holds.settle(p, tat, now);
     let room = p.rate.ticks(now) + p.rate.cells(u64::from(p.return_cells));
-    let run = p.return_cells > 0
-        && tat.is_some()
-        && !written
-        && settled >= room
-        && holds.held() == 0
-        && held == 0;
+    let run = p.return_cells > 0 && tat.is_some() && !written && settled >= room && no_holds;
     let back = match run {
         true => returns.accept(p, since, ask.returned, now),
         false => 0,
