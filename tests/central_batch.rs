@@ -109,6 +109,58 @@ async fn a_batch_answers_as_the_same_checks_in_a_row() {
     assert!(err.to_string().contains("do not add up"), "{err}");
 }
 
+/// The 8 script values of one-key requests of algorithm `alg` (1 gcra, 2 token bucket,
+/// 3 sliding window, 4 leaky bucket): 2 an hour, burst 2, cost 1, no delay, enforcing.
+fn of_algorithm(alg: u32) -> Vec<String> {
+    [alg.to_string().as_str(), "2", "3600000000", "2", "1", "0", "1", "-"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_batch_of_one_key_requests_answers_as_checks_in_a_row_for_every_algorithm() {
+    // check.lua decides a batch of one-key GCRA requests before it defines its general
+    // path: a batch of another algorithm's requests, or a single check of one, must not
+    // take that path. Three requests on one key: admitted, admitted, denied, with each
+    // algorithm's own reset (a GCRA answers 30 minutes after one request where a sliding
+    // window answers two hours) and its own state format.
+    let redis = RedisServer::start();
+    let mut conn = connect(&redis).await;
+    for alg in 1..=4 {
+        let requests = |p: &str| -> Vec<Vec<(String, Vec<String>)>> {
+            (0..3)
+                .map(|_| vec![(format!("{p}{alg}"), of_algorithm(alg))])
+                .collect()
+        };
+        let together = run(&mut conn, "batch", &requests("batch:")).await.unwrap();
+        let mut in_a_row = Vec::new();
+        for r in requests("seq:") {
+            in_a_row.extend(run(&mut conn, "check", &[r]).await.unwrap());
+        }
+        // admitted, committed, remaining, and the reset in whole minutes (the two runs'
+        // clocks differ by microseconds).
+        let decisions = |r: &[i64]| -> Vec<(i64, i64, i64, i64)> {
+            r.chunks_exact(6)
+                .map(|c| (c[0], c[1], c[2], (c[3] + 30_000_000) / 60_000_000))
+                .collect()
+        };
+        assert_eq!(decisions(&together), decisions(&in_a_row), "algorithm {alg}");
+        let admitted: Vec<i64> = together.chunks_exact(6).map(|c| c[0]).collect();
+        let want = if alg == 4 { [1, 0, 0] } else { [1, 1, 0] };
+        assert_eq!(admitted, want, "algorithm {alg}");
+        let (batched, sequential) = (
+            redis.cli(&["GET", &format!("batch:{alg}")]),
+            redis.cli(&["GET", &format!("seq:{alg}")]),
+        );
+        assert_eq!(
+            batched.matches(':').count(),
+            sequential.matches(':').count(),
+            "algorithm {alg}: {batched} against {sequential}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_store_gets_one_call_for_the_checks_queued_behind_another() {
     let redis = RedisServer::start();

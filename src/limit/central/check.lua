@@ -84,6 +84,98 @@ local function finite(s)
   return nil
 end
 
+-- state(key, 1) without its table (a table per key is garbage to collect on every request):
+-- the key's value as one finite number, or nil.
+local function number_state(key)
+  local raw = redis.pcall('GET', key)
+  if type(raw) ~= 'string' then return nil end
+  return finite(raw)
+end
+
+-- GCRA: until the slack (tau - lead) holds one cell more than rem; 0 when that exceeds tau.
+local function next_cell(T, tau, lead, rem)
+  if (rem + 1) * T > tau + EPS then return 0 end
+  return max(0, (rem + 1) * T + lead - tau)
+end
+
+-- ARGV values as numbers, each distinct string parsed once per call: the keys of a batch
+-- mostly share one policy's values, and parsing them (strtod) for every key and every use
+-- was 11 % of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
+local parsed = {}
+local function num(s)
+  local v = parsed[s]
+  if v == nil then
+    v = tonumber(s)
+    parsed[s] = v
+  end
+  return v
+end
+local function arg(i, j) return num(ARGV[BASE + (i - 1) * STRIDE + j]) end
+local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
+
+-- The common request, one GCRA key, decided and spent in one step: what gcra() and commit()
+-- do, without the general path's dispatch, returned lists and library calls, which were a
+-- tenth of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
+-- tests/check_script.rs holds both paths to the Rust GCRA, step by step. Each PX value's
+-- text is made once per call (`px_text`): Redis prints a number argument with snprintf.
+local px_text = {}
+local function check_gcra_key(i, reply, spent)
+  local b = BASE + (i - 1) * STRIDE
+  local limit, period, burst, cost = parsed[ARGV[b + 1]], parsed[ARGV[b + 2]], parsed[ARGV[b + 3]], parsed[ARGV[b + 4]]
+  if not (limit and period and burst and cost) then
+    limit, period, burst, cost = arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
+  end
+  local key = KEYS[i]
+  local T = period / limit
+  local tau = burst * T
+  local tat = number_state(key) or now
+  if tat < now then tat = now end
+  local new = tat + cost * T
+  local r = #reply
+  if new - now <= tau + EPS then
+    local lead = new - now
+    local rem = floor((tau - lead + EPS) / T)
+    local ms = floor(lead / 1000) + 2
+    local px = px_text[ms]
+    if not px then
+      px = format('%d', ms)
+      px_text[ms] = px
+    end
+    redis.call('SET', key, fixed3(new), 'PX', px)
+    if spent then spent[#spent + 1] = i end
+    reply[r + 1], reply[r + 2], reply[r + 3] = 1, 1, rem
+    reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), 0, ceil(next_cell(T, tau, lead, rem))
+    return
+  end
+  local lead = tat - now
+  local rem = floor((tau - lead + EPS) / T)
+  if rem < 0 then rem = 0 end
+  reply[r + 1], reply[r + 2], reply[r + 3] = 0, 0, rem
+  reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), ceil(new - tau - now), ceil(next_cell(T, tau, lead, rem))
+end
+
+-- The calls a gateway makes most: one one-key GCRA request ("check"), or a batch of them.
+-- Decided here, before the general path's functions are defined: a script's top level runs
+-- on every call, and creating those closures was a seventh of Redis's instructions per
+-- request in batches of 7, a fifth alone (COUNT=instructions G=7 benches/check_lua.sh).
+-- Each request is what check() does with it.
+local gcra_only = op == 'check' and n == 1 and ARGV[BASE] == '1'
+if op == 'batch' and tonumber(ARGV[2]) == n then
+  gcra_only = true
+  for i = 1, n do
+    if ARGV[2 + i] ~= '1' or ARGV[BASE + (i - 1) * STRIDE] ~= '1' then
+      gcra_only = false
+      break
+    end
+  end
+end
+if gcra_only then
+  local reply = {}
+  for i = 1, n do check_gcra_key(i, reply) end
+  reply[#reply + 1] = now
+  return reply
+end
+
 -- The key's value split on ':' into exactly `parts` finite numbers, or nil: absent, not a
 -- string, or another algorithm's format.
 local function state(key, parts)
@@ -105,20 +197,6 @@ local function state(key, parts)
   end
   if #out ~= parts then return nil end
   return out
-end
-
--- state(key, 1) without its table (a table per key is garbage to collect on every request):
--- the key's value as one finite number, or nil.
-local function number_state(key)
-  local raw = redis.pcall('GET', key)
-  if type(raw) ~= 'string' then return nil end
-  return finite(raw)
-end
-
--- GCRA: until the slack (tau - lead) holds one cell more than rem; 0 when that exceeds tau.
-local function next_cell(T, tau, lead, rem)
-  if (rem + 1) * T > tau + EPS then return 0 end
-  return max(0, (rem + 1) * T + lead - tau)
 end
 
 local function gcra(key, limit, period, burst, cost)
@@ -234,21 +312,6 @@ local function concurrency(key, limit, hold, cost)
   end
   return false, nil, 0, max(0, limit - inflight), 0, CONCURRENCY_RETRY_US, 0
 end
-
--- ARGV values as numbers, each distinct string parsed once per call: the keys of a batch
--- mostly share one policy's values, and parsing them (strtod) for every key and every use
--- was 11 % of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
-local parsed = {}
-local function num(s)
-  local v = parsed[s]
-  if v == nil then
-    v = tonumber(s)
-    parsed[s] = v
-  end
-  return v
-end
-local function arg(i, j) return num(ARGV[BASE + (i - 1) * STRIDE + j]) end
-local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 
 -- The concurrency hold of key i: its period argument, or the default.
 local function hold_of(i)
@@ -374,39 +437,6 @@ end
 if op == 'refund' or op == 'release' then
   for i = 1, n do refund(i) end
   return {now}
-end
-
--- The common request, one GCRA key, decided and spent in one step: what gcra() and commit()
--- do, without the general path's dispatch, returned lists and library calls, which were a
--- tenth of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
--- tests/check_script.rs holds both paths to the Rust GCRA, step by step.
-local function check_gcra_key(i, reply, spent)
-  local b = BASE + (i - 1) * STRIDE
-  local limit, period, burst, cost = parsed[ARGV[b + 1]], parsed[ARGV[b + 2]], parsed[ARGV[b + 3]], parsed[ARGV[b + 4]]
-  if not (limit and period and burst and cost) then
-    limit, period, burst, cost = arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
-  end
-  local key = KEYS[i]
-  local T = period / limit
-  local tau = burst * T
-  local tat = number_state(key) or now
-  if tat < now then tat = now end
-  local new = tat + cost * T
-  local r = #reply
-  if new - now <= tau + EPS then
-    local lead = new - now
-    local rem = floor((tau - lead + EPS) / T)
-    redis.call('SET', key, fixed3(new), 'PX', floor(lead / 1000) + 2)
-    if spent then spent[#spent + 1] = i end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 1, 1, rem
-    reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), 0, ceil(next_cell(T, tau, lead, rem))
-    return
-  end
-  local lead = tat - now
-  local rem = floor((tau - lead + EPS) / T)
-  if rem < 0 then rem = 0 end
-  reply[r + 1], reply[r + 2], reply[r + 3] = 0, 0, rem
-  reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), ceil(new - tau - now), ceil(next_cell(T, tau, lead, rem))
 end
 
 -- Decide keys first..last (one request), spend them all-or-nothing, and append their
