@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{CentralItem, CentralResult, CentralSite, decode};
+use super::{CentralItem, CentralResult, CentralSite, ScriptArg, decode};
 use crate::limit::store::StoreError;
 
 /// Keys per call: larger queues wait for the next call.
@@ -245,9 +245,10 @@ impl CentralSite {
         batch: &[Vec<CentralItem>],
     ) -> Result<Vec<Vec<CentralResult>>, StoreError> {
         let items: Vec<&CentralItem> = batch.iter().flatten().collect();
-        let keys: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
-        let mut args: Vec<String> = vec![batch.len().to_string()];
-        args.extend(batch.iter().map(|w| w.len().to_string()));
+        let keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
+        let count = |n: usize| ScriptArg::Number(n as f64);
+        let mut args = vec![count(batch.len())];
+        args.extend(batch.iter().map(|w| count(w.len())));
         args.extend(items.iter().flat_map(|it| it.args()));
         let reply = self
             .store
@@ -272,8 +273,8 @@ impl CentralSite {
             let site = self.store.clone();
             let script = self.script.clone();
             tokio::spawn(async move {
-                let keys: Vec<String> = held.iter().map(|it| it.key.clone()).collect();
-                let args: Vec<String> = held.iter().flat_map(CentralItem::args).collect();
+                let keys: Vec<&str> = held.iter().map(|it| it.key.as_str()).collect();
+                let args: Vec<ScriptArg> = held.iter().flat_map(CentralItem::args).collect();
                 let _ = site.eval_script(&script, "release", &keys, &args).await;
             });
         }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use super::{CentralItem, CentralResult, CentralSite, decode, slot_id};
+use super::{CentralItem, CentralResult, CentralSite, ScriptArg, decode, slot_id};
 use crate::config::Mode;
 use crate::limit::ask::keeps;
 use crate::limit::store::{StoreError, slot, slot_tag};
@@ -151,9 +151,9 @@ impl CentralSite {
         items: &[CentralItem],
         receipt: &str,
     ) -> Result<Vec<i64>, StoreError> {
-        let mut keys: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
-        keys.push(receipt.to_string());
-        let args: Vec<String> = items.iter().flat_map(CentralItem::args).collect();
+        let mut keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
+        keys.push(receipt);
+        let args: Vec<ScriptArg> = items.iter().flat_map(CentralItem::args).collect();
         self.store.eval_script(&self.script, op, &keys, &args).await
     }
 

@@ -186,11 +186,11 @@ impl RedisStore {
     /// connection, timeout, breaker and metrics: `op` labels the call and is passed first.
     /// On a cluster, every key of one call is in one slot (the caller groups them).
     /// Cancel-safe: dropping the future mid-call leaves the breaker consistent.
-    pub async fn eval_script<A: redis::ToRedisArgs>(
+    pub async fn eval_script<K: AsRef<str>, A: redis::ToRedisArgs>(
         &self,
         script: &Script,
         op: &'static str,
-        keys: &[String],
+        keys: &[K],
         args: &[A],
     ) -> Result<Vec<i64>, StoreError> {
         self.eval_as(script, op, keys, args).await
@@ -200,27 +200,27 @@ impl RedisStore {
     /// addresses), through the same timeout, breaker and metrics. The reply is left raw: a
     /// reply the caller cannot read is its `StoreError::Reply`, where a typed read that
     /// fails is a parse error, which the breaker counts as the store failing.
-    pub async fn eval_script_value<A: redis::ToRedisArgs>(
+    pub async fn eval_script_value<K: AsRef<str>, A: redis::ToRedisArgs>(
         &self,
         script: &Script,
         op: &'static str,
-        keys: &[String],
+        keys: &[K],
         args: &[A],
     ) -> Result<redis::Value, StoreError> {
         self.eval_as(script, op, keys, args).await
     }
 
     /// The call behind both, read as `T`.
-    async fn eval_as<T: redis::FromRedisValue, A: redis::ToRedisArgs>(
+    async fn eval_as<T: redis::FromRedisValue, K: AsRef<str>, A: redis::ToRedisArgs>(
         &self,
         script: &Script,
         op: &'static str,
-        keys: &[String],
+        keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
         let s = &*self.shared;
         let conn = conn_of_thread(s.conns.len());
-        let key = keys.first().map_or("", String::as_str);
+        let key = keys.first().map_or("", AsRef::as_ref);
         let slot = s.cluster.then(|| slot::slot(key.as_bytes()));
         let breaker = s.breakers.for_slot(slot);
         let Some(ticket) = breaker.permit(&*self.clock) else {
@@ -235,7 +235,7 @@ impl RedisStore {
         self.metrics.call(op);
         let mut invocation = script.prepare_invoke();
         for k in keys {
-            invocation.key(k.as_str());
+            invocation.key(k.as_ref());
         }
         invocation.arg(op);
         for a in args {
