@@ -112,10 +112,19 @@ async fn a_batch_answers_as_the_same_checks_in_a_row() {
 /// The 8 script values of one-key requests of algorithm `alg` (1 gcra, 2 token bucket,
 /// 3 sliding window, 4 leaky bucket): 2 an hour, burst 2, cost 1, no delay, enforcing.
 fn of_algorithm(alg: u32) -> Vec<String> {
-    [alg.to_string().as_str(), "2", "3600000000", "2", "1", "0", "1", "-"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    [
+        alg.to_string().as_str(),
+        "2",
+        "3600000000",
+        "2",
+        "1",
+        "0",
+        "1",
+        "-",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 #[tokio::test]
@@ -145,7 +154,11 @@ async fn a_batch_of_one_key_requests_answers_as_checks_in_a_row_for_every_algori
                 .map(|c| (c[0], c[1], c[2], (c[3] + 30_000_000) / 60_000_000))
                 .collect()
         };
-        assert_eq!(decisions(&together), decisions(&in_a_row), "algorithm {alg}");
+        assert_eq!(
+            decisions(&together),
+            decisions(&in_a_row),
+            "algorithm {alg}"
+        );
         let admitted: Vec<i64> = together.chunks_exact(6).map(|c| c[0]).collect();
         let want = if alg == 4 { [1, 0, 0] } else { [1, 1, 0] };
         assert_eq!(admitted, want, "algorithm {alg}");
