@@ -73,8 +73,10 @@ fn invocation(
     slot: &str,
 ) -> redis::ScriptInvocation<'static> {
     let mut inv = SCRIPT.key(key);
+    // The algorithm as the gateway writes it ("1", not the "1.0" an f64 argument gives):
+    // check.lua takes its one-key GCRA path only on that text.
     inv.arg(op)
-        .arg(p.alg)
+        .arg(p.alg as u32)
         .arg(p.limit)
         .arg(p.period_us)
         .arg(p.burst)
