@@ -182,6 +182,21 @@ impl RedisStore {
         self.shared.timeout
     }
 
+    /// `[store] key_prefix`: in front of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// How long after a call first ran it may still run again (a refund's marker lives this
+    /// long, `central/refund.rs`). A resend is written within a response timeout of the
+    /// first write (the connections wait `max(timeout, BACKGROUND_TIMEOUT)`), then a Redis
+    /// Cluster client's backoff (1.28 s in redis 1.8) and a reconnect (shorter than a
+    /// response timeout); three response timeouts and 10 s also cover a Redis slow to run
+    /// what it was sent.
+    pub fn repeat_window(&self) -> Duration {
+        self.shared.timeout.max(BACKGROUND_TIMEOUT) * 3 + Duration::from_secs(10)
+    }
+
     /// Run any of tollgate's scripts (check, lease, membership) through the same
     /// connection, timeout, breaker and metrics: `op` labels the call and is passed first.
     /// On a cluster, every key of one call is in one slot (the caller groups them).
