@@ -2,13 +2,23 @@
 //! a dropped connection that came after the script ran: by the store, and by a Redis
 //! Cluster client on its own), and a refund run twice would give back twice: an
 //! over-admission. Each refund names a marker key; `check.lua` refunds only if it can
-//! create it. Real Redis.
+//! create it. Real Redis: the script's calls as the gateway sends them, run twice, and the
+//! gateway's own refund behind a proxy that drops its reply, which the store sends again.
 
 mod common;
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::drop_reply::drop_next_reply_proxy;
 use common::redis::RedisServer;
+use prometheus_client::registry::Registry;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::central::CHECK_LUA;
+use tollgate::config::Mode;
+use tollgate::limit::Limiter;
+use tollgate::limit::central::{CHECK_LUA, CentralItem};
+use tollgate::limit::clock::SystemClock;
 
 const GCRA: u32 = 1;
 const CONCURRENCY: u32 = 5;
@@ -141,4 +151,81 @@ async fn a_refund_without_a_marker_is_refused() {
         .await;
     let err = reply.expect_err("no marker");
     assert!(err.to_string().contains("marker"), "{err}");
+}
+
+/// A gateway whose store is a Redis behind `proxy`, with one central policy (10 per hour).
+fn central_config(proxy: SocketAddr) -> tollgate::config::Config {
+    let toml = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[store]
+kind = "redis"
+urls = ["redis://{proxy}"]
+timeout = "2s"
+breaker = {{ failures = 1000, cooldown = "1s" }}
+[upstreams.app]
+urls = ["http://127.0.0.1:9"]
+[policies.per_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 10
+period = "1h"
+burst = 10
+site = "central"
+[[routes]]
+name = "api"
+upstream = "app"
+policies = ["per_ip"]
+"#
+    );
+    let origin = std::path::Path::new("refund_once.toml");
+    let raw = tollgate::config::parse_str(&toml, origin).expect("parses");
+    tollgate::config::validate(raw, origin).expect("valid")
+}
+
+/// Scripts Redis has run (`EVALSHA` and `EVAL` calls).
+fn scripts_run(redis: &RedisServer) -> u64 {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The gateway's own refund: its reply is lost with its connection after Redis ran it, the
+/// store sends it again after the reconnect, and the key is given back one cell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_the_store_sends_again_gives_back_once() {
+    let redis = RedisServer::start();
+    let armed = Arc::new(AtomicBool::new(false));
+    let cfg = central_config(drop_next_reply_proxy(redis.addr(), armed.clone()).await);
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let key = site.key("per_ip:ip:192.0.2.1");
+    let item = |cost| CentralItem::new(key.clone(), &cfg.policies[0], 1, cost, Mode::Enforce);
+    for _ in 0..3 {
+        let r = site.check(&[item(1)]).await.expect("decided");
+        assert!(r[0].committed, "{r:?}");
+    }
+    let spent = site.peek(&item(0)).await.expect("a look").remaining;
+    let before = scripts_run(&redis);
+    armed.store(true, Ordering::SeqCst);
+    site.refund(&[item(1)]).await;
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the refund's reply was dropped"
+    );
+    assert_eq!(scripts_run(&redis) - before, 2, "the refund ran twice");
+    let now = site.peek(&item(0)).await.expect("a look").remaining;
+    assert_eq!(now, spent + 1, "one cell given back");
 }
