@@ -107,11 +107,19 @@ async fn a_refund_run_twice_gives_back_once() {
 }
 
 /// A release needs no marker: it removes the members its slot id names, so run twice it
-/// takes nothing more, and never another acquisition's slots.
+/// takes nothing more, and never another acquisition's slots. It gives back nothing on a
+/// key of another algorithm, which only a refund, with its marker, may.
 #[tokio::test]
 async fn a_release_run_twice_releases_once() {
     let redis = RedisServer::start();
     let mut conn = redis.connect().await;
+    let gcra = "tg:g:ip:1";
+    check(&mut conn, gcra, GCRA, 1).await;
+    let spent = check(&mut conn, gcra, GCRA, 0).await;
+    let mut release = SCRIPT.key(gcra);
+    release.arg("release").arg(values(GCRA, 1, "-"));
+    let _: Vec<i64> = release.invoke_async(&mut conn).await.unwrap();
+    assert_eq!(check(&mut conn, gcra, GCRA, 0).await, spent, "not a refund");
     let key = "tg:c:ip:1:slots";
     let call = |op: &str, slot: &str, cost: u32| {
         let mut inv = SCRIPT.key(key);

@@ -47,7 +47,8 @@
 -- long the marker lives (ms, past any resend of the call), before the 8 values per key: the
 -- script creates the marker (SET NX) and refunds only if it was not there. Reply: now_us.
 -- "release" (concurrency slots, when their request ends) needs no marker: it removes the
--- members named by the acquisition's slot id, so a second run finds nothing to remove.
+-- members named by the acquisition's slot id, so a second run finds nothing to remove. It
+-- leaves keys of the other algorithms alone.
 --
 -- "debit" spends each key's cost unconditionally: what a gateway admitted on its
 -- `on_store_error = "local"` fallback while it could not reach the store, paid when it can.
@@ -394,8 +395,11 @@ if op == 'refund' then
   return {now}
 end
 
+-- Only concurrency slots (see the header): any other key would be refunded without a marker.
 if op == 'release' then
-  for i = 1, n do refund(i) end
+  for i = 1, n do
+    if arg(i, 0) == 5 then refund(i) end
+  end
   return {now}
 end
 
