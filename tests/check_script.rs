@@ -64,7 +64,8 @@ async fn script(
 static SCRIPT: std::sync::LazyLock<redis::Script> =
     std::sync::LazyLock::new(|| redis::Script::new(CHECK_LUA));
 
-/// One key's `op` call, with the gateway's argument layout; more keys may be added.
+/// One key's `op` call, with the gateway's argument layout; more keys may be added (not to
+/// a refund, whose marker comes last).
 fn invocation(
     op: &str,
     key: &str,
@@ -73,10 +74,13 @@ fn invocation(
     slot: &str,
 ) -> redis::ScriptInvocation<'static> {
     let mut inv = SCRIPT.key(key);
+    inv.arg(op);
+    if op == "refund" {
+        inv.key(fresh_marker()).arg(MARKER_MS);
+    }
     // The algorithm as the gateway writes it ("1", not the "1.0" an f64 argument gives):
     // check.lua takes its one-key GCRA path only on that text.
-    inv.arg(op)
-        .arg(p.alg as u32)
+    inv.arg(p.alg as u32)
         .arg(p.limit)
         .arg(p.period_us)
         .arg(p.burst)
@@ -85,6 +89,16 @@ fn invocation(
         .arg(1)
         .arg(slot);
     inv
+}
+
+/// A refund marker's life (ms): `RedisStore::repeat_window` at its shortest.
+const MARKER_MS: u64 = 16_000;
+
+/// A refund's marker key, new for every call (tests/refund_once.rs runs one twice).
+fn fresh_marker() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("~refund:{n}")
 }
 
 /// How a sequence reaches the script: as one-key requests (its fast path for a lone GCRA
@@ -434,11 +448,12 @@ async fn a_stranded_concurrency_slot_expires_on_a_busy_key() {
 
 /// check.lua on a gcra key `g` (limit 1 per hour) and a concurrency key `s` (limit 2).
 async fn gcra_and_slot(conn: &mut MultiplexedConnection, op: &str, slot: &str) -> Vec<i64> {
-    redis::Script::new(CHECK_LUA)
-        .key("g")
-        .key("s")
-        .arg(op)
-        .arg(&[GCRA, 1.0, 3.6e9, 1.0, 1.0, 0.0, 1.0][..])
+    let mut inv = SCRIPT.key("g");
+    inv.key("s").arg(op);
+    if op == "refund" {
+        inv.key(fresh_marker()).arg(MARKER_MS);
+    }
+    inv.arg(&[GCRA, 1.0, 3.6e9, 1.0, 1.0, 0.0, 1.0][..])
         .arg("-")
         .arg(&[CONCURRENCY, 2.0, 0.0, 1.0, 1.0, 0.0, 1.0][..])
         .arg(slot)

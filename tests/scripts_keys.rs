@@ -64,9 +64,19 @@ async fn every_script_touches_only_its_declared_keys() {
     let redis = RedisServer::start();
     let keys = ["tg:a", "tg:b", "tg:c", "tg:d", "tg:e:slots"];
     let all = [1, 2, 3, 4, 5];
-    for op in ["check", "refund", "release", "debit", "reset"] {
+    for op in ["check", "release", "debit", "reset"] {
         run(&redis, op, CHECK_LUA, &keys, &check_args(op, &all)).await;
     }
+    // A refund names its marker last, and the marker's life (ms) goes before the values. The
+    // keys hold the check's spends again, so the refund gives them back and sets the marker.
+    let spend = check_args("check", &all);
+    run(&redis, "spend", CHECK_LUA, &keys, &spend).await;
+    let marker = "tg:~refund:{1}2f.3";
+    let refund_keys = [&keys[..], &[marker]].concat();
+    let mut refund = check_args("refund", &all);
+    refund.insert(1, "16000".to_string());
+    run(&redis, "refund", CHECK_LUA, &refund_keys, &refund).await;
+    assert_eq!(redis.cli(&["EXISTS", marker]), "1", "the marker is set");
     // A batch of two requests (2 keys, then 3): the sizes go before the keys' values.
     let mut batch = check_args("batch", &all);
     batch.splice(1..1, ["2", "2", "3"].map(String::from));

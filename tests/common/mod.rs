@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod config;
+pub mod drop_reply;
 pub mod faulty;
 pub mod limits;
 pub mod peers;

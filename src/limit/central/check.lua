@@ -5,12 +5,13 @@
 -- nodes with skewed clocks agree. Every key written gets PX just past the moment its state
 -- is full again: idle keys vanish by themselves (never INCR then EXPIRE as two calls).
 --
--- KEYS: the request's keys. ARGV[1]: op ("check" | "refund" | "release" | "debit" |
--- "reserve" | "refund_if" | "reset"). Then 8 values
--- per key: algorithm (1 gcra, 2 token_bucket, 3 sliding_window, 4 leaky_bucket,
--- 5 concurrency), limit, period_us (concurrency: how long a slot is held, 0 = 5 minutes),
--- burst, cost, max_delay_us, mode (1 enforce, 2 shadow), slot id (concurrency: unique per
--- acquisition, chosen by the gateway so that release can name it; others ignore it).
+-- KEYS: the request's keys. ARGV[1]: op ("check" | "batch" | "refund" | "release" |
+-- "debit" | "reserve" | "refund_if" | "reset"). Then 8 values per key ("batch" and "refund"
+-- put more before them, see below): algorithm (1 gcra, 2 token_bucket, 3 sliding_window,
+-- 4 leaky_bucket, 5 concurrency), limit, period_us (concurrency: how long a slot is held,
+-- 0 = 5 minutes), burst, cost, max_delay_us, mode (1 enforce, 2 shadow), slot id
+-- (concurrency: unique per acquisition, chosen by the gateway so that release can name it;
+-- others ignore it).
 -- Reply: 6 integers per key: admitted, committed, remaining, reset_after_us, wait_us
 -- (retry_after when denied, the leaky-bucket delay when admitted), next_us (until remaining
 -- grows by one, 0 when full: the RateLimit `t`), then now_us.
@@ -37,6 +38,17 @@
 -- to the indexes spent. "refund_if" (same KEYS and ARGV) refunds exactly what the receipt
 -- names and deletes it: the undo of a reservation whose call failed, which must give back
 -- nothing if the reservation never ran or spent nothing.
+--
+-- "refund" gives back what a "check" spent (a request another policy denied). Run twice it
+-- would give back twice, an over-admission, and a call can run twice: it is sent again
+-- after its connection dropped, which may have been after the script ran (by the store
+-- layer, and by a Redis Cluster client on its own). So a refund names a marker key of its
+-- own, unique to the call and in its keys' slot, as its last KEYS entry, and ARGV[2] is how
+-- long the marker lives (ms, past any resend of the call), before the 8 values per key: the
+-- script creates the marker (SET NX) and refunds only if it was not there. Reply: now_us.
+-- "release" (concurrency slots, when their request ends) needs no marker: it removes the
+-- members named by the acquisition's slot id, so a second run finds nothing to remove. It
+-- leaves keys of the other algorithms alone.
 --
 -- "debit" spends each key's cost unconditionally: what a gateway admitted on its
 -- `on_store_error = "local"` fallback while it could not reach the store, paid when it can.
@@ -366,8 +378,8 @@ local function commit(i, value, ttl)
   redis.call('PEXPIRE', key, floor(ttl / 1000) + 2)
 end
 
--- Undo one committed spend (cluster reserve-and-refund, and releases). A key that no longer
--- holds this algorithm's state has nothing of ours to give back.
+-- Undo one committed spend (refunds, releases, and the receipts' undos). A key that no
+-- longer holds this algorithm's state has nothing of ours to give back.
 local function refund(i)
   local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   if alg == 5 then
@@ -434,8 +446,23 @@ if op == 'refund_if' then
   return {now}
 end
 
-if op == 'refund' or op == 'release' then
-  for i = 1, n do refund(i) end
+-- Give back once per marker (op "refund", see the header).
+if op == 'refund' then
+  n, BASE = n - 1, 3
+  if #ARGV ~= 2 + n * STRIDE then
+    return redis.error_reply('refund: keys then a marker; the marker life then 8 values per key')
+  end
+  if redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', ARGV[2]) then
+    for i = 1, n do refund(i) end
+  end
+  return {now}
+end
+
+-- Only concurrency slots (see the header): any other key would be refunded without a marker.
+if op == 'release' then
+  for i = 1, n do
+    if arg(i, 0) == 5 then refund(i) end
+  end
   return {now}
 end
 

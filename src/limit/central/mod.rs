@@ -10,12 +10,14 @@
 //! anywhere ends with every key as it was (up to the refund's exactness: GCRA and leaky
 //! bucket move the arrival time back by the spent cells, token bucket adds the tokens back,
 //! sliding window subtracts from the window it counted in, concurrency removes its slot).
+//! A refund gives back once however often the store runs it (`refund.rs`).
 //!
 //! The calls go through the shared store (`limit/store/`: connections, breakers, metrics,
 //! and the fallback's debts, paid before every check).
 
 mod batch;
 mod cluster;
+mod refund;
 
 use std::sync::Arc;
 
@@ -249,8 +251,6 @@ impl CentralSite {
         }
     }
 
-    /// Give back spends (best effort: a failed refund only under-admits until the keys
-    /// refill or expire).
     /// One key as the store holds it, nothing spent (the item's cost is 0): the admin API.
     pub async fn peek(&self, item: &CentralItem) -> Result<CentralResult, StoreError> {
         let results = self.call("check", std::slice::from_ref(item)).await?;
@@ -265,10 +265,6 @@ impl CentralSite {
         self.call_raw("reset", std::slice::from_ref(item))
             .await
             .map(drop)
-    }
-
-    pub async fn refund(&self, items: &[CentralItem]) {
-        self.undo("refund", items).await;
     }
 
     /// Spend `items`' cells whether or not they conform (a response reported a higher
@@ -286,24 +282,20 @@ impl CentralSite {
         }
     }
 
-    /// Concurrency: the request ended.
+    /// Concurrency: the request ended. Safe to run twice, unlike a refund (`refund.rs`).
     pub async fn release(&self, items: &[CentralItem]) {
-        self.undo("release", items).await;
-    }
-
-    async fn undo(&self, op: &'static str, items: &[CentralItem]) {
         if items.is_empty() {
             return;
         }
         if !self.cluster {
-            let _ = self.call_raw(op, items).await;
+            let _ = self.call_raw("release", items).await;
             return;
         }
         let groups = by_slot(items);
         join_all(groups.values().map(|idx| {
             let group: Vec<CentralItem> = idx.iter().map(|&i| items[i].clone()).collect();
             async move {
-                let _ = self.call_raw(op, &group).await;
+                let _ = self.call_raw("release", &group).await;
             }
         }))
         .await;

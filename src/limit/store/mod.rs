@@ -182,6 +182,21 @@ impl RedisStore {
         self.shared.timeout
     }
 
+    /// `[store] key_prefix`: in front of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// How long after a call first ran it may still run again (a refund's marker lives this
+    /// long, `central/refund.rs`). A resend is written within a response timeout of the
+    /// first write (the connections wait `max(timeout, BACKGROUND_TIMEOUT)`), then a Redis
+    /// Cluster client's backoff (1.28 s in redis 1.8) and a reconnect (shorter than a
+    /// response timeout); three response timeouts and 10 s also cover a Redis slow to run
+    /// what it was sent.
+    pub fn repeat_window(&self) -> Duration {
+        self.shared.timeout.max(BACKGROUND_TIMEOUT) * 3 + Duration::from_secs(10)
+    }
+
     /// Run any of tollgate's scripts (check, lease, membership) through the same
     /// connection, timeout, breaker and metrics: `op` labels the call and is passed first.
     /// On a cluster, every key of one call is in one slot (the caller groups them).
@@ -241,10 +256,6 @@ impl RedisStore {
         for a in args {
             invocation.arg(a);
         }
-        // A refund or release run twice would give back twice (over-admit); anything
-        // else run twice only spends twice, which can under-admit, never over-admit (a
-        // lease call's returns carry an id, taken once: `lease/returns.rs`).
-        let may_repeat = !matches!(op, "refund" | "release");
         // Undos run in their own tasks, no request waits on them: give them time. (A
         // debit may be on a request's path: it keeps the store timeout, and one that timed
         // out counts as paid, see `debts.rs`.)
@@ -252,7 +263,7 @@ impl RedisStore {
             "refund" | "release" | "refund_if" => s.timeout.max(BACKGROUND_TIMEOUT),
             _ => s.timeout,
         };
-        let outcome = self.invoke(&invocation, conn, may_repeat, timeout).await;
+        let outcome = self.invoke(&invocation, conn, timeout).await;
         if let Err(e) = &outcome {
             self.metrics.error(e.kind());
         }
@@ -273,13 +284,16 @@ impl RedisStore {
         outcome
     }
 
-    /// One call with the store timeout; a script error reply is `Reply`. `may_repeat`: the
-    /// call may run again after a dropped connection (which may have run it already).
+    /// One call with the store timeout; a script error reply is `Reply`. A call that meets
+    /// a dropped connection is sent again, though the first may have run: every call may
+    /// run twice. A refund gives back once per marker (`central/refund.rs`), a release
+    /// removes slots it names, a receipt's undo deletes the receipt, a lease call's returns
+    /// carry an id taken once (`lease/returns.rs`); anything else run twice only spends
+    /// twice, which can under-admit, never over-admit.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
         invocation: &redis::ScriptInvocation<'_>,
         conn: usize,
-        may_repeat: bool,
         timeout: Duration,
     ) -> Result<T, StoreError> {
         let s = &*self.shared;
@@ -288,7 +302,6 @@ impl RedisStore {
         let deadline = tokio::time::Instant::from_std(started + timeout);
         let mut result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
         if let Ok(Err(e)) = &result
-            && may_repeat
             && reconnecting(e)
         {
             // The call met a dropped connection and set off its reconnect: that says
