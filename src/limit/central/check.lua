@@ -130,7 +130,18 @@ local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 -- tenth of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
 -- tests/check_script.rs holds both paths to the Rust GCRA, step by step. Each PX value's
 -- text is made once per call (`px_text`): Redis prints a number argument with snprintf.
+-- Every PX of a state goes through px_of (a number argument would be printed "%.17g",
+-- "1e+17" from 10^17 ms on, which SET refuses): one-key and general paths write the same.
 local px_text = {}
+local function px_of(ttl_us)
+  local ms = floor(ttl_us / 1000) + 2
+  local px = px_text[ms]
+  if not px then
+    px = format('%d', ms)
+    px_text[ms] = px
+  end
+  return px
+end
 local function check_gcra_key(i, reply, spent)
   local b = BASE + (i - 1) * STRIDE
   local limit, period, burst, cost = parsed[ARGV[b + 1]], parsed[ARGV[b + 2]], parsed[ARGV[b + 3]], parsed[ARGV[b + 4]]
@@ -147,13 +158,7 @@ local function check_gcra_key(i, reply, spent)
   if new - now <= tau + EPS then
     local lead = new - now
     local rem = floor((tau - lead + EPS) / T)
-    local ms = floor(lead / 1000) + 2
-    local px = px_text[ms]
-    if not px then
-      px = format('%d', ms)
-      px_text[ms] = px
-    end
-    redis.call('SET', key, fixed3(new), 'PX', px)
+    redis.call('SET', key, fixed3(new), 'PX', px_of(lead))
     if spent then spent[#spent + 1] = i end
     reply[r + 1], reply[r + 2], reply[r + 3] = 1, 1, rem
     reply[r + 4], reply[r + 5], reply[r + 6] = ceil(lead), 0, ceil(next_cell(T, tau, lead, rem))
@@ -317,8 +322,13 @@ local function held(key)
   return redis.call('ZCARD', key)
 end
 
-local function concurrency(key, limit, hold, cost)
+local function concurrency(key, limit, hold, cost, slot)
   local inflight = held(key)
+  -- The same call run again (sent after a dropped connection): the cells this
+  -- acquisition already holds are its own, not someone else's.
+  if inflight > 0 and cost >= 1 and redis.call('ZSCORE', key, slot .. '#1') then
+    inflight = max(0, inflight - cost)
+  end
   if inflight + cost <= limit then
     return true, 'slots', hold, limit - inflight - cost, 0, 0, 0
   end
@@ -340,7 +350,7 @@ local function decide(i)
   elseif alg == 3 then return sliding_window(key, limit, period, cost)
   elseif alg == 4 then return leaky_bucket(key, limit, period, cost, arg(i, 5))
   end
-  return concurrency(key, limit, hold_of(i), cost)
+  return concurrency(key, limit, hold_of(i), cost, slot_id(i))
 end
 
 -- Call f on `list` in slices of at most BATCH entries (whole groups of `group`): unpack
@@ -364,7 +374,7 @@ end
 local function commit(i, value, ttl)
   local key = KEYS[i]
   if arg(i, 0) ~= 5 then
-    redis.call('SET', key, value, 'PX', floor(ttl / 1000) + 2)
+    redis.call('SET', key, value, 'PX', px_of(ttl))
     return
   end
   if redis.call('TYPE', key).ok ~= 'zset' then redis.call('DEL', key) end
@@ -375,7 +385,7 @@ local function commit(i, value, ttl)
   end
   in_batches(args, 2, function(batch) redis.call('ZADD', key, unpack(batch)) end)
   -- Every member expires by now + ttl (the newest): the key outlives none of them.
-  redis.call('PEXPIRE', key, floor(ttl / 1000) + 2)
+  redis.call('PEXPIRE', key, px_of(ttl))
 end
 
 -- Undo one committed spend (refunds, releases, and the receipts' undos). A key that no
@@ -410,7 +420,7 @@ local function debit(i)
   local key, alg, limit, period, burst, cost = KEYS[i], arg(i, 0), arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   if alg == 1 or alg == 4 then
     local tat = max(number_state(key) or now, now) + cost * period / limit
-    redis.call('SET', key, fixed3(tat), 'PX', floor((tat - now) / 1000) + 2)
+    redis.call('SET', key, fixed3(tat), 'PX', px_of(tat - now))
   elseif alg == 2 then
     local rate = limit / period
     local tokens, last = burst, now
@@ -418,11 +428,11 @@ local function debit(i)
     if s then tokens, last = s[1], s[2] end
     tokens = min(burst, tokens + max(0, now - last) * rate) - cost
     local full = (burst - tokens) / rate
-    redis.call('SET', key, format('%.6f:%d', tokens, now), 'PX', floor(full / 1000) + 2)
+    redis.call('SET', key, format('%.6f:%d', tokens, now), 'PX', px_of(full))
   elseif alg == 3 then
     local idx, prev, curr = window(key, period)
     local ttl = 2 * period - (now - idx * period)
-    redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', floor(ttl / 1000) + 2)
+    redis.call('SET', key, idx .. ':' .. prev .. ':' .. (curr + cost), 'PX', px_of(ttl))
   end
 end
 
