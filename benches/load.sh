@@ -32,7 +32,9 @@
 # Targets: tollgate-owner >= 0.70 x tollgate-local, tollgate-gossip >= 0.95 x tollgate-local.
 # Efficiency (issue 14): requests per proxy CPU-second (user + system ticks of the proxy's
 # processes in /proc, children included) for every row with a proxy, and tollgate / nginx of
-# it on the plain row and on the local-limiting row (tollgate-local / nginx-limit_req).
+# it on the plain row and on the local-limiting row (tollgate-local / nginx-limit_req);
+# then both rows' CPU µs a request split into user and system, and the ratio's ceiling:
+# nginx's whole CPU a request over tollgate's system CPU alone.
 #
 # The upstream is its own nginx instance with `worker_processes 1`: it is the same process for
 # every target, and it is never counted among the proxy nginx's workers, so the peer gets
@@ -201,6 +203,19 @@ cpu_ticks() {
     echo "$total"
 }
 
+# cpu_split PID...: "user system" clock ticks of these processes and their children (the
+# efficiency table's user / system split).
+cpu_split() {
+    local u=0 s=0 pid p line
+    for pid in "$@"; do
+        for p in "$pid" $(pgrep -P "$pid" || true); do
+            line=$(awk '{ sub(/^.*\) /, ""); print $12, $13 }' "/proc/$p/stat" 2>/dev/null || echo "0 0")
+            u=$((u + ${line% *})); s=$((s + ${line#* }))
+        done
+    done
+    echo "$u $s"
+}
+
 # upstream_accepts: connections the upstream nginx has accepted so far (its own stub_status;
 # the curl asking for it is one of them).
 upstream_accepts() {
@@ -225,7 +240,7 @@ EOF
 
 WRK_CMD="wrk --threads $THREADS --connections $CONNECTIONS --duration ${DURATION}s --latency --script report.lua URL"
 NAMES=()
-declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS CPU_EACH PER_CPU
+declare -A RPS P50 P99 ERRS CPU UPCPU WRKCPU OTHER UPCONNS CPU_EACH PER_CPU USER_US SYS_US
 NOISY=""
 UPSTREAM_PID=""
 
@@ -244,6 +259,8 @@ measure() {
     local pid i
     for pid in "$@"; do each_before+=("$(cpu_ticks "$pid")"); done
     before=$(cpu_ticks "$@"); up_before=$(cpu_ticks "$UPSTREAM_PID"); m_before=$(machine_ticks)
+    local split_before split_after
+    split_before=$(cpu_split "$@")
     # In a subshell, so that its cutime+cstime afterwards are wrk's own CPU ticks.
     wrk_ticks=$(
         wrk --threads "$THREADS" --connections "$CONNECTIONS" --duration "${DURATION}s" \
@@ -251,6 +268,7 @@ measure() {
         awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$BASHPID/stat"
     )
     after=$(cpu_ticks "$@"); up_after=$(cpu_ticks "$UPSTREAM_PID"); m_after=$(machine_ticks)
+    split_after=$(cpu_split "$@")
     i=0
     for pid in "$@"; do
         each+=("$(awk -v t=$(( $(cpu_ticks "$pid") - each_before[i] )) -v hz="$(getconf CLK_TCK)" -v d="$DURATION" \
@@ -278,6 +296,13 @@ measure() {
         # the work a core buys, whatever share of the machine the proxy got.
         PER_CPU[$name]=$(awk -v rps="${RPS[$name]}" -v t=$((after - before)) -v hz="$hz" -v d="$DURATION" \
             'BEGIN { if (t > 0) printf "%.0f", rps * d / (t / hz); else print "n/a" }')
+        # The same CPU as µs a request, user and system apart: the kernel's share (sockets,
+        # loopback TCP, wakeups) is what no user-space change can lower.
+        read -r USER_US[$name] SYS_US[$name] <<<"$(awk -v b="$split_before" -v a="$split_after" \
+            -v rps="${RPS[$name]}" -v hz="$hz" -v d="$DURATION" 'BEGIN {
+                split(b, x, " "); split(a, y, " "); n = rps * d
+                if (n > 0) printf "%.1f %.1f", (y[1] - x[1]) / hz * 1e6 / n, (y[2] - x[2]) / hz * 1e6 / n
+                else print "n/a n/a" }')"
     else
         CPU[$name]="-"
         PER_CPU[$name]="-"
@@ -713,6 +738,17 @@ echo "| efficiency (requests per proxy CPU-second) | tollgate | nginx | tollgate
 echo "| --- | ---: | ---: | ---: |"
 echo "| plain proxy: tollgate / nginx | ${PER_CPU[tollgate]:-n/a} | ${PER_CPU[nginx]:-n/a} | $(ratio tollgate nginx PER_CPU) |"
 echo "| local limiting: tollgate-local / nginx-limit_req | ${PER_CPU[tollgate-local]:-n/a} | ${PER_CPU[nginx-limit_req]:-n/a} | $(ratio tollgate-local nginx-limit_req PER_CPU) |"
+echo
+# The ceiling of the efficiency ratio: nginx's whole CPU a request over tollgate's system
+# CPU alone, what tollgate / nginx would be if tollgate's user space cost nothing.
+ceiling() { # ceiling TOLLGATE NGINX
+    awk -v nu="${USER_US[$2]:-0}" -v ns="${SYS_US[$2]:-0}" -v ts="${SYS_US[$1]:-0}" \
+        'BEGIN { if (ts > 0) printf "%.2f", (nu + ns) / ts; else print "n/a" }'
+}
+echo "| proxy CPU µs a request, user + system | tollgate | nginx | ceiling: nginx user+system / tollgate system |"
+echo "| --- | ---: | ---: | ---: |"
+echo "| plain proxy | ${USER_US[tollgate]:-n/a} + ${SYS_US[tollgate]:-n/a} | ${USER_US[nginx]:-n/a} + ${SYS_US[nginx]:-n/a} | $(ceiling tollgate nginx) |"
+echo "| local limiting | ${USER_US[tollgate-local]:-n/a} + ${SYS_US[tollgate-local]:-n/a} | ${USER_US[nginx-limit_req]:-n/a} + ${SYS_US[nginx-limit_req]:-n/a} | $(ceiling tollgate-local nginx-limit_req) |"
 echo
 echo "| store | value |"
 echo "| --- | ---: |"

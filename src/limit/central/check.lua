@@ -132,9 +132,12 @@ local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 -- text is made once per call (`px_text`): Redis prints a number argument with snprintf.
 -- Every PX of a state goes through px_of (a number argument would be printed "%.17g",
 -- "1e+17" from 10^17 ms on, which SET refuses): one-key and general paths write the same.
+-- A TTL past 2^46 ms (2 230 years) is cut to it: '%d' of a number past 2^63 is undefined,
+-- and Redis refuses an expiry that overflows.
+local LONGEST_PX = 70368744177664
 local px_text = {}
 local function px_of(ttl_us)
-  local ms = floor(ttl_us / 1000) + 2
+  local ms = min(floor(ttl_us / 1000) + 2, LONGEST_PX)
   local px = px_text[ms]
   if not px then
     px = format('%d', ms)

@@ -60,6 +60,10 @@ const PING_EVERY: Duration = Duration::from_millis(100);
 /// to `[store] timeout` by `invoke`, whatever the connection waits.
 pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The longest a refund's marker lives ([`RedisStore::repeat_window`]): past any resend
+/// but with a store timeout of minutes, which only a misconfiguration gives.
+const LONGEST_REPEAT: Duration = Duration::from_secs(600);
+
 /// Why a store call produced no answer. Every one of these means "decide without the store"
 /// (the route's `on_store_error`), never a hung or failed request.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -188,13 +192,15 @@ impl RedisStore {
     }
 
     /// How long after a call first ran it may still run again (a refund's marker lives this
-    /// long, `central/refund.rs`). A resend is written within a response timeout of the
-    /// first write (the connections wait `max(timeout, BACKGROUND_TIMEOUT)`), then a Redis
-    /// Cluster client's backoff (1.28 s in redis 1.8) and a reconnect (shorter than a
-    /// response timeout); three response timeouts and 10 s also cover a Redis slow to run
-    /// what it was sent.
+    /// long, `central/refund.rs`). A Redis Cluster client's resend is written within a
+    /// response timeout of the first write (the connections wait `max(timeout,
+    /// BACKGROUND_TIMEOUT)`), then its backoff (1.28 s in redis 1.8) and a reconnect
+    /// (shorter than a response timeout); three response timeouts and 10 s also cover a
+    /// Redis slow to run what it was sent. At most [`LONGEST_REPEAT`]: one marker lives per
+    /// refund, and a store timeout of hours would keep them for days.
     pub fn repeat_window(&self) -> Duration {
-        self.shared.timeout.max(BACKGROUND_TIMEOUT) * 3 + Duration::from_secs(10)
+        (self.shared.timeout.max(BACKGROUND_TIMEOUT) * 3 + Duration::from_secs(10))
+            .min(LONGEST_REPEAT)
     }
 
     /// Run any of tollgate's scripts (check, lease, membership) through the same
@@ -263,7 +269,12 @@ impl RedisStore {
             "refund" | "release" | "refund_if" => s.timeout.max(BACKGROUND_TIMEOUT),
             _ => s.timeout,
         };
-        let outcome = self.invoke(&invocation, conn, timeout).await;
+        // A refund is never sent again by this store: its marker makes a second run give
+        // nothing only while the marker lives, and nothing bounds when a resend reaches
+        // Redis (a segment retransmitted late, a paused Redis); a lost refund only
+        // under-admits. (A Redis Cluster client resends on its own: `central/refund.rs`.)
+        let may_repeat = op != "refund";
+        let outcome = self.invoke(&invocation, conn, may_repeat, timeout).await;
         if let Err(e) = &outcome {
             self.metrics.error(e.kind());
         }
@@ -285,15 +296,16 @@ impl RedisStore {
     }
 
     /// One call with the store timeout; a script error reply is `Reply`. A call that meets
-    /// a dropped connection is sent again, though the first may have run: every call may
-    /// run twice. A refund gives back once per marker (`central/refund.rs`), a release
-    /// removes slots it names, a receipt's undo deletes the receipt, a lease call's returns
-    /// carry an id taken once (`lease/returns.rs`); anything else run twice only spends
+    /// a dropped connection is sent again if `may_repeat`, though the first may have run:
+    /// a release removes slots it names, a receipt's undo deletes the receipt, a lease
+    /// call's returns carry an id taken once (`lease/returns.rs`), a concurrency check
+    /// counts its own slot as its own (`check.lua`); anything else run twice only spends
     /// twice, which can under-admit, never over-admit.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
         invocation: &redis::ScriptInvocation<'_>,
         conn: usize,
+        may_repeat: bool,
         timeout: Duration,
     ) -> Result<T, StoreError> {
         let s = &*self.shared;
@@ -302,6 +314,7 @@ impl RedisStore {
         let deadline = tokio::time::Instant::from_std(started + timeout);
         let mut result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
         if let Ok(Err(e)) = &result
+            && may_repeat
             && reconnecting(e)
         {
             // The call met a dropped connection and set off its reconnect: that says

@@ -1,0 +1,174 @@
+//! check.lua at its edges, against a real Redis: a one-key request whose state lives longer
+//! than 10^17 ms is written as the general path writes it; a concurrency check run twice (the
+//! store sends a check again after a dropped connection) is not denied by its own slot; a
+//! refund's marker lives at most ten minutes whatever the store timeout. (Found by a hostile
+//! review: each test failed before its fix.)
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::drop_reply::drop_next_reply_proxy;
+use common::redis::RedisServer;
+use prometheus_client::registry::Registry;
+use tollgate::config::Mode;
+use tollgate::limit::Limiter;
+use tollgate::limit::central::{CHECK_LUA, CentralItem};
+use tollgate::limit::clock::SystemClock;
+
+/// 3650 days in µs (the longest period the validation accepts).
+const PERIOD_US: &str = "315360000000000";
+
+/// A GCRA key of 1 per 3650 days, burst 1 000 000, spending `cost`.
+fn gcra(cost: &str) -> Vec<&str> {
+    vec!["1", "1", PERIOD_US, "1000000", cost, "0", "1", "-"]
+}
+
+/// A valid policy reaches a TTL of 10^18 ms and more (the validation only asks cost <=
+/// burst): alone (check.lua's top path) or beside another key (the general path), the key
+/// is decided and written the same way, with a TTL Redis accepts.
+#[tokio::test]
+async fn a_state_of_ten_to_the_seventeen_ms_is_written_on_every_path() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let script = redis::Script::new(CHECK_LUA);
+    for cost in ["1000000", "500000"] {
+        let alone: redis::RedisResult<Vec<i64>> = script
+            .key(format!("tg:p:ip:1:{cost}"))
+            .arg("check")
+            .arg(gcra(cost))
+            .invoke_async(&mut conn)
+            .await;
+        let mut args = vec!["check"];
+        args.extend(gcra(cost));
+        args.extend(["1", "10", "1000000", "10", "1", "0", "1", "-"]);
+        let together: redis::RedisResult<Vec<i64>> = script
+            .key(format!("tg:p:ip:2:{cost}"))
+            .key(format!("tg:q:ip:2:{cost}"))
+            .arg(args)
+            .invoke_async(&mut conn)
+            .await;
+        let (alone, together) = (alone.expect("alone"), together.expect("together"));
+        assert_eq!(alone[..3], together[..3], "cost {cost}");
+        assert_eq!(alone[0], 1, "cost {cost}: admitted");
+        for key in [format!("tg:p:ip:1:{cost}"), format!("tg:p:ip:2:{cost}")] {
+            let pttl: i64 = redis.cli(&["PTTL", &key]).parse().expect("a TTL");
+            // 10^17 ms and more, cut to check.lua's longest: 2^46 ms, 2 230 years.
+            assert!(pttl > 70_000_000_000_000, "{key}: PTTL {pttl}");
+        }
+    }
+}
+
+fn config(store: SocketAddr, timeout: &str, policy: &str) -> tollgate::config::Config {
+    let toml = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[store]
+kind = "redis"
+urls = ["redis://{store}"]
+timeout = "{timeout}"
+breaker = {{ failures = 1000, cooldown = "1s" }}
+[upstreams.app]
+urls = ["http://127.0.0.1:9"]
+[policies.p]
+key = ["ip"]
+site = "central"
+{policy}
+[[routes]]
+name = "api"
+upstream = "app"
+policies = ["p"]
+"#
+    );
+    let origin = std::path::Path::new("check_edges.toml");
+    let raw = tollgate::config::parse_str(&toml, origin).expect("parses");
+    tollgate::config::validate(raw, origin).expect("valid")
+}
+
+/// Scripts Redis has run (`EVALSHA` and `EVAL` calls).
+fn scripts_run(redis: &RedisServer) -> u64 {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Limit 1: the first run takes the slot and its reply is lost; the store sends the check
+/// again, which must count that slot as its own (else the request is denied and the slot
+/// stays held for five minutes with nothing to release it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_check_sent_again_is_not_denied_by_its_own_slot() {
+    let redis = RedisServer::start();
+    let armed = Arc::new(AtomicBool::new(false));
+    let proxy = drop_next_reply_proxy(redis.addr(), armed.clone()).await;
+    let cfg = config(proxy, "2s", "algorithm = \"concurrency\"\nlimit = 1");
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let key = site.key("p:ip:192.0.2.1");
+    let item = || CentralItem::new(key.clone(), &cfg.policies[0], 1, 1, Mode::Enforce);
+    // Load the script through the proxy first (one plain call, its slot released).
+    let warm = item();
+    assert!(
+        site.check(std::slice::from_ref(&warm))
+            .await
+            .expect("decided")[0]
+            .committed
+    );
+    site.release(&[warm]).await;
+    let before = scripts_run(&redis);
+    armed.store(true, Ordering::SeqCst);
+    let mine = item();
+    let r = site
+        .check(std::slice::from_ref(&mine))
+        .await
+        .expect("decided");
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the check's reply was dropped"
+    );
+    assert_eq!(scripts_run(&redis) - before, 2, "the check ran twice");
+    assert!(
+        r[0].admitted && r[0].committed,
+        "denied by its own slot: {r:?}"
+    );
+    assert_eq!(redis.cli(&["ZCARD", &mine.key]), "1", "one slot held");
+    site.release(&[mine.clone()]).await;
+    assert_eq!(redis.cli(&["ZCARD", &mine.key]), "0", "and released");
+}
+
+/// `[store] timeout` may be long (the validation takes up to a year); a marker lives at
+/// most ten minutes, so markers (one per refund) cannot pile up for days.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_markers_life_is_bounded_whatever_the_store_timeout() {
+    let redis = RedisServer::start();
+    let policy = "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10";
+    let cfg = config(redis.addr(), "365d", policy);
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let item = CentralItem::new(site.key("p:ip:1"), &cfg.policies[0], 1, 1, Mode::Enforce);
+    site.check(std::slice::from_ref(&item))
+        .await
+        .expect("decided");
+    site.refund(std::slice::from_ref(&item)).await;
+    let markers = redis.cli(&["KEYS", "*~refund:*"]);
+    let marker = markers.lines().next().expect("a marker");
+    let pttl: u64 = redis.cli(&["PTTL", marker]).parse().expect("a TTL");
+    assert!(
+        (1..=600_000).contains(&pttl),
+        "marker {marker} lives {pttl} ms"
+    );
+}
