@@ -14,11 +14,14 @@
 #   plain   GET /bench, a route without policies: the proxy path (canonical request, route,
 #           forward, both bodies)
 #   abuse   GET /abuse, a local GCRA limited to 100/s: almost every answer is a 429
+#   central GET /central, a GCRA keyed by client IP with site = "central" (a Redis started
+#           here), X-Forwarded-For spread over 1 000 clients, limit never reached: what a
+#           central check costs the gateway (batches form from wrk's 8 connections)
 # and "idle": the process started and stopped with no traffic, subtracted from both rows, so
 #   per request = (instructions(row) - instructions(idle)) / requests(row).
 #
-# Installs valgrind, wrk and nginx with apt-get when missing; binds free 127.0.0.1 ports;
-# kills what it started by pid; takes about 2 minutes.
+# Installs valgrind, wrk, nginx and redis-server with apt-get when missing; binds free
+# 127.0.0.1 ports; kills what it started by pid; takes about 3 minutes.
 set -euo pipefail
 
 OLD="${1:?usage: benches/instructions.sh OLD_BINARY [NEW_BINARY]}"
@@ -34,6 +37,7 @@ need() { # need COMMAND-OR-PATH PACKAGE
 need valgrind valgrind
 need wrk wrk
 need "$NGINX" nginx
+need redis-server redis-server
 for b in "$OLD" "$NEW"; do [ -x "$b" ] || { log "error: $b is not an executable"; exit 1; }; done
 
 TMP="$(mktemp -d)"
@@ -41,9 +45,9 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
 trap cleanup EXIT
 
-read -r UP GW <<<"$(python3 -c '
+read -r UP GW RP <<<"$(python3 -c '
 import socket
-s = [socket.socket() for _ in range(2)]
+s = [socket.socket() for _ in range(3)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*(x.getsockname()[1] for x in s))')"
 
@@ -58,6 +62,12 @@ EOF
 cat >"$TMP/gw.toml" <<EOF
 [server]
 listen = "127.0.0.1:$GW"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+[store]
+kind = "redis"
+urls = ["redis://127.0.0.1:$RP"]
+timeout = "1s"
 [upstreams.app]
 urls = ["http://127.0.0.1:$UP"]
 [policies.abuse_ip]
@@ -65,6 +75,18 @@ key = ["ip"]
 algorithm = "gcra"
 limit = 100
 period = "1s"
+[policies.central_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+site = "central"
+[[routes]]
+name = "central"
+match = { path_prefix = "/central" }
+upstream = "app"
+policies = ["central_ip"]
 [[routes]]
 name = "abuse"
 match = { path_prefix = "/abuse" }
@@ -75,6 +97,18 @@ name = "plain"
 upstream = "app"
 EOF
 "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" & PIDS+=($!)
+redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
+    >"$TMP/redis.log" 2>&1 & PIDS+=($!)
+# The central row's clients: one of 1 000 addresses a request, as a trusted proxy reports.
+cat >"$TMP/spread.lua" <<'LUA'
+local ips = {}
+for i = 0, 999 do ips[i + 1] = string.format("10.%d.%d.%d", i % 7, math.floor(i / 7) % 256, i % 251) end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, nil, { ["X-Forwarded-For"] = ips[(n % 1000) + 1] })
+end
+LUA
 
 # run BINARY PATH-or-idle: prints "REQUESTS INSTRUCTIONS".
 run() {
@@ -86,7 +120,9 @@ run() {
     if [ "$2" = idle ]; then
         sleep 8
     else
-        n=$(wrk -t1 -c8 -d8s "http://127.0.0.1:$GW$2" | awk '/requests in/ { print $1 }')
+        local script=()
+        [ "$2" = /central ] && script=(-s "$TMP/spread.lua")
+        n=$(wrk -t1 -c8 -d8s "${script[@]}" "http://127.0.0.1:$GW$2" | awk '/requests in/ { print $1 }')
     fi
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
     echo "$n $(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
@@ -97,8 +133,8 @@ for which in old new; do
     bin="$OLD"; [ "$which" = new ] && bin="$NEW"
     log "$which: $bin"
     read -r _ idle <<<"$(run "$bin" idle)"
-    for row in plain abuse; do
-        path=/bench; [ "$row" = abuse ] && path=/abuse
+    for row in plain abuse central; do
+        path=/bench; [ "$row" = abuse ] && path=/abuse; [ "$row" = central ] && path=/central
         read -r n total <<<"$(run "$bin" "$path")"
         PER[$which.$row]=$(( (total - idle) / n ))
         log "$which $row: $n requests, $total instructions ($idle idle)"
@@ -107,7 +143,7 @@ done
 
 echo "| row | old instructions/request | new instructions/request | new / old |"
 echo "| --- | ---: | ---: | ---: |"
-for row in plain abuse; do
+for row in plain abuse central; do
     o=${PER[old.$row]} n=${PER[new.$row]}
     echo "| $row | $o | $n | $(awk -v a="$n" -v b="$o" 'BEGIN { printf "%.3f", a / b }') |"
 done
