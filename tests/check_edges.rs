@@ -88,23 +88,6 @@ policies = ["p"]
     tollgate::config::validate(raw, origin).expect("valid")
 }
 
-/// Scripts Redis has run (`EVALSHA` and `EVAL` calls).
-fn scripts_run(redis: &RedisServer) -> u64 {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// Limit 1: the first run takes the slot and its reply is lost; the store sends the check
 /// again, which must count that slot as its own (else the request is denied and the slot
 /// stays held for five minutes with nothing to release it).
@@ -128,7 +111,7 @@ async fn a_concurrency_check_sent_again_is_not_denied_by_its_own_slot() {
             .committed
     );
     site.release(&[warm]).await;
-    let before = scripts_run(&redis);
+    let before = redis.scripts_run();
     armed.store(true, Ordering::SeqCst);
     let mine = item();
     let r = site
@@ -139,7 +122,7 @@ async fn a_concurrency_check_sent_again_is_not_denied_by_its_own_slot() {
         !armed.load(Ordering::SeqCst),
         "the check's reply was dropped"
     );
-    assert_eq!(scripts_run(&redis) - before, 2, "the check ran twice");
+    assert_eq!(redis.scripts_run() - before, 2, "the check ran twice");
     assert!(
         r[0].admitted && r[0].committed,
         "denied by its own slot: {r:?}"

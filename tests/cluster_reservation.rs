@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::config::{ConfigBuilder, PATIENT_BREAKER};
-use common::redis::RedisCluster;
+use common::redis::{RedisCluster, scripts_run_in};
 use common::*;
 use http::StatusCode;
 
@@ -54,7 +54,7 @@ async fn a_timed_out_reservation_is_refunded_by_its_receipt() {
 
     // pb's master stops answering for a second: its reservation times out (the request
     // fails open) and runs, and spends, when the pause ends.
-    let scripts_before = scripts_run(&cluster, owner_b);
+    let scripts_before = scripts_run_in(&cluster.cli(owner_b, &["INFO", "commandstats"]));
     assert_eq!(
         cluster.cli(owner_b, &["CLIENT", "PAUSE", "1000", "ALL"]),
         "OK"
@@ -69,7 +69,7 @@ async fn a_timed_out_reservation_is_refunded_by_its_receipt() {
     let c = cluster.clone();
     let state = move || {
         (
-            scripts_run(&c, owner_b) - scripts_before,
+            scripts_run_in(&c.cli(owner_b, &["INFO", "commandstats"])) - scripts_before,
             ahead_us(&c, owner_b, &b).unwrap(),
             ahead_us(&c, owner_a, &a).unwrap(),
         )
@@ -93,21 +93,4 @@ async fn a_timed_out_reservation_is_refunded_by_its_receipt() {
             assert!((0..=5000).contains(&pttl), "{receipt}: PTTL {pttl}");
         }
     }
-}
-
-/// Scripts `node` has run (EVAL and EVALSHA calls, from `INFO commandstats`).
-fn scripts_run(cluster: &RedisCluster, node: usize) -> u64 {
-    cluster
-        .cli(node, &["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }

@@ -193,23 +193,6 @@ policies = ["per_ip"]
     tollgate::config::validate(raw, origin).expect("valid")
 }
 
-/// Scripts Redis has run (`EVALSHA` and `EVAL` calls).
-fn scripts_run(redis: &RedisServer) -> u64 {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// The gateway's own refund: its reply is lost with its connection after Redis ran it. The
 /// store does not send it again (a resend could reach Redis after the marker expired, late
 /// in the network or behind a paused Redis, and give back twice): it ran once, and the key
@@ -229,7 +212,7 @@ async fn a_refund_whose_reply_is_lost_gives_back_once() {
         assert!(r[0].committed, "{r:?}");
     }
     let spent = site.peek(&item(0)).await.expect("a look").remaining;
-    let before = scripts_run(&redis);
+    let before = redis.scripts_run();
     armed.store(true, Ordering::SeqCst);
     site.refund(&[item(1)]).await;
     assert!(
@@ -237,7 +220,7 @@ async fn a_refund_whose_reply_is_lost_gives_back_once() {
         "the refund's reply was dropped"
     );
     assert_eq!(
-        scripts_run(&redis) - before,
+        redis.scripts_run() - before,
         1,
         "the refund was not sent again"
     );

@@ -97,6 +97,12 @@ impl RedisServer {
         cli(self.port, args)
     }
 
+    /// Scripts this server has run (EVAL and EVALSHA calls): how a test sees a call the
+    /// store sent again.
+    pub fn scripts_run(&self) -> u64 {
+        scripts_run_in(&self.cli(&["INFO", "commandstats"]))
+    }
+
     /// Kills the server (SIGKILL, so nothing is saved) and starts it again on the same port:
     /// every key and loaded script is gone, like a Redis that crashed and came back.
     pub fn restart(&mut self) {
@@ -381,4 +387,20 @@ pub(super) fn fresh_dir() -> PathBuf {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
+}
+
+/// EVAL and EVALSHA calls counted in an `INFO commandstats` answer.
+pub fn scripts_run_in(commandstats: &str) -> u64 {
+    commandstats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
