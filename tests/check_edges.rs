@@ -155,3 +155,35 @@ async fn a_markers_life_is_bounded_whatever_the_store_timeout() {
         "marker {marker} lives {pttl} ms"
     );
 }
+
+/// A concurrency key's `check` of `cost` cells for acquisition `slot`, limit 2: admitted?
+async fn acquire(conn: &mut redis::aio::MultiplexedConnection, slot: &str, cost: &str) -> bool {
+    let reply: Vec<i64> = redis::Script::new(CHECK_LUA)
+        .key("tg:c:ip:1:slots")
+        .arg("check")
+        .arg(&["5", "2", "0", "2", cost, "0", "1", slot][..])
+        .invoke_async(conn)
+        .await
+        .expect("check.lua runs");
+    reply[0] == 1
+}
+
+/// A check of 2 cells run twice holds its 2 cells, not 4; an acquisition holding only its
+/// first cell (a run cut short between its ZADDs) is someone else's to a check of it again:
+/// counting both cells as its own would admit 3 on a limit of 2.
+#[tokio::test]
+async fn a_concurrency_check_counts_as_its_own_only_all_of_its_cells() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    assert!(acquire(&mut conn, "a", "2").await);
+    assert!(
+        acquire(&mut conn, "a", "2").await,
+        "run again: its own cells"
+    );
+    assert_eq!(redis.cli(&["ZCARD", "tg:c:ip:1:slots"]), "2");
+    redis.cli(&["DEL", "tg:c:ip:1:slots"]);
+    let far = "9000000000000000"; // µs, as check.lua scores a cell: far ahead
+    redis.cli(&["ZADD", "tg:c:ip:1:slots", far, "b#1"]);
+    assert!(!acquire(&mut conn, "b", "2").await, "1 held + 2 asked > 2");
+    assert_eq!(redis.cli(&["ZCARD", "tg:c:ip:1:slots"]), "1");
+}

@@ -328,8 +328,10 @@ end
 local function concurrency(key, limit, hold, cost, slot)
   local inflight = held(key)
   -- The same call run again (sent after a dropped connection): the cells this
-  -- acquisition already holds are its own, not someone else's.
-  if inflight > 0 and cost >= 1 and redis.call('ZSCORE', key, slot .. '#1') then
+  -- acquisition already holds are its own, not someone else's. Its last member says all
+  -- are there: commit adds them in order, all with one score (a run cut short by an error
+  -- between its ZADDs holds only the first ones, and counts as someone else's).
+  if inflight > 0 and cost >= 1 and redis.call('ZSCORE', key, slot .. '#' .. cost) then
     inflight = max(0, inflight - cost)
   end
   if inflight + cost <= limit then

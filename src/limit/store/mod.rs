@@ -197,7 +197,9 @@ impl RedisStore {
     /// BACKGROUND_TIMEOUT)`), then its backoff (1.28 s in redis 1.8) and a reconnect
     /// (shorter than a response timeout); three response timeouts and 10 s also cover a
     /// Redis slow to run what it was sent. At most [`LONGEST_REPEAT`]: one marker lives per
-    /// refund, and a store timeout of hours would keep them for days.
+    /// refund, and a store timeout of hours would keep them for days (a cluster with a
+    /// timeout over about 3 minutes may so see its client's resend after the marker: the
+    /// README's honest limits say so).
     pub fn repeat_window(&self) -> Duration {
         (self.shared.timeout.max(BACKGROUND_TIMEOUT) * 3 + Duration::from_secs(10))
             .min(LONGEST_REPEAT)
@@ -273,7 +275,9 @@ impl RedisStore {
         // nothing only while the marker lives, and nothing bounds when a resend reaches
         // Redis (a segment retransmitted late, a paused Redis); a lost refund only
         // under-admits. (A Redis Cluster client resends on its own: `central/refund.rs`.)
-        let may_repeat = op != "refund";
+        // Nor is a reset (the admin API's): a late second run would erase what was spent
+        // between the two.
+        let may_repeat = !matches!(op, "refund" | "reset");
         let outcome = self.invoke(&invocation, conn, may_repeat, timeout).await;
         if let Err(e) = &outcome {
             self.metrics.error(e.kind());
