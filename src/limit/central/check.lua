@@ -176,8 +176,8 @@ end
 
 -- The calls a gateway makes most: one one-key GCRA request ("check"), or a batch of them.
 -- Decided here, before the general path's functions are defined: a script's top level runs
--- on every call, and creating those closures was a seventh of Redis's instructions per
--- request in batches of 7, a fifth alone (COUNT=instructions G=7 benches/check_lua.sh).
+-- on every call, and creating those closures was an eighth of Redis's instructions per
+-- request in batches of 7, a fifth unbatched (COUNT=instructions benches/check_lua.sh).
 -- Each request is what check() does with it.
 local gcra_only = op == 'check' and n == 1 and ARGV[BASE] == '1'
 if op == 'batch' and tonumber(ARGV[2]) == n then
