@@ -60,6 +60,14 @@ impl Validator {
                 }
             },
         };
+        if raw.kind == StoreKind::RedisCluster && !whole_hash_tags(&raw.key_prefix) {
+            self.fail(
+                "store.key_prefix",
+                "on a Redis Cluster a `{` must open a hash tag closed in the prefix (\"{tenant}:\"): \
+                 else the records kept beside a key (refund markers, receipts, lease returns) \
+                 cannot be named in its slot",
+            );
+        }
         let username = self.store_username(raw);
         let tls = self.store_tls(raw, origin);
         let timeout = self.timeout("store.timeout", &raw.timeout);
@@ -171,6 +179,17 @@ fn default_node_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// Whether a key prefix leaves the slot to the key after it, or decides it with a hash tag
+/// of its own: no `{`, or a first `{` closed by a `}` with something between. Anything else
+/// ("a{b", "{}x", "a}b{") lets the prefix and the tollgate-made tag after it decide the
+/// slot together, so a record named for a key's slot lands elsewhere.
+fn whole_hash_tags(prefix: &str) -> bool {
+    match prefix.find('{') {
+        None => true,
+        Some(open) => prefix[open + 1..].find('}').is_some_and(|close| close > 0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -214,5 +233,15 @@ mod tests {
         assert_eq!(period_problems("token_bucket", "1h", MAX_EXPECTED_NODES), 0);
         assert_eq!(period_problems("token_bucket", "1y", 11), 1);
         assert_eq!(period_problems("sliding_window", "1y", 11), 0, "not scaled");
+    }
+
+    #[test]
+    fn a_cluster_prefix_leaves_the_slot_to_the_key_or_decides_it_whole() {
+        for ok in ["", "tg:", "{tenant}:", "a{b}c:", "a}b:", "x:{t}:{u}"] {
+            assert!(whole_hash_tags(ok), "{ok:?}");
+        }
+        for bad in ["a{b", "{}x", "a}b{", "{", "tg:{"] {
+            assert!(!whole_hash_tags(bad), "{bad:?}");
+        }
     }
 }
