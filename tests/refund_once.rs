@@ -227,3 +227,32 @@ async fn a_refund_whose_reply_is_lost_gives_back_once() {
     let now = site.peek(&item(0)).await.expect("a look").remaining;
     assert_eq!(now, spent + 1, "one cell given back");
 }
+
+/// An admin reset is not sent again either: run late, a second `DEL` would erase what was
+/// spent after the first. Its reply is lost; it ran once, and the spends after it stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_whose_reply_is_lost_runs_once() {
+    let redis = RedisServer::start();
+    let armed = Arc::new(AtomicBool::new(false));
+    let cfg = central_config(drop_next_reply_proxy(redis.addr(), armed.clone()).await);
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let key = site.key("per_ip:ip:192.0.2.1");
+    let item = |cost| CentralItem::new(key.clone(), &cfg.policies[0], 1, cost, Mode::Enforce);
+    assert!(site.check(&[item(1)]).await.expect("decided")[0].committed);
+    let before = redis.scripts_run();
+    armed.store(true, Ordering::SeqCst);
+    let _ = site.reset(&item(0)).await;
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the reset's reply was dropped"
+    );
+    assert_eq!(
+        redis.scripts_run() - before,
+        1,
+        "the reset was not sent again"
+    );
+    assert!(site.check(&[item(1)]).await.expect("decided")[0].committed);
+    assert_eq!(site.peek(&item(0)).await.expect("a look").remaining, 9);
+}
