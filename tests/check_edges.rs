@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use common::config::one_policy;
 use common::drop_reply::drop_next_reply_proxy;
 use common::redis::RedisServer;
 use prometheus_client::registry::Registry;
@@ -61,33 +61,6 @@ async fn a_state_of_ten_to_the_seventeen_ms_is_written_on_every_path() {
     }
 }
 
-fn config(store: SocketAddr, timeout: &str, policy: &str) -> tollgate::config::Config {
-    let toml = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-[store]
-kind = "redis"
-urls = ["redis://{store}"]
-timeout = "{timeout}"
-breaker = {{ failures = 1000, cooldown = "1s" }}
-[upstreams.app]
-urls = ["http://127.0.0.1:9"]
-[policies.p]
-key = ["ip"]
-site = "central"
-{policy}
-[[routes]]
-name = "api"
-upstream = "app"
-policies = ["p"]
-"#
-    );
-    let origin = std::path::Path::new("check_edges.toml");
-    let raw = tollgate::config::parse_str(&toml, origin).expect("parses");
-    tollgate::config::validate(raw, origin).expect("valid")
-}
-
 /// Limit 1: the first run takes the slot and its reply is lost; the store sends the check
 /// again, which must count that slot as its own (else the request is denied and the slot
 /// stays held for five minutes with nothing to release it).
@@ -96,11 +69,15 @@ async fn a_concurrency_check_sent_again_is_not_denied_by_its_own_slot() {
     let redis = RedisServer::start();
     let armed = Arc::new(AtomicBool::new(false));
     let proxy = drop_next_reply_proxy(redis.addr(), armed.clone()).await;
-    let cfg = config(proxy, "2s", "algorithm = \"concurrency\"\nlimit = 1");
+    let cfg = one_policy(
+        proxy,
+        "2s",
+        "algorithm = \"concurrency\"\nlimit = 1\nsite = \"central\"",
+    );
     let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
         .expect("a limiter");
     let site = limiter.central().expect("a central site").clone();
-    let key = site.key("p:ip:192.0.2.1");
+    let key = site.key("per_ip:ip:192.0.2.1");
     let item = || CentralItem::new(key.clone(), &cfg.policies[0], 1, 1, Mode::Enforce);
     // Load the script through the proxy first (one plain call, its slot released).
     let warm = item();
@@ -137,12 +114,19 @@ async fn a_concurrency_check_sent_again_is_not_denied_by_its_own_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_markers_life_is_bounded_whatever_the_store_timeout() {
     let redis = RedisServer::start();
-    let policy = "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10";
-    let cfg = config(redis.addr(), "365d", policy);
+    let policy =
+        "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10\nsite = \"central\"";
+    let cfg = one_policy(redis.addr(), "365d", policy);
     let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
         .expect("a limiter");
     let site = limiter.central().expect("a central site").clone();
-    let item = CentralItem::new(site.key("p:ip:1"), &cfg.policies[0], 1, 1, Mode::Enforce);
+    let item = CentralItem::new(
+        site.key("per_ip:ip:1"),
+        &cfg.policies[0],
+        1,
+        1,
+        Mode::Enforce,
+    );
     site.check(std::slice::from_ref(&item))
         .await
         .expect("decided");

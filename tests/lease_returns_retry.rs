@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use common::config::one_policy;
 use common::drop_reply::drop_next_reply_proxy;
 use common::redis::RedisServer;
 use prometheus_client::registry::Registry;
@@ -34,41 +34,13 @@ fn params() -> LeaseParams {
     .expect("valid")
 }
 
-/// The gateway's store, on a Redis behind the proxy.
-fn store_config(proxy: SocketAddr) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-[store]
-kind = "redis"
-urls = ["redis://{proxy}"]
-timeout = "2s"
-breaker = {{ failures = 1000, cooldown = "1s" }}
-[upstreams.app]
-urls = ["http://127.0.0.1:9"]
-[policies.per_ip]
-key = ["ip"]
-algorithm = "gcra"
-limit = 10
-period = "1m"
-burst = 10
-[[routes]]
-name = "api"
-upstream = "app"
-policies = ["per_ip"]
-"#
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_lease_call_takes_its_returns_once() {
     let redis = RedisServer::start();
     let armed = Arc::new(AtomicBool::new(false));
     let proxy = drop_next_reply_proxy(redis.addr(), armed.clone()).await;
-    let origin = std::path::Path::new("lease_returns_retry.toml");
-    let raw = tollgate::config::parse_str(&store_config(proxy), origin).expect("parses");
-    let cfg = tollgate::config::validate(raw, origin).expect("valid");
+    let policy = "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1m\"\nburst = 10";
+    let cfg = one_policy(proxy, "2s", policy);
     let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
         .expect("a limiter");
     let store = limiter.store().expect("a redis store").clone();

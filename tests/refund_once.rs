@@ -8,10 +8,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use common::config::one_policy;
 use common::drop_reply::drop_next_reply_proxy;
 use common::redis::RedisServer;
 use prometheus_client::registry::Registry;
@@ -30,6 +30,10 @@ static SCRIPT: std::sync::LazyLock<redis::Script> =
 
 /// How long the tests' markers live (ms).
 const MARKER_MS: u64 = 16_000;
+
+/// The gateway tests' central policy: 10 per hour.
+const GCRA_10_PER_HOUR: &str =
+    "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10\nsite = \"central\"";
 
 /// check.lua's 8 values for one key: 10 per hour, burst 10, leaky-bucket delay up to an
 /// hour, enforcing; `slot` names a concurrency acquisition.
@@ -162,37 +166,6 @@ async fn a_refund_without_a_marker_is_refused() {
     assert!(err.to_string().contains("marker"), "{err}");
 }
 
-/// A gateway whose store is a Redis behind `proxy`, with one central policy (10 per hour).
-fn central_config(proxy: SocketAddr) -> tollgate::config::Config {
-    let toml = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-[store]
-kind = "redis"
-urls = ["redis://{proxy}"]
-timeout = "2s"
-breaker = {{ failures = 1000, cooldown = "1s" }}
-[upstreams.app]
-urls = ["http://127.0.0.1:9"]
-[policies.per_ip]
-key = ["ip"]
-algorithm = "gcra"
-limit = 10
-period = "1h"
-burst = 10
-site = "central"
-[[routes]]
-name = "api"
-upstream = "app"
-policies = ["per_ip"]
-"#
-    );
-    let origin = std::path::Path::new("refund_once.toml");
-    let raw = tollgate::config::parse_str(&toml, origin).expect("parses");
-    tollgate::config::validate(raw, origin).expect("valid")
-}
-
 /// The gateway's own refund: its reply is lost with its connection after Redis ran it. The
 /// store does not send it again (a resend could reach Redis after the marker expired, late
 /// in the network or behind a paused Redis, and give back twice): it ran once, and the key
@@ -201,7 +174,11 @@ policies = ["per_ip"]
 async fn a_refund_whose_reply_is_lost_gives_back_once() {
     let redis = RedisServer::start();
     let armed = Arc::new(AtomicBool::new(false));
-    let cfg = central_config(drop_next_reply_proxy(redis.addr(), armed.clone()).await);
+    let cfg = one_policy(
+        drop_next_reply_proxy(redis.addr(), armed.clone()).await,
+        "2s",
+        GCRA_10_PER_HOUR,
+    );
     let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
         .expect("a limiter");
     let site = limiter.central().expect("a central site").clone();
@@ -234,7 +211,11 @@ async fn a_refund_whose_reply_is_lost_gives_back_once() {
 async fn a_reset_whose_reply_is_lost_runs_once() {
     let redis = RedisServer::start();
     let armed = Arc::new(AtomicBool::new(false));
-    let cfg = central_config(drop_next_reply_proxy(redis.addr(), armed.clone()).await);
+    let cfg = one_policy(
+        drop_next_reply_proxy(redis.addr(), armed.clone()).await,
+        "2s",
+        GCRA_10_PER_HOUR,
+    );
     let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
         .expect("a limiter");
     let site = limiter.central().expect("a central site").clone();

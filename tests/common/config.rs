@@ -163,3 +163,33 @@ pub fn route(name: &str, policies: &[&str], on_store_error: &str) -> String {
         policies.join(", ")
     )
 }
+
+/// A limiter's config, validated, for tests that drive a limit site directly (no listener
+/// is bound, the upstream is never asked): one Redis at `store` with `timeout` and a
+/// [`PATIENT_BREAKER`], and one policy `per_ip` keyed by the client IP (`policy`: its
+/// algorithm, numbers and site) on the route `api`.
+pub fn one_policy(store: SocketAddr, timeout: &str, policy: &str) -> tollgate::config::Config {
+    let toml = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[store]
+kind = "redis"
+urls = ["redis://{store}"]
+timeout = "{timeout}"
+breaker = {PATIENT_BREAKER}
+[upstreams.app]
+urls = ["http://127.0.0.1:9"]
+[policies.per_ip]
+key = ["ip"]
+{policy}
+[[routes]]
+name = "api"
+upstream = "app"
+policies = ["per_ip"]
+"#
+    );
+    let origin = std::path::Path::new("one_policy.toml");
+    let raw = tollgate::config::parse_str(&toml, origin).expect("parses");
+    tollgate::config::validate(raw, origin).expect("valid")
+}
