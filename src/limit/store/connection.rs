@@ -12,6 +12,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
 use super::BACKGROUND_TIMEOUT;
+use super::repeat::{cluster_connect_wait, cluster_wait};
 use super::sentinel::LazySentinel;
 use crate::config::{Store, StoreKind};
 
@@ -75,9 +76,10 @@ impl Connection {
                 )))
             }
             StoreKind::RedisCluster => {
+                // Cut, so the client's own resend falls inside a refund marker's life.
                 let mut b = ClusterClient::builder(store.urls.iter().map(String::as_str))
-                    .connection_timeout(connect_timeout)
-                    .response_timeout(store.timeout.max(BACKGROUND_TIMEOUT))
+                    .connection_timeout(cluster_connect_wait(connect_timeout))
+                    .response_timeout(cluster_wait(store.timeout))
                     .retries(1);
                 if let Some(p) = &store.password {
                     b = b.password(p.clone());

@@ -29,6 +29,7 @@ mod breaker;
 mod connection;
 mod debts;
 pub(crate) mod metrics;
+mod repeat;
 mod sentinel;
 mod slot;
 
@@ -59,10 +60,6 @@ const PING_EVERY: Duration = Duration::from_millis(100);
 /// stalled one is still written (an undo must follow the call it undoes). Requests are held
 /// to `[store] timeout` by `invoke`, whatever the connection waits.
 pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The longest a refund's marker lives ([`RedisStore::repeat_window`]): past any resend
-/// but with a store timeout of minutes, which only a misconfiguration gives.
-const LONGEST_REPEAT: Duration = Duration::from_secs(600);
 
 /// Why a store call produced no answer. Every one of these means "decide without the store"
 /// (the route's `on_store_error`), never a hung or failed request.
@@ -191,18 +188,10 @@ impl RedisStore {
         &self.prefix
     }
 
-    /// How long after a call first ran it may still run again (a refund's marker lives this
-    /// long, `central/refund.rs`). A Redis Cluster client's resend is written within a
-    /// response timeout of the first write (the connections wait `max(timeout,
-    /// BACKGROUND_TIMEOUT)`), then its backoff (1.28 s in redis 1.8) and a reconnect
-    /// (shorter than a response timeout); three response timeouts and 10 s also cover a
-    /// Redis slow to run what it was sent. At most [`LONGEST_REPEAT`]: one marker lives per
-    /// refund, and a store timeout of hours would keep them for days (a cluster with a
-    /// timeout over about 3 minutes may so see its client's resend after the marker: the
-    /// README's honest limits say so).
+    /// How long after a call first ran it may still run again: a refund's marker lives this
+    /// long (`central/refund.rs`); `repeat.rs` says why this long.
     pub fn repeat_window(&self) -> Duration {
-        (self.shared.timeout.max(BACKGROUND_TIMEOUT) * 3 + Duration::from_secs(10))
-            .min(LONGEST_REPEAT)
+        repeat::repeat_window(self.shared.timeout)
     }
 
     /// Run any of tollgate's scripts (check, lease, membership) through the same
