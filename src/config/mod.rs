@@ -25,6 +25,7 @@ mod validate_fleet;
 mod validate_keys;
 mod validate_limits;
 mod validate_peers;
+mod validate_routes;
 mod validate_safety;
 mod validate_shares;
 mod validate_store;

@@ -2,22 +2,18 @@
 //!
 //! It never stops at the first problem: a user fixing a config wants the whole list.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use http::{Method, Uri};
+use http::Uri;
 use ipnet::IpNet;
 
 use super::load::relative_to;
 use super::raw::RawConfig;
 use super::validate_safety::default_via_pseudonym;
-use super::{
-    AdminToken, Config, ConfigError, PathRules, Policy, Problem, Response, Route, Server, Tls,
-    Upstream,
-};
+use super::{AdminToken, Config, ConfigError, Policy, Problem, Response, Server, Tls, Upstream};
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.
 pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
@@ -313,91 +309,6 @@ impl Validator {
                         None
                     }
                 }
-            })
-            .collect()
-    }
-
-    fn routes(
-        &mut self,
-        config: &RawConfig,
-        upstreams: &[Upstream],
-        policies: &[Policy],
-    ) -> Vec<Route> {
-        let mut seen = HashSet::new();
-        let rules = PathRules {
-            escaped_slashes: config.server.escaped_slashes,
-            path_parameters: config.server.path_parameters,
-        };
-        config
-            .routes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                let at = |k: &str| format!("routes[{i}].{k}");
-                if r.name.is_empty() {
-                    self.fail(&at("name"), "must not be empty");
-                } else if !seen.insert(r.name.as_str()) {
-                    self.fail(&at("name"), format!("duplicate route name `{}`", r.name));
-                }
-                self.path_prefix(&at("match.path_prefix"), &r.matcher.path_prefix, rules);
-                let methods = r
-                    .matcher
-                    .methods
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(j, m)| {
-                        Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-                            .map_err(|_| {
-                                self.fail(
-                                    &at(&format!("match.methods[{j}]")),
-                                    format!("`{m}` is not an HTTP method"),
-                                )
-                            })
-                            .ok()
-                    })
-                    .collect();
-                let upstream = upstreams.iter().position(|u| u.name == r.upstream);
-                if upstream.is_none() {
-                    self.fail(
-                        &at("upstream"),
-                        format!(
-                            "no upstream named `{}` (define [upstreams.{}])",
-                            r.upstream, r.upstream
-                        ),
-                    );
-                }
-                let route_policies = r
-                    .policies
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(j, p)| {
-                        let found = policies.iter().position(|q| &q.name == p);
-                        // A policy that exists but is invalid was reported already.
-                        if found.is_none() && !config.policies.contains_key(p) {
-                            self.fail(
-                                &at(&format!("policies[{j}]")),
-                                format!("no policy named `{p}` (define [policies.{p}])"),
-                            );
-                        }
-                        found
-                    })
-                    .collect();
-                let safety = self.route_safety(&at, r, config.server.max_body_bytes);
-                Some(Route {
-                    case_insensitive: r.matcher.case_insensitive,
-                    upgrades: safety.upgrades,
-                    max_body_bytes: safety.max_body_bytes,
-                    policies: route_policies,
-                    mode: r.mode,
-                    on_store_error: r.on_store_error,
-                    name: r.name.clone(),
-                    host: r.matcher.host.as_ref().map(|h| h.to_ascii_lowercase()),
-                    path_prefix: r.matcher.path_prefix.clone(),
-                    methods,
-                    upstream: upstream?,
-                    strip_prefix: r.strip_prefix,
-                    require_account: r.require_account,
-                })
             })
             .collect()
     }
