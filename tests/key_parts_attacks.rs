@@ -1,5 +1,5 @@
-//! Attacks on issue 16's `path` key part. Each test asserts the SAFE behaviour, so a
-//! failure demonstrates a break.
+//! Attacks on issue 16's `path`, `query:` and `cookie:` key parts. Each test asserts the
+//! SAFE behaviour, so a failure demonstrates a break.
 
 mod common;
 
@@ -62,4 +62,58 @@ async fn path_param_only_segments_share_the_endpoints_budget() {
         fresh.is_empty(),
         "spent `/api/login`, yet these spellings got a fresh budget: {fresh:?}"
     );
+}
+
+/// Was a break (fixed): PHP's `$_GET` and `$_COOKIE` read `api.key`, `api key` and `api[key`
+/// as `api_key` (and PHP and Rails read `api_key[]` as `api_key`), so renaming the parameter
+/// walked around its spent key. Once `api_key=k` and `session_id=s` are spent, every
+/// spelling of them is too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_a_backend_reads_as_the_keys_name_share_its_budget() {
+    let up = echo_upstream().await;
+    let text = limited(up, "")
+        .text(&policy("per_key", &["query:api_key"], "gcra", 1, "1h", ""))
+        .text(&policy(
+            "per_session",
+            &["cookie:session_id"],
+            "gcra",
+            1,
+            "1h",
+            "",
+        ))
+        .app_route("api", "policies = [\"per_key\", \"per_session\"]")
+        .build();
+    let gw = Gateway::start(&text).await;
+    let addr = gw.addrs.listen;
+    let ask = |target: &str, cookie: Option<&str>| {
+        let mut req = Request::get(format!("http://{addr}{target}"));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap())
+    };
+    assert_eq!(ask("/?api_key=k", None).await.status(), OK);
+    for spelling in [
+        "/?api_key=k",
+        "/?api.key=k",
+        "/?api%20key=k",
+        "/?api+key=k",
+        "/?api[key=k",
+        "/?api_key[]=k",
+    ] {
+        assert_eq!(ask(spelling, None).await.status(), DENIED, "{spelling}");
+    }
+    assert_eq!(ask("/", Some("session_id=s")).await.status(), OK);
+    for spelling in [
+        "session_id=s",
+        "session.id=s",
+        "session id=s",
+        "session%2Eid=s",
+    ] {
+        assert_eq!(
+            ask("/", Some(spelling)).await.status(),
+            DENIED,
+            "{spelling}"
+        );
+    }
 }

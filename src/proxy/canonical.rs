@@ -10,6 +10,7 @@
 //!   trailing dot, and the forwarded `Host` is that canonical authority. CONNECT and HTTP/2
 //!   header values padded with whitespace (which an HTTP/1.1 upstream would trim) are
 //!   refused.
+//! - **Method**: upper case only (backends that fold case would serve `post` as `POST`).
 //! - **Loops**: a `Via` that already names this fleet's pseudonym is answered 508.
 
 use http::header::{self, HeaderMap, HeaderValue};
@@ -30,6 +31,17 @@ pub(super) fn canonicalize<B>(
         // A tunnel to an authority of the client's choosing is no reverse proxy's job, and
         // its target has no path to route on.
         return Err(bad("CONNECT is not supported".into()));
+    }
+    if req
+        .method()
+        .as_str()
+        .bytes()
+        .any(|b| b.is_ascii_lowercase())
+    {
+        // Methods are case-sensitive (RFC 9110 §9.1), but Django, Flask and others upper-case
+        // them: `post /login` would miss a `methods = ["POST"]` route and its limit, then be
+        // served as the login POST. Routes name methods in upper case only.
+        return Err(bad("the method must be upper case".into()));
     }
     if req.version() == Version::HTTP_2 && padded_value(req.headers()) {
         // RFC 9113 §8.2.1: malformed. An HTTP/1.1 upstream trims the padding, so keying on

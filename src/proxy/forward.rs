@@ -338,11 +338,18 @@ fn upstream_path(entry: &RouteEntry, parts: &Parts) -> Result<PathAndQuery, Gate
     if !entry.route.strip_prefix {
         return Ok(original);
     }
+    // The router matched the prefix (in any case on a `case_insensitive` route): cut its
+    // length. A prefix may end inside a segment (`/pub` matches `/pub..`): what is left
+    // then starts a segment of its own upstream, which must not be a dot segment, or the
+    // upstream would resolve `/public/../private/x` outside the base path.
     let path = parts.uri.path();
-    let rest = path
-        .strip_prefix(entry.route.path_prefix.as_str())
-        .unwrap_or(path);
+    let rest = path.get(entry.route.path_prefix.len()..).unwrap_or(path);
     let slash = if rest.starts_with('/') { "" } else { "/" };
+    if slash == "/" && matches!(rest.split('/').next(), Some("." | "..")) {
+        return Err(GatewayError::BadRequest(
+            "the path left after the route's prefix is a dot segment".into(),
+        ));
+    }
     let stripped = match parts.uri.query() {
         Some(q) => format!("{slash}{rest}?{q}"),
         None => format!("{slash}{rest}"),

@@ -16,7 +16,7 @@ mod parts;
 mod tests;
 mod text;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
 
 use http::{HeaderMap, Method};
@@ -34,6 +34,22 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
+    }
+}
+
+/// The IPv4 client an IPv6 address stands for, where the address is made from it: through
+/// a NAT64 / SIIT translator (`64:ff9b::a.b.c.d`, RFC 6052: every IPv4 client of an
+/// IPv6-only ingress would otherwise share one /64), a 6to4 address (`2002:AABB:CCDD::/48`,
+/// RFC 3056: one IPv4 host would hold 65 536 /64s) or Teredo (`2001:0::/32`, RFC 4380: the
+/// client's address inverted in the last 32 bits; its server's clients would share a /64).
+fn embedded_ipv4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let low = Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
+    match s {
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))),
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!u32::from(low))),
+        _ => None,
     }
 }
 
@@ -190,9 +206,14 @@ impl KeyBuilder {
         }
     }
 
-    /// IPv4 as is; IPv6 as its `/ipv6_prefix` network, since one subscriber holds a whole /64.
+    /// IPv4 as is; IPv6 as its `/ipv6_prefix` network, since one subscriber holds a whole
+    /// /64; an IPv6 address that carries an IPv4 client ([`embedded_ipv4`]) as that client.
     pub fn ip_part(&self, ip: IpAddr) -> String {
-        match canonical(ip) {
+        let ip = match canonical(ip) {
+            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        match ip {
             IpAddr::V4(v4) => ipv4_text(v4),
             IpAddr::V6(v6) => Ipv6Net::new(v6, self.ipv6_prefix)
                 .map(|n| ipv6_net_text(n.trunc()))

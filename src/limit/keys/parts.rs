@@ -66,7 +66,7 @@ pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<
             continue;
         }
         let (n, v) = split_once(pair, b'=');
-        if !decode(n, true).eq_ignore_ascii_case(name.as_bytes()) {
+        if !same_name(&decode(n, true), name) {
             continue;
         }
         if found.is_some() {
@@ -89,7 +89,7 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
     for line in headers.get_all(header::COOKIE) {
         for pair in line.as_bytes().split(|&b| b == b';' || b == b',') {
             let (n, v) = split_once(pair, b'=');
-            if !n.trim_ascii().eq_ignore_ascii_case(name.as_bytes()) {
+            if !same_name(&decode(n.trim_ascii(), false), name) {
                 continue;
             }
             if found.is_some() {
@@ -104,6 +104,27 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
         }
     }
     Ok(found)
+}
+
+/// Whether a query parameter's or cookie's name, as sent (decoded), is the configured
+/// `name` as some backend reads it: ASCII case aside (ASP.NET), PHP's `$_GET` and
+/// `$_COOKIE` spelling (leading spaces dropped, ` `, `.` and an unclosed `[` read as `_`:
+/// `api.key` is `api_key`), and an array form (`api_key[]`, `api_key[0]`: PHP and Rails
+/// give the app an `api_key` holding it). Otherwise renaming a parameter would walk around
+/// its key, and both spellings given at once are the name twice (400).
+fn same_name(sent: &[u8], name: &str) -> bool {
+    let sent = sent.trim_ascii_start();
+    // `name[...]`: the array form, read as `name` (a `[` with no `]` after it is not one).
+    let sent = match sent.iter().position(|&b| b == b'[') {
+        Some(i) if sent[i..].contains(&b']') => &sent[..i],
+        _ => sent,
+    };
+    let fold = |b: &u8| match b {
+        b' ' | b'.' | b'[' => b'_',
+        b => b.to_ascii_lowercase(),
+    };
+    let name = name.as_bytes();
+    sent.len() == name.len() && sent.iter().map(fold).eq(name.iter().map(fold))
 }
 
 /// Longest `path` part a key holds: longer paths share a key with their first 256 bytes

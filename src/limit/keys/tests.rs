@@ -51,6 +51,34 @@ fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
     PolicyRuntime::new(0, &p, &[NonZeroU32::new(4).unwrap()]).unwrap()
 }
 
+/// NAT64 / SIIT, 6to4 and Teredo addresses key as the IPv4 client they carry.
+#[test]
+fn ipv6_addresses_made_from_an_ipv4_client_key_as_that_client() {
+    let b = builder();
+    let (m, h) = (Method::GET, HeaderMap::new());
+    let p = policy(vec![KeyPart::Ip]);
+    let key = |ip: &str| b.key(&p, &b.facts(ip.parse().unwrap(), "r", &m, T, &h));
+    for (v6, v4) in [
+        ("64:ff9b::198.51.100.7", "198.51.100.7"),
+        ("64:ff9b::c633:6408", "198.51.100.8"),
+        ("2002:c633:6407:1:2::3", "198.51.100.7"),
+        ("2002:c633:6407:ffff::", "198.51.100.7"),
+        // Teredo: server 192.0.2.45, client 198.51.100.7 inverted (39cc:9bf8).
+        ("2001:0:c000:22d::39cc:9bf8", "198.51.100.7"),
+    ] {
+        assert_eq!(key(v6), key(v4), "{v6}");
+    }
+    // Neighbours of those prefixes are IPv6 clients, folded to their /64.
+    assert_eq!(
+        key("64:ff9b:1::c633:6407").unwrap().as_deref(),
+        Some("p:ip:64:ff9b:1::/64")
+    );
+    assert_eq!(
+        key("2001:db8::c633:6407").unwrap().as_deref(),
+        Some("p:ip:2001:db8::/64")
+    );
+}
+
 #[test]
 fn ipv6_clients_in_one_64_share_a_key() {
     let b = builder();
@@ -270,6 +298,65 @@ fn cookie_values_are_read_across_lines_and_stated_once() {
             "{twice:?}"
         );
     }
+}
+
+/// PHP reads `api.key`, `api key` and `api[key` as `api_key`; PHP and Rails read
+/// `api_key[]` as `api_key` (an array): one budget, and two spellings at once are the name
+/// twice.
+#[test]
+fn names_are_read_as_php_and_rails_read_them() {
+    let q = |q: &str| {
+        let target = Target {
+            path: Some("/"),
+            query: Some(q),
+        };
+        key_at(KeyPart::Query("api_key".into()), target, &HeaderMap::new())
+    };
+    let a = q("api_key=k").unwrap().unwrap();
+    for same in [
+        "api.key=k",
+        "api%20key=k",
+        "api+key=k",
+        "api[key=k",
+        "api_key[]=k",
+        "api_key[0]=k",
+        "+api_key=k",
+        "API.KEY=k",
+        "api%2Ekey=k",
+    ] {
+        assert_eq!(q(same).unwrap().as_ref(), Some(&a), "{same}");
+    }
+    for other in [
+        "api[key]=k",
+        "apikey=k",
+        "api__key=k",
+        "api_keys=k",
+        "api=k&key=k",
+    ] {
+        assert_eq!(q(other), Ok(None), "{other}");
+    }
+    assert_eq!(
+        q("api_key=k&api.key=j"),
+        Err(Ambiguous::Query("api_key".into()))
+    );
+    let c = |line: &str| {
+        let mut h = HeaderMap::new();
+        h.append(http::header::COOKIE, line.parse().unwrap());
+        key_at(KeyPart::Cookie("session_id".into()), T, &h)
+    };
+    let s = c("session_id=s").unwrap().unwrap();
+    for same in [
+        "session.id=s",
+        "session id=s",
+        "session%2Eid=s",
+        "session_id[]=s",
+    ] {
+        assert_eq!(c(same).unwrap().as_ref(), Some(&s), "{same}");
+    }
+    assert_eq!(
+        c("session_id=s; session.id=t"),
+        Err(Ambiguous::Cookie("session_id".into()))
+    );
 }
 
 fn path(p: &str) -> Option<String> {
