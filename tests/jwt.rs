@@ -164,3 +164,33 @@ async fn rs256_tokens_verify_against_a_jwks_file() {
     assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 200);
     assert_eq!(status(gw.addr, "/api", Some(&good)).await.0, 429);
 }
+
+/// `leeway` runs from `"0s"` (no leeway: a token expired a minute ago is refused) to a day
+/// (one expired an hour ago verifies, and a fresh one still does: the library subtracts the
+/// leeway from the Unix time, so longer leeways are refused at load, not wrapped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leeway_runs_from_none_to_a_day() {
+    let up = echo_upstream().await;
+    let expired = |ago: u64| hs("alice", now() - ago, SECRET);
+    for (leeway, minute_ago, hour_ago) in [("0s", 401, 401), ("24h", 200, 200)] {
+        let jwt = format!("hs256_secret_env = \"TG_JWT\", leeway = \"{leeway}\"");
+        let cfg = process::temp_file("jwt.toml", &config(up, &jwt));
+        let gw = process::spawn_serve_with_env(&cfg, &[("TG_JWT", SECRET)]);
+        let fresh = hs("bob", now() + 600, SECRET);
+        assert_eq!(
+            status(gw.addr, "/api", Some(&fresh)).await.0,
+            200,
+            "{leeway}"
+        );
+        assert_eq!(
+            status(gw.addr, "/api", Some(&expired(60))).await.0,
+            minute_ago,
+            "{leeway}"
+        );
+        assert_eq!(
+            status(gw.addr, "/api", Some(&expired(3600))).await.0,
+            hour_ago,
+            "{leeway}"
+        );
+    }
+}

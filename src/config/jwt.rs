@@ -39,6 +39,9 @@ fn default_leeway() -> String {
     "30s".into()
 }
 
+/// The longest `leeway`: clock skew is seconds; a day is already a day of expired tokens.
+const LONGEST_LEEWAY: Duration = Duration::from_secs(24 * 3600);
+
 /// A verifier of account tokens.
 pub struct Jwt {
     /// Keys with their `kid` (tokens naming a kid use only that key) and algorithm.
@@ -107,7 +110,28 @@ impl Jwt {
 }
 
 impl Validator {
+    /// `leeway` in whole seconds, as the token library takes it: zero allowed (no leeway),
+    /// a fraction of a second rounded up, at most [`LONGEST_LEEWAY`] (the library subtracts
+    /// it from the Unix time: past 1970 it would wrap and every token would be expired).
+    fn leeway(&mut self, text: &str) -> Option<u64> {
+        const KEY: &str = "account.jwt.leeway";
+        let Ok(d) = humantime::parse_duration(text) else {
+            self.fail(
+                KEY,
+                format!("`{text}` is not a duration like \"30s\" or \"2m\""),
+            );
+            return None;
+        };
+        if d > LONGEST_LEEWAY {
+            self.fail(KEY, "must be at most a day (24h)");
+            return None;
+        }
+        Some(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+    }
+
     pub(super) fn jwt(&mut self, raw: &RawJwt, origin: &Path) -> Option<Jwt> {
+        // Checked first: a missing secret must not hide a bad leeway.
+        let leeway = self.leeway(&raw.leeway);
         let keys = match (&raw.hs256_secret_env, &raw.jwks_file) {
             (Some(var), None) => match std::env::var(var) {
                 Ok(s) if s.len() >= 32 => vec![(
@@ -142,9 +166,9 @@ impl Validator {
         if raw.claim.is_empty() {
             self.fail("account.jwt.claim", "must name a claim");
         }
-        let leeway: Duration = self.duration("account.jwt.leeway", &raw.leeway)?;
+        let leeway = leeway?;
         let mut validation = Validation::new(keys[0].2);
-        validation.leeway = leeway.as_secs();
+        validation.leeway = leeway;
         validation.validate_nbf = true;
         match &raw.audience {
             Some(a) => validation.set_audience(&[a]),
