@@ -306,7 +306,15 @@ fn malformed_lines_are_counted_skipped_and_the_first_five_shown() {
         text.push_str(line);
         text.push('\n');
         if n % 5 == 0 {
-            text.push_str("this is not a log line\n");
+            // Junk, or a line stamped where nanoseconds since 1970 overflow an i64 (a corrupt
+            // or hostile stamp: skipped, not wrapped to 1713 nor a panic).
+            let bad = match n % 15 {
+                0 => "this is not a log line".to_owned(),
+                5 => line.replace("/2026:", "/2300:"),
+                _ => line.replace("/2026:", "/1600:"),
+            };
+            text.push_str(&bad);
+            text.push('\n');
             bad_lines.push(text.lines().count());
         }
     }

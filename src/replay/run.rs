@@ -142,7 +142,8 @@ impl Replayer {
         }
         self.now = self.now.max(at);
         let epoch = *self.epoch.get_or_insert(self.now);
-        self.clock.set((self.now - epoch) as u64);
+        // `abs_diff`: the log's first and latest moments may be further apart than an i64.
+        self.clock.set(self.now.abs_diff(epoch));
         while self.held.peek().is_some_and(|h| h.0.end <= self.now) {
             self.held.pop();
         }

@@ -51,6 +51,11 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// The years a line may carry: nanoseconds since 1970 in an `i64` reach 1677 to 2262, and
+/// seconds, a fraction and a zone are added after; a line outside is malformed (a corrupt
+/// or hostile stamp must not wrap to another time, nor stop the replay).
+const YEARS: std::ops::RangeInclusive<i64> = 1700..=2200;
+
 /// A checked wall-clock moment to nanoseconds, before applying the zone offset.
 fn instant(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> Option<i64> {
     let valid = (1..=12).contains(&mo)
@@ -58,7 +63,7 @@ fn instant(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> Option<i64> {
         && h < 24
         && mi < 60
         && s <= 60 // a leap second is read as the next second's start
-        && (1..=9999).contains(&y);
+        && YEARS.contains(&y);
     valid.then(|| (days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) * NANOS)
 }
 
@@ -197,6 +202,28 @@ mod tests {
 
     /// 2000-10-10T20:55:36Z, the Apache documentation's example moment.
     const APACHE_EXAMPLE: i64 = 971_211_336 * NANOS;
+
+    /// The years' edges: inside parse, outside are malformed (no overflow, no wrap).
+    #[test]
+    fn years_outside_what_nanoseconds_hold_are_malformed() {
+        for (clf, ok) in [
+            (&b"01/Jan/1700:00:00:00 +2359"[..], true),
+            (b"31/Dec/2200:23:59:60 -2359", true),
+            (b"31/Dec/1699:23:59:59 +0000", false),
+            (b"01/Jan/2201:00:00:00 +0000", false),
+            (b"30/Nov/2300:09:00:00 +0000", false),
+            (b"30/Nov/9999:09:00:00 +0000", false),
+        ] {
+            assert_eq!(
+                parse_clf(clf).is_some(),
+                ok,
+                "{}",
+                String::from_utf8_lossy(clf)
+            );
+        }
+        assert!(parse_rfc3339(b"2200-12-31T23:59:60.999999999-23:59").is_some());
+        assert!(parse_rfc3339(b"2300-01-01T00:00:00Z").is_none());
+    }
 
     #[test]
     fn clf_with_zones() {
