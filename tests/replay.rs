@@ -451,3 +451,31 @@ fn a_request_without_an_account_on_a_route_that_requires_one_is_a_401() {
     assert_eq!(v["allowed"], users.len() - without, "{v:#}");
     assert_eq!(v["routes"][0]["unauthorized"], without);
 }
+
+/// As the gateway answers it: a method not in upper case is a 400, never a request that
+/// another route (one without the method's limit) would take.
+#[test]
+fn a_method_not_in_upper_case_is_a_bad_request() {
+    let dir = TempDir::new("method");
+    let config = dir.file("config.toml", CONFIG.as_bytes());
+    let line = |m: &str| {
+        format!(
+            "203.0.113.9 - - [{}] \"{m} /api/items HTTP/1.1\" 200 10 \"-\" \"test\"\n",
+            clf_time(0)
+        )
+    };
+    let log = dir.file(
+        "m.log",
+        [line("GET"), line("post"), line("Get")].concat().as_bytes(),
+    );
+    let v = replay_json(&config, &[], &[&log]);
+    assert_eq!(
+        (
+            v["requests"].as_u64(),
+            v["allowed"].as_u64(),
+            v["bad_request"].as_u64()
+        ),
+        (Some(3), Some(1), Some(2)),
+        "{v:#}"
+    );
+}

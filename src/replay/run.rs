@@ -196,7 +196,8 @@ impl Replayer {
     ) -> Option<(Method, Option<String>, std::borrow::Cow<'r, str>)> {
         let (method, target) = r.request.as_ref()?;
         let method = Method::from_bytes(method).ok()?;
-        if method == Method::CONNECT {
+        // As `proxy/canonical.rs`: CONNECT and a method not in upper case are refused.
+        if method == Method::CONNECT || method.as_str().bytes().any(|b| b.is_ascii_lowercase()) {
             return None;
         }
         let (authority, path) = split_target(target);
