@@ -109,10 +109,12 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
 /// Whether a query parameter's or cookie's name, as sent (decoded), is the configured
 /// `name` as some backend reads it: ASCII case aside (ASP.NET), PHP's `$_GET` and
 /// `$_COOKIE` spelling (leading spaces dropped, ` `, `.` and an unclosed `[` read as `_`:
-/// `api.key` is `api_key`), and an array form (`api_key[]`, `api_key[0]`: PHP and Rails
-/// give the app an `api_key` holding it). Otherwise renaming a parameter would walk around
-/// its key, and both spellings given at once are the name twice (400).
+/// `api.key` is `api_key`; a NUL ends the name, which PHP reads as a C string), and an
+/// array form (`api_key[]`, `api_key[0]`: PHP and Rails give the app an `api_key` holding
+/// it). Otherwise renaming a parameter would walk around its key, and both spellings given
+/// at once are the name twice (400).
 fn same_name(sent: &[u8], name: &str) -> bool {
+    let sent = sent.split(|&b| b == 0).next().unwrap_or(sent);
     let sent = sent.trim_ascii_start();
     // `name[...]`: the array form, read as `name` (a `[` with no `]` after it is not one).
     let sent = match sent.iter().position(|&b| b == b'[') {

@@ -323,6 +323,7 @@ fn names_are_read_as_php_and_rails_read_them() {
         "+api_key=k",
         "API.KEY=k",
         "api%2Ekey=k",
+        "api_key%00x=k",
     ] {
         assert_eq!(q(same).unwrap().as_ref(), Some(&a), "{same}");
     }
