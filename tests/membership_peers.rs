@@ -2,7 +2,7 @@
 //! and a Redis store, the fleet is the live members that carry a peer address), against a
 //! real Redis: asked for "peers", a beat returns the live members' `@addr` suffixes, drops
 //! expired ones, still counts twins behind the suffix, and a member without `peer_listen`
-//! contributes no address. Without "peers" the reply keeps its two integers.
+//! contributes no address. Without "peers" the reply keeps its three integers.
 
 mod common;
 
@@ -32,16 +32,17 @@ async fn join_peers(
     member: &str,
     ttl_ms: u64,
 ) -> (i64, i64, Vec<String>) {
-    let (n, twins, mut peers): (i64, i64, Vec<String>) = redis::Script::new(MEMBERSHIP_LUA)
-        .key("members")
-        .arg("membership")
-        .arg("join")
-        .arg(member)
-        .arg(ttl_ms)
-        .arg("peers")
-        .invoke_async(conn)
-        .await
-        .expect("membership.lua replies {members, twins, peers}");
+    let (n, twins, _intact, mut peers): (i64, i64, i64, Vec<String>) =
+        redis::Script::new(MEMBERSHIP_LUA)
+            .key("members")
+            .arg("membership")
+            .arg("join")
+            .arg(member)
+            .arg(ttl_ms)
+            .arg("peers")
+            .invoke_async(conn)
+            .await
+            .expect("membership.lua replies {members, twins, intact, peers}");
     peers.sort();
     (n, twins, peers)
 }
@@ -138,11 +139,11 @@ async fn a_member_without_peer_listen_has_no_address() {
     );
 }
 
-/// Without "peers" the reply is the two integers every counting caller reads, whatever
+/// Without "peers" the reply is the three integers every counting caller reads, whatever
 /// the members' names; and the peers call touches only its declared key (run as a Redis
 /// ACL user allowed that key alone, as tests/scripts_keys.rs does for the other ops).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_peers_the_reply_is_two_integers_and_only_the_key_is_touched() {
+async fn without_peers_the_reply_is_three_integers_and_only_the_key_is_touched() {
     let redis = RedisServer::start();
     let acl = ["ACL", "SETUSER", "m", "reset", "on", ">secret", "+@all"];
     assert_eq!(redis.cli(&[&acl[..], &["~members"]].concat()), "OK");
@@ -157,8 +158,8 @@ async fn without_peers_the_reply_is_two_integers_and_only_the_key_is_touched() {
         .arg(LONG_MS)
         .invoke_async(&mut conn)
         .await
-        .expect("two integers");
-    assert_eq!(reply, [2, 0]);
+        .expect("three integers");
+    assert_eq!(reply, [2, 0, 0], "members, twins, intact (b's first beat)");
 }
 
 /// `n` free loopback ports (bound, then released) for the gateways' `peer_listen`.

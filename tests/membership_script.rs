@@ -1,5 +1,6 @@
 //! `membership.lua` against a real Redis: it counts joins and leaves, drops members whose
-//! TTL has passed, and tells a member about others that share its node id.
+//! TTL has passed, tells a member about others that share its node id, and says whether the
+//! member was still in the set (what lets a node refuse a count the store lost).
 
 mod common;
 
@@ -10,13 +11,13 @@ use redis::aio::MultiplexedConnection;
 use tollgate::limit::membership::MEMBERSHIP_LUA;
 
 /// `membership.lua` as membership.rs calls it: the op label, then join/leave, member,
-/// ttl_ms; returns (members, other live members with the same node id).
-async fn membership_twins(
+/// ttl_ms; returns (members, other live members with the same node id, intact).
+async fn membership_reply(
     conn: &mut MultiplexedConnection,
     op: &str,
     id: &str,
     ttl_ms: u64,
-) -> (i64, i64) {
+) -> (i64, i64, i64) {
     let reply: Vec<i64> = redis::Script::new(MEMBERSHIP_LUA)
         .key("members")
         .arg("membership")
@@ -27,9 +28,61 @@ async fn membership_twins(
         .await
         .expect("membership.lua runs");
     match reply[..] {
-        [n, twins] => (n, twins),
-        _ => panic!("membership.lua replied {reply:?}, not {{members, twins}}"),
+        [n, twins, intact] => (n, twins, intact),
+        _ => panic!("membership.lua replied {reply:?}, not {{members, twins, intact}}"),
     }
+}
+
+async fn membership_twins(
+    conn: &mut MultiplexedConnection,
+    op: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> (i64, i64) {
+    let (n, twins, _) = membership_reply(conn, op, id, ttl_ms).await;
+    (n, twins)
+}
+
+/// A beat says whether its member was in the set, unexpired, before it: not on a first
+/// beat, nor after the set was lost (a Redis restarted without persistence) or the member
+/// expired (a store stalled past its TTL); a node does not lower N on such a beat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beat_says_whether_its_member_was_still_there() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let intact = |r: (i64, i64, i64)| r.2;
+    assert_eq!(
+        membership_reply(&mut conn, "join", "a#1", 30_000).await,
+        (1, 0, 0)
+    );
+    assert_eq!(
+        membership_reply(&mut conn, "join", "b#1", 30_000).await,
+        (2, 0, 0)
+    );
+    assert_eq!(
+        intact(membership_reply(&mut conn, "join", "a#1", 30_000).await),
+        1
+    );
+    // The set lost: both members gone, and each one's next beat says so.
+    redis.cli(&["DEL", "members"]);
+    assert_eq!(
+        membership_reply(&mut conn, "join", "a#1", 30_000).await,
+        (1, 0, 0)
+    );
+    assert_eq!(
+        membership_reply(&mut conn, "join", "a#1", 30_000).await,
+        (1, 0, 1)
+    );
+    // b's member expired (its score is an expiry in ms of Redis TIME: 1 is long past).
+    redis.cli(&["ZADD", "members", "1", "b#1"]);
+    assert_eq!(
+        membership_reply(&mut conn, "join", "b#1", 30_000).await,
+        (2, 0, 0)
+    );
+    assert_eq!(
+        intact(membership_reply(&mut conn, "join", "b#1", 30_000).await),
+        1
+    );
 }
 
 async fn membership(conn: &mut MultiplexedConnection, op: &str, id: &str, ttl_ms: u64) -> i64 {

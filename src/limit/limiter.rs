@@ -264,8 +264,8 @@ impl Limiter {
     pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
         let mut changed = false;
         for p in self.sites.policies.iter() {
-            if p.set_nodes(nodes) {
-                self.sites.local.clear_split(p.index);
+            if let Some(before) = p.set_nodes(nodes) {
+                self.sites.local.rescale_split(p, &before);
                 changed = true;
             }
         }

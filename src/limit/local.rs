@@ -212,19 +212,6 @@ impl LocalStore {
         }
     }
 
-    /// Forget every L/N state of `policy`: after N changed they are in another rate's
-    /// units. Each key starts again from a full `burst / N`.
-    pub fn clear_split(&self, policy: usize) {
-        let table = self.slot(policy, true);
-        let mut removed = 0;
-        for i in 0..SHARDS {
-            let mut shard = self.lock(i);
-            removed += shard.tables[table].len();
-            shard.tables[table].clear();
-        }
-        self.gauges.keys_removed(policy, removed as i64);
-    }
-
     #[inline]
     fn lock(&self, i: usize) -> Guard<'_, Shard> {
         // The lock does not poison: a panic while holding a shard cannot leave a state

@@ -20,9 +20,9 @@ use hashbrown::HashTable;
 use super::{Entry, LocalStore, SHARDS};
 use crate::config::Site;
 use crate::limit::algorithm::Snapshot;
-use crate::limit::clock::Nanos;
+use crate::limit::clock::{Clock, Nanos};
 use crate::limit::metrics::PolicyGauges;
-use crate::limit::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
+use crate::limit::policy::{AnyAlgorithm, AnyState, PolicyRuntime, Split};
 
 /// What a reload did to one policy's keys here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,38 @@ impl LocalStore {
             }
         }
         (store, carry)
+    }
+
+    /// N changed: every L/N state of `policy` (its `split` state, or its store-outage
+    /// fallback), decided by `before`'s levels, is rescaled to the policy's levels now
+    /// ([`rescale`]). Clearing them instead gave every key a full share on every change:
+    /// a fleet whose N bounced 2 → 1 → 2 admitted the limit again twice over.
+    ///
+    /// A request deciding on a shard not yet rescaled reads an old state with the new
+    /// levels (as a reload's conversion races with requests): one answer in the other
+    /// rate's units, for a change that happens when a gateway joins or leaves.
+    pub fn rescale_split(&self, policy: &PolicyRuntime, before: &Split) {
+        let table = self.slot(policy.index, true);
+        let now = self.clock.now();
+        let after = policy.split();
+        let mut removed = 0;
+        for i in 0..SHARDS {
+            let mut shard = self.lock(i);
+            shard.tables[table].retain(|e| {
+                let (from, to) = (before.algorithm(e.headroom), after.algorithm(e.headroom));
+                match rescale(from, e.state, to, now) {
+                    Some(state) => {
+                        e.state = state;
+                        true
+                    }
+                    None => {
+                        removed += 1;
+                        false
+                    }
+                }
+            });
+        }
+        self.gauges.keys_removed(policy.index, removed);
     }
 
     /// Make every shard hold a table for each of this store's slots.
@@ -254,6 +286,35 @@ fn carry(from: &AnyAlgorithm, state: AnyState, to: &AnyAlgorithm, now: Nanos) ->
         cost = cost.min(room);
     }
     // An idle state is an absent key: never hold one (it would only weigh on the gauge).
+    Some(to.debit(None, cost, now)).filter(|s| !to.is_idle(s, now))
+}
+
+/// `state`, decided by `from` (one node's share at the old N), as `to` (the share at the new
+/// N) holds the same *fraction* spent: a node that spent all of a 5-cell share of 10 at
+/// N = 2 has spent all of its 10-cell share at N = 1, not half of it (L/N assumes balanced
+/// load: the others spent theirs too). Rounded up: never a fuller key. Concurrency keeps
+/// its count: the cells in flight are requests, whatever the share. `None` when nothing is
+/// spent (absent is full).
+fn rescale(
+    from: &AnyAlgorithm,
+    state: AnyState,
+    to: &AnyAlgorithm,
+    now: Nanos,
+) -> Option<AnyState> {
+    if let AnyAlgorithm::Concurrency(_) = from {
+        return carry(from, state, to, now);
+    }
+    let full = |a: &AnyAlgorithm| u128::from(a.peek(None, now).remaining);
+    let spent = full(from).saturating_sub(u128::from(from.peek(Some(state), now).remaining));
+    if spent == 0 {
+        return None;
+    }
+    let (was, is) = (full(from).max(1), full(to));
+    let scaled = (spent * is).div_ceil(was);
+    let mut cost = u32::try_from(scaled).unwrap_or(u32::MAX).max(1);
+    if let AnyAlgorithm::LeakyBucket(_) = to {
+        cost = cost.min(u32::try_from(is).unwrap_or(u32::MAX));
+    }
     Some(to.debit(None, cost, now)).filter(|s| !to.is_idle(s, now))
 }
 

@@ -7,10 +7,13 @@
 -- script gets its metrics label first), ARGV[2]: op ("join" renews this node, "leave"
 -- removes it), ARGV[3]: member, ARGV[4]: time to live in ms (three heartbeats), ARGV[5]
 -- (optional): "peers" to be told the live members' peer addresses.
--- Reply: {members after the call, other live members with this member's node id}, and with
--- "peers" a third element: the peer addresses of the live members that have one (this
--- member's included), as strings. Without "peers" the reply stays two integers, the shape
--- every caller that only counts reads.
+-- Reply: {members after the call, other live members with this member's node id, intact},
+-- and with "peers" a fourth element: the peer addresses of the live members that have one
+-- (this member's included), as strings. `intact` is 1 when this member was in the set,
+-- unexpired, before the call: 0 on a node's first beat, and when the set was lost (a Redis
+-- restarted without persistence) or the store stalled past the member's expiry (a
+-- `CLIENT PAUSE`, a slow failover). Then the count may miss members that have not beaten
+-- again yet, and the caller must not lower N on it.
 -- Expired members are dropped on every call, so a dead node disappears within one TTL of
 -- its last beat without anyone noticing it died. Two processes that share a node id (one
 -- config file copied to every node) are two members, so N stays right; the second count
@@ -22,6 +25,8 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[4])
+local mine = redis.call('ZSCORE', KEYS[1], ARGV[3])
+local intact = (mine and tonumber(mine) > now) and 1 or 0
 if ARGV[2] == 'leave' then
   redis.call('ZREM', KEYS[1], ARGV[3])
 else
@@ -43,6 +48,6 @@ if ARGV[2] ~= 'leave' then
   end
 end
 if ARGV[5] == 'peers' then
-  return {redis.call('ZCARD', KEYS[1]), twins, peers}
+  return {redis.call('ZCARD', KEYS[1]), twins, intact, peers}
 end
-return {redis.call('ZCARD', KEYS[1]), twins}
+return {redis.call('ZCARD', KEYS[1]), twins, intact}

@@ -3,10 +3,11 @@
 //!
 //! Each node renews itself in one sorted set in the store every `heartbeat`, with an expiry
 //! of three heartbeats; every renewal also drops expired members and returns the count. So
-//! a joining node is counted by everyone within one heartbeat, a dying one is dropped within
-//! three, and a node stopping cleanly leaves at once. With the memory store there is no
-//! shared place to meet: N stays `[cluster] expected_nodes`. While the store is down the
-//! last N known is kept.
+//! a joining node is counted by everyone within one heartbeat, a dying one leaves the set
+//! within three and a node stopping cleanly at once; N is lowered only once the lower count
+//! has held for a few beats ([`next_nodes`]), and each change of N rescales the split
+//! states (`local_reload.rs`). With the memory store there is no shared place to meet: N
+//! stays `[cluster] expected_nodes`. While the store is down the last N known is kept.
 //!
 //! Membership is also the fleet's address book when `[cluster] peers` is empty: a node
 //! with a `peer_listen` joins as `node_id#instance@peer_listen`, and each of its beats
@@ -66,12 +67,16 @@ pub struct Membership {
     /// The addresses more than one member registered at the last beat (warned about on
     /// change).
     shared: Mutex<Vec<SocketAddr>>,
+    /// A count below N seen on the last beats, not yet believed ([`next_nodes`]).
+    lowering: Mutex<Option<Lowering>>,
 }
 
 /// One reply of the script.
 struct Reply {
     nodes: NonZeroU32,
     twins: u64,
+    /// This member was in the set, unexpired, before the beat (`membership.lua`).
+    intact: bool,
     /// The live members' peer addresses, when asked for.
     peers: Option<Vec<SocketAddr>>,
     /// The addresses among them that more than one member registered, sorted.
@@ -99,6 +104,7 @@ impl Membership {
             peers_from_members: cluster.peers.is_empty() && has_fleet,
             peers: Mutex::new(Vec::new()),
             shared: Mutex::new(Vec::new()),
+            lowering: Mutex::new(None),
             script: Script::new(MEMBERSHIP_LUA),
             limiter,
             store,
@@ -108,7 +114,11 @@ impl Membership {
     /// Renew this node and rescale to the members counted; returns N.
     pub async fn beat(&self) -> Result<NonZeroU32, StoreError> {
         let reply = self.call("join").await?;
-        let n = reply.nodes;
+        let n = {
+            let mut lowering = self.lowering.lock().unwrap_or_else(|e| e.into_inner());
+            let current = self.limiter.load().nodes();
+            next_nodes(current, reply.nodes, reply.intact, &mut lowering)
+        };
         if let Some(peers) = reply.peers {
             self.set_peers(peers);
             self.warn_shared(reply.shared);
@@ -201,6 +211,44 @@ impl Membership {
     }
 }
 
+/// Lower counts than N seen on beats in a row: the highest of them, and how many beats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Lowering {
+    highest: NonZeroU32,
+    beats: u32,
+}
+
+/// N after a beat that counted `seen` members. A higher count is believed at once (smaller
+/// shares only under-admit). A lower one only from a beat that found this member intact
+/// (else the set was lost or the store stalled, and members that have not beaten since are
+/// missing: a `CLIENT PAUSE` of a second made every node see N = 1 and take the whole
+/// limit), and only once seen on `MISSED_BEATS + 1` such beats in a row: by then every
+/// live member has renewed itself. So a member that dies is dropped from N within two of
+/// its TTLs, and N never drops on a store's hiccup.
+fn next_nodes(
+    current: NonZeroU32,
+    seen: NonZeroU32,
+    intact: bool,
+    lowering: &mut Option<Lowering>,
+) -> NonZeroU32 {
+    if seen >= current || !intact {
+        *lowering = None;
+        return seen.max(current);
+    }
+    let low = lowering.get_or_insert(Lowering {
+        highest: seen,
+        beats: 0,
+    });
+    low.highest = low.highest.max(seen);
+    low.beats += 1;
+    if low.beats <= MISSED_BEATS {
+        return current;
+    }
+    let n = low.highest;
+    *lowering = None;
+    n
+}
+
 /// Store `now` in `last`; true when it changed and is not empty (time to warn).
 fn changed_to_some(last: &Mutex<Vec<SocketAddr>>, now: Vec<SocketAddr>) -> bool {
     let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
@@ -212,7 +260,7 @@ fn changed_to_some(last: &Mutex<Vec<SocketAddr>>, now: Vec<SocketAddr>) -> bool 
     warn
 }
 
-/// `{members, twins}`, and with `peers` a third element: the live members' peer addresses
+/// `{members, twins, intact}`, and with `peers` a fourth element: the live members' peer addresses
 /// (sorted and deduplicated; a member whose address does not read is left out). The script
 /// lists one address per member, and members are distinct: an address listed twice was
 /// registered by two gateways, and goes to `shared`.
@@ -222,9 +270,11 @@ fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
     let Value::Array(items) = &reply else {
         return Err(shape());
     };
-    let (n, twins, peers) = match (items.as_slice(), with_peers) {
-        ([Value::Int(n), Value::Int(t)], false) => (*n, *t, None),
-        ([Value::Int(n), Value::Int(t), Value::Array(p)], true) => (*n, *t, Some(p)),
+    let (n, twins, intact, peers) = match (items.as_slice(), with_peers) {
+        ([Value::Int(n), Value::Int(t), Value::Int(i)], false) => (*n, *t, *i, None),
+        ([Value::Int(n), Value::Int(t), Value::Int(i), Value::Array(p)], true) => {
+            (*n, *t, *i, Some(p))
+        }
         _ => return Err(shape()),
     };
     let mut shared = Vec::new();
@@ -250,6 +300,7 @@ fn parse_reply(reply: redis::Value, with_peers: bool) -> Result<Reply, String> {
             .and_then(NonZeroU32::new)
             .unwrap_or(NonZeroU32::MIN),
         twins: u64::try_from(twins).unwrap_or(0),
+        intact: intact == 1,
         peers,
         shared,
     })
@@ -283,6 +334,7 @@ mod tests {
         let value = Value::Array(vec![
             Value::Int(addrs.len() as i64),
             Value::Int(0),
+            Value::Int(1),
             Value::Array(list),
         ]);
         parse_reply(value, true).expect("a reply")
@@ -322,9 +374,50 @@ mod tests {
             "not an address",
         ]);
         assert_eq!(r.shared, Vec::<SocketAddr>::new(), "distinct addresses");
-        let r = parse_reply(Value::Array(vec![Value::Int(2), Value::Int(0)]), false)
-            .expect("a reply without peers");
+        let r = parse_reply(
+            Value::Array(vec![Value::Int(2), Value::Int(0), Value::Int(1)]),
+            false,
+        )
+        .expect("a reply without peers");
         assert!(r.peers.is_none() && r.shared.is_empty());
+    }
+
+    #[test]
+    fn n_rises_at_once_and_falls_only_on_intact_beats_in_a_row() {
+        let n = |v: u32| NonZeroU32::new(v).unwrap();
+        let mut low = None;
+        assert_eq!(
+            next_nodes(n(2), n(3), true, &mut low),
+            n(3),
+            "a join: at once"
+        );
+        assert_eq!(
+            next_nodes(n(2), n(3), false, &mut low),
+            n(3),
+            "even on a first beat"
+        );
+        // The store stalled or lost the set: a lower count is not believed.
+        for _ in 0..10 {
+            assert_eq!(next_nodes(n(3), n(1), false, &mut low), n(3));
+        }
+        // A member left: lowered after MISSED_BEATS + 1 intact beats, to the highest seen.
+        for _ in 0..MISSED_BEATS - 1 {
+            assert_eq!(next_nodes(n(3), n(1), true, &mut low), n(3));
+        }
+        assert_eq!(next_nodes(n(3), n(2), true, &mut low), n(3));
+        assert_eq!(next_nodes(n(3), n(1), true, &mut low), n(2));
+        assert_eq!(low, None);
+        // A non-intact beat or a full count in between starts the count again.
+        for interrupt in [(n(1), false), (n(2), true)] {
+            for _ in 0..MISSED_BEATS {
+                assert_eq!(next_nodes(n(2), n(1), true, &mut low), n(2));
+            }
+            assert_eq!(next_nodes(n(2), interrupt.0, interrupt.1, &mut low), n(2));
+            for _ in 0..MISSED_BEATS {
+                assert_eq!(next_nodes(n(2), n(1), true, &mut low), n(2));
+            }
+            assert_eq!(next_nodes(n(2), n(1), true, &mut low), n(1));
+        }
     }
 
     #[test]

@@ -56,6 +56,13 @@ pub struct Split {
     pub levels: Vec<(NonZeroU32, AnyAlgorithm)>,
 }
 
+impl Split {
+    /// The L/N algorithm for a client with this headroom.
+    pub fn algorithm(&self, headroom: NonZeroU32) -> &AnyAlgorithm {
+        level(&self.levels, headroom)
+    }
+}
+
 impl PolicyRuntime {
     pub fn new(index: usize, p: &Policy, headrooms: &[NonZeroU32]) -> Result<Self, QuotaError> {
         Self::with_nodes(index, p, headrooms, NonZeroU32::MIN)
@@ -114,20 +121,16 @@ impl PolicyRuntime {
         })
     }
 
-    /// Rescale the L/N levels for `nodes` nodes; false when N was already that.
-    pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
+    /// Rescale the L/N levels for `nodes` nodes: the levels before, or `None` when N was
+    /// already that.
+    pub fn set_nodes(&self, nodes: NonZeroU32) -> Option<Arc<Split>> {
         if self.split.load().nodes == nodes {
-            return false;
+            return None;
         }
         let levels: Vec<NonZeroU32> = self.algorithms.iter().map(|(h, _)| *h).collect();
-        match split_levels(&self.spec, &levels, nodes) {
-            Ok(s) => {
-                self.split.store(Arc::new(s));
-                true
-            }
-            // The same quota divided by more nodes has the same period: it cannot fail.
-            Err(_) => false,
-        }
+        // The same quota divided by more nodes has the same period: it cannot fail.
+        let s = split_levels(&self.spec, &levels, nodes).ok()?;
+        Some(self.split.swap(Arc::new(s)))
     }
 
     /// N of the current split.
@@ -158,7 +161,7 @@ impl PolicyRuntime {
     /// The L/N algorithm of a `split` policy, and of a store policy while the store is
     /// unavailable.
     pub fn split_algorithm(&self, headroom: NonZeroU32) -> AnyAlgorithm {
-        *level(&self.split.load().levels, headroom)
+        *self.split.load().algorithm(headroom)
     }
 
     /// The algorithm at headroom 1: what `RateLimit-Policy` advertises.
