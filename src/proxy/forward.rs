@@ -36,11 +36,13 @@ use crate::router::RouteEntry;
 /// cannot).
 pub type UpstreamBody = Either<Watchdog<Incoming>, Empty<Bytes>>;
 
-/// The upstream's answer and the connection slot it holds until its body ends (`None`
-/// when a protocol switch handed the slot to the tunnel).
+/// The upstream's answer and the connection slot it holds until its body ends, or — after
+/// a protocol switch — until the tunnel ends.
 pub(super) struct Forwarded {
     pub response: Response<Watchdog<Incoming>>,
-    pub slot: Option<OwnedSemaphorePermit>,
+    pub slot: OwnedSemaphorePermit,
+    /// Set after a `101`: the tunnel to start, holding what the request holds.
+    pub tunnel: Option<upgrade::Tunnel>,
 }
 
 /// The client of one upstream: plain HTTP, or TLS for `https://` URLs.
@@ -195,20 +197,16 @@ impl Forwarder {
             }
         };
 
-        let mut slot = Some(slot);
+        let mut tunnel = None;
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
             check_switch(&resp, upgrade_proto.as_ref(), entry, pool)?;
-            if let Some(client_side) = client_upgrade {
-                // The upgraded connection stays open as long as the tunnel: so does its slot.
-                let upstream_side = hyper::upgrade::on(&mut resp);
-                let idle = self.idle_timeout;
-                tokio::spawn(upgrade::tunnel(
-                    client_side,
-                    upstream_side,
-                    idle,
-                    slot.take(),
-                ));
-            }
+            // The upgraded connection stays open as long as the tunnel: so does its slot
+            // (the caller starts it with the slot and the request's permits).
+            tunnel = client_upgrade.map(|client_side| upgrade::Tunnel {
+                client: client_side,
+                upstream: hyper::upgrade::on(&mut resp),
+                idle: self.idle_timeout,
+            });
         } else {
             headers::remove_hop_by_hop(resp.headers_mut(), None, &[]);
         }
@@ -216,7 +214,11 @@ impl Forwarder {
         let upstream = pool.name.clone();
         let response =
             resp.map(|b| Watchdog::new(b, self.body_timeout, None, None).on_stall(upstream));
-        Ok(Forwarded { response, slot })
+        Ok(Forwarded {
+            response,
+            slot,
+            tunnel,
+        })
     }
 }
 

@@ -8,8 +8,9 @@
 //! 4. **limit** — the route's policies decide; a denial stops here, before any upstream
 //!    work, so abusive traffic costs as little as possible;
 //! 5. **forward** — rewrite headers, pick an upstream, send, stream the answer back, with
-//!    the rate-limit headers added and concurrency permits riding in the body; both bodies
-//!    are watched for silence and the request body for size (`watchdog`);
+//!    the rate-limit headers added and concurrency permits riding in the body (or in the
+//!    tunnel after a `101`); both bodies are watched for silence and the request body
+//!    for size (`watchdog`);
 //! 6. **respond** — any error of steps 2–5 becomes an HTTP answer in one place;
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
@@ -281,8 +282,16 @@ impl Gateway {
             &inner.response,
             false,
         );
-        // Permits, then the upstream slot, are released once the body is done.
-        Ok(body::hold(resp, (admission.permits, forwarded.slot)))
+        // Permits, then the upstream slot, are released once the body is done — or, after
+        // a protocol switch, once the tunnel is closed (the `101`'s body is empty).
+        let held = (admission.permits, forwarded.slot);
+        match forwarded.tunnel {
+            Some(tunnel) => {
+                tunnel.spawn(held);
+                Ok(body::hold(resp, ()))
+            }
+            None => Ok(body::hold(resp, held)),
+        }
     }
 }
 

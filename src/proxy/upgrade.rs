@@ -1,7 +1,9 @@
 //! Protocol upgrades (WebSocket and friends): once both sides agreed on `101 Switching
 //! Protocols`, tollgate is a byte pipe between the two upgraded connections — until either
 //! side closes, or nothing has crossed it for `idle_timeout` (an idle tunnel holds an
-//! upstream connection slot, so idle tunnels must not be able to starve a route).
+//! upstream connection slot, so idle tunnels must not be able to starve a route). A tunnel
+//! is its request still in flight: it holds the request's concurrency permits too, so a
+//! `concurrency` limit bounds open tunnels as it bounds requests.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,18 +14,31 @@ use std::time::Duration;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tracing::debug;
 
-/// Copy bytes both ways until either side closes or the tunnel has been idle for `idle`;
-/// `_slot` (the upstream connection slot) is held until then.
-pub(super) async fn tunnel(
-    client: OnUpgrade,
-    upstream: OnUpgrade,
-    idle: Duration,
-    _slot: Option<OwnedSemaphorePermit>,
-) {
+/// A switched exchange, ready to become a tunnel once the `101` has reached the client.
+pub(super) struct Tunnel {
+    pub client: OnUpgrade,
+    pub upstream: OnUpgrade,
+    /// Longest silence both ways.
+    pub idle: Duration,
+}
+
+impl Tunnel {
+    /// Run the tunnel on its own task; `held` (the upstream connection slot and the
+    /// request's admission permits) is dropped when it ends, however it ends: a tunnel is
+    /// one request in flight for as long as it is open.
+    pub fn spawn<H: Send + 'static>(self, held: H) {
+        tokio::spawn(async move {
+            tunnel(self.client, self.upstream, self.idle).await;
+            drop(held);
+        });
+    }
+}
+
+/// Copy bytes both ways until either side closes or the tunnel has been idle for `idle`.
+async fn tunnel(client: OnUpgrade, upstream: OnUpgrade, idle: Duration) {
     let (client, upstream) = match tokio::try_join!(client, upstream) {
         Ok(pair) => pair,
         Err(e) => {

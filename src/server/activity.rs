@@ -4,7 +4,9 @@
 //! (`conn.rs`) reads it to decide when `header_timeout` and `idle_timeout` close the
 //! connection; the service wrapper marks request starts, the response body wrapper
 //! ([`Tracked`]) marks their ends, and the IO wrapper ([`Watched`]) marks the first bytes
-//! of a later head.
+//! of a later head. On HTTP/1.1 the connection's [`SendClock`] says since when the response
+//! in flight has waited on the client (see `stall.rs`): past `body_timeout` the driver
+//! closes the connection; an HTTP/2 stream's response has a clock of its own.
 
 use std::io;
 use std::pin::Pin;
@@ -15,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::stall::SendClock;
 
 /// "No head is being read" in [`Activity::head_since`].
 const NO_HEAD: u64 = u64::MAX;
@@ -27,6 +31,9 @@ pub(crate) struct Timeouts {
     pub header: Duration,
     /// Longest stretch with no request in flight before the connection is closed.
     pub idle: Duration,
+    /// Longest wait of a response on its client (no frame or byte taken) before the
+    /// exchange is ended.
+    pub body: Duration,
 }
 
 /// What the driver should do next, decided by [`Activity::check`].
@@ -56,6 +63,8 @@ pub(crate) struct Activity {
     idle_since: AtomicU64,
     /// When the first byte after going idle arrived on HTTP/1.1, or [`NO_HEAD`].
     head_since: AtomicU64,
+    /// Since when the HTTP/1.1 response in flight has waited on the client, if it has.
+    send: SendClock,
 }
 
 impl Activity {
@@ -67,6 +76,7 @@ impl Activity {
             h2: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(NO_HEAD),
+            send: SendClock::new(accepted),
         })
     }
 
@@ -109,14 +119,15 @@ impl Activity {
 
     /// Decide at `now`; `draining_since` is when the driver started a graceful close.
     ///
-    /// Requests start and end without waking the driver, so a `Wait` is never longer than
-    /// the shorter timeout: whatever began since this check, its deadline is no earlier
-    /// than that. An idle connection so costs one timer wake-up per `min(header, idle)`.
+    /// Requests start and end (and responses start waiting on the client) without waking
+    /// the driver, so a `Wait` is never longer than the shortest timeout: whatever began
+    /// since this check, its deadline is no earlier than that. An idle connection so costs
+    /// one timer wake-up per `min(header, idle, body)`.
     pub fn check(&self, now: Instant, t: &Timeouts, draining_since: Option<Instant>) -> Verdict {
         let now_ms = self.ms(now);
         match self.due(now_ms, t, draining_since) {
             Ok(deadline) => {
-                let tick = (t.header.min(t.idle).as_millis() as u64).max(1);
+                let tick = (t.header.min(t.idle).min(t.body).as_millis() as u64).max(1);
                 Verdict::Wait(self.at(deadline.min(now_ms.saturating_add(tick))))
             }
             Err(verdict) => verdict,
@@ -140,7 +151,16 @@ impl Activity {
             );
         }
         if self.in_flight.load(Ordering::Acquire) > 0 {
-            return Ok(u64::MAX); // busy: only a later change can make something due
+            // Busy: only a response the client does not take is due; one that starts to
+            // wait after this check is due no earlier than a body_timeout from now.
+            let body = t.body.as_millis() as u64;
+            return match self.send.since_ms() {
+                Some(since) => due(
+                    since.saturating_add(body),
+                    Verdict::Close("response not taken by the client within body_timeout"),
+                ),
+                None => Ok(now_ms.saturating_add(body)),
+            };
         }
         let head = self.head_since.load(Ordering::Relaxed);
         if head != NO_HEAD {
@@ -167,24 +187,36 @@ pub(crate) struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         let a = &self.0;
+        a.send.stop();
         a.idle_since.store(a.ms(Instant::now()), Ordering::Relaxed);
         a.in_flight.fetch_sub(1, Ordering::Release);
     }
 }
 
 /// A response body that ends its request's [`InFlight`] when hyper drops it: after the last
-/// frame was sent, or when the client went away mid-body.
+/// frame was sent, or when the client went away mid-body. It also runs the response's
+/// [`SendClock`]: waiting on the client from the head on and after each frame handed to
+/// hyper, not while the body itself waits.
 pub(crate) struct Tracked<B> {
     inner: B,
-    _in_flight: InFlight,
+    in_flight: InFlight,
+    /// An HTTP/2 stream's own clock; `None`: the connection's (HTTP/1.1).
+    stream: Option<Arc<SendClock>>,
 }
 
 impl<B> Tracked<B> {
-    pub fn new(inner: B, in_flight: InFlight) -> Self {
-        Tracked {
+    pub fn new(inner: B, in_flight: InFlight, stream: Option<Arc<SendClock>>) -> Self {
+        let tracked = Tracked {
             inner,
-            _in_flight: in_flight,
-        }
+            in_flight,
+            stream,
+        };
+        tracked.clock().handed();
+        tracked
+    }
+
+    fn clock(&self) -> &SendClock {
+        self.stream.as_deref().unwrap_or(&self.in_flight.0.send)
     }
 }
 
@@ -196,7 +228,13 @@ impl<B: Body + Unpin> Body for Tracked<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(_))) => self.clock().handed(),
+            // Waiting on the upstream (the body watchdog's to time), or done.
+            _ => self.clock().stop(),
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -241,7 +279,11 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(1..))) {
+            self.activity.send.progressed();
+        }
+        polled
     }
 
     fn poll_write_vectored(
@@ -249,7 +291,11 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(1..))) {
+            self.activity.send.progressed();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -272,6 +318,7 @@ mod tests {
     const T: Timeouts = Timeouts {
         header: Duration::from_millis(500),
         idle: Duration::from_millis(2000),
+        body: Duration::from_millis(1000),
     };
 
     #[test]
@@ -309,6 +356,26 @@ mod tests {
         let closing = idle_since + T.idle;
         assert!(matches!(
             a.check(closing + T.header, &T, Some(closing)),
+            Verdict::Close(_)
+        ));
+    }
+
+    #[test]
+    fn a_response_waiting_on_its_client_for_body_timeout_closes_the_connection() {
+        let start = Instant::now();
+        let a = Activity::new(start);
+        let _req = a.begin(http::Version::HTTP_11);
+        // Busy, waiting on the upstream: checked again a body_timeout later.
+        assert_eq!(a.check(start, &T, None), Verdict::Wait(start + T.header));
+        a.send.handed();
+        let since = a.send.since().unwrap();
+        let due = a.check(since, &T, None);
+        assert!(
+            matches!(due, Verdict::Wait(w) if w <= since + T.body),
+            "{due:?}"
+        );
+        assert!(matches!(
+            a.check(since + T.body, &T, None),
             Verdict::Close(_)
         ));
     }

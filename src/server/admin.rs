@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -15,6 +14,7 @@ use tracing::debug;
 use super::activity::{Activity, Timeouts};
 use super::conn::drive;
 use super::listener::AcceptErrors;
+use super::stall::StreamExec;
 use crate::admin::{self, State};
 use crate::shutdown::Shutdown;
 
@@ -25,7 +25,9 @@ pub(crate) async fn run(
     timeouts: Timeouts,
     mut shutdown: Shutdown,
 ) {
-    let http = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let http = Arc::new(auto::Builder::new(StreamExec {
+        timeout: timeouts.body,
+    }));
     let (stop, _) = watch::channel(false);
     let mut errors = AcceptErrors::new("admin accept failed");
     loop {

@@ -3,8 +3,8 @@
 //! auto builder waits for the first bytes forever) nor an idle HTTP/2 connection, so the
 //! driver polls hyper's connection next to one timer (and the server's stop signal, both
 //! only when they woke it) and acts on [`Activity::check`]:
-//! drop a connection whose head is late, close an idle one gracefully, and close every one
-//! gracefully when the server shuts down.
+//! drop a connection whose head is late or whose response the client does not take, close an
+//! idle one gracefully, and close every one gracefully when the server shuts down.
 
 use std::convert::Infallible;
 use std::error::Error as StdError;
@@ -19,12 +19,13 @@ use futures_util::task::AtomicWaker;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use super::activity::{Activity, Timeouts, Tracked, Verdict, Watched};
+use super::stall::{self, StreamExec};
 use crate::body::ResponseBody;
 
 /// How a connection ended.
@@ -47,7 +48,7 @@ pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
 /// server's `stop` has drained it. `handler` answers each request.
 pub(crate) async fn drive<I, H, Fut>(
     io: I,
-    http: &auto::Builder<TokioExecutor>,
+    http: &auto::Builder<StreamExec>,
     activity: Arc<Activity>,
     timeouts: &Timeouts,
     handler: H,
@@ -62,7 +63,12 @@ where
     let service = service_fn(move |req: Request<Incoming>| {
         let in_flight = marks.begin(req.version());
         let answer = handler(req);
-        async move { Ok::<_, Infallible>(answer.await.map(|b| Tracked::new(b, in_flight))) }
+        async move {
+            let answer = answer.await;
+            // Inside an HTTP/2 stream's task (`StreamExec`), its own send clock.
+            let stream = stall::stream_clock();
+            Ok::<_, Infallible>(answer.map(|b| Tracked::new(b, in_flight, stream)))
+        }
     });
     let io = TokioIo::new(Watched::new(io, activity.clone()));
     let conn = http.serve_connection_with_upgrades(io, service);

@@ -8,7 +8,8 @@
 //! A connection's life: a listener takes one of `max_connections` places and accepts
 //! (`listener.rs`), a worker thread runs the TLS handshake and hyper (`workers.rs`) under
 //! the connection driver (`conn.rs`), which holds it to `header_timeout` and
-//! `idle_timeout` using what `activity.rs` records, and closes it gracefully on shutdown
+//! `idle_timeout` using what `activity.rs` records, ends a response its client does not
+//! take within `body_timeout` (`stall.rs`), and closes it gracefully on shutdown
 //! ([`crate::shutdown`]).
 
 pub(crate) mod activity;
@@ -17,6 +18,7 @@ pub(crate) mod conn;
 pub(crate) mod listener;
 mod reload;
 mod reload_request;
+mod stall;
 mod tls;
 mod workers;
 
@@ -27,13 +29,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
+
+use stall::StreamExec;
 
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
@@ -203,6 +207,7 @@ impl Server {
         let timeouts = Timeouts {
             header: self.config.server.header_timeout,
             idle: self.config.server.idle_timeout,
+            body: self.config.server.body_timeout,
         };
         let settings = ConnSettings {
             http: http_builder(&self.config),
@@ -287,9 +292,13 @@ impl Server {
 /// Connection settings shared by the plain and TLS listeners. hyper's own head timer is
 /// off: it starts when a keep-alive connection goes idle, so it would close idle HTTP/1.1
 /// connections at `header_timeout` instead of `idle_timeout`; the driver times heads.
-fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+fn http_builder(config: &Config) -> auto::Builder<StreamExec> {
     let s = &config.server;
-    let mut b = auto::Builder::new(TokioExecutor::new());
+    // Each HTTP/2 stream is reset once its response has waited on the client for
+    // `body_timeout` (HTTP/1.1: the driver closes the connection).
+    let mut b = auto::Builder::new(StreamExec {
+        timeout: s.body_timeout,
+    });
     b.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(None)

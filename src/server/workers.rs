@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -18,6 +17,7 @@ use tracing::{debug, info, warn};
 use super::activity::{Activity, Timeouts};
 use super::conn::{self, Ended};
 use super::reload::{Live, WorkerGateway};
+use super::stall::StreamExec;
 use crate::proxy::ConnInfo;
 
 /// An accepted connection on its way to a worker.
@@ -35,7 +35,7 @@ pub(crate) struct Job {
 #[derive(Clone)]
 pub(crate) struct ConnSettings {
     /// HTTP/1.1 + HTTP/2 settings (head size, HTTP/2 timer), built once.
-    pub http: auto::Builder<TokioExecutor>,
+    pub http: auto::Builder<StreamExec>,
     /// Head and idle bounds, enforced by the connection driver.
     pub timeouts: Timeouts,
     /// How long open connections may finish their requests after shutdown.
