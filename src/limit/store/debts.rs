@@ -223,6 +223,22 @@ impl RedisStore {
         }
     }
 
+    /// [`Self::settle`] for a request that waits on the store until `deadline` only: past
+    /// it, `Timeout` (the payment goes on in its own task, its keys claimed until it lands).
+    pub async fn settle_by<'k>(
+        self: &Arc<Self>,
+        keys: impl Iterator<Item = &'k str>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), StoreError> {
+        if !self.debts.owing() {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, self.settle(keys)).await {
+            Ok(settled) => settled,
+            Err(_) => Err(StoreError::Timeout(self.timeout())),
+        }
+    }
+
     /// Start paying everything owed in the background (membership's heartbeat: debts are
     /// paid even with no traffic), unless a payment runs or one started within
     /// [`PAY_EVERY`].
