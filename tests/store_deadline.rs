@@ -1,6 +1,7 @@
 //! README, "When the store fails": "no request waits longer than the timeout on the store",
 //! also when a request makes more than one store call in turn: the debit of what its
-//! central keys owe the `local` fallback, then their check. Each call has its own full `[store] timeout`; the request shares one
+//! central keys owe the `local` fallback, then their check; a lease refill, then the
+//! central check. Each call has its own full `[store] timeout`; the request shares one
 //! deadline among them. Real `redis-server` behind the fault proxy, blackholed (every call
 //! times out), an in-process gateway; the breaker never opens (`patient_redis`).
 //!
@@ -75,6 +76,30 @@ async fn a_central_request_that_pays_a_debt_waits_at_most_one_store_timeout() {
         metric_sum(&m, "tollgate_store_calls_total{op=\"debit\"}") >= 1.0,
         "a request paid a debt"
     );
+    assert!(
+        worst < TIMEOUT + MARGIN,
+        "a request waited {worst:?} on a store whose timeout is {TIMEOUT:?}"
+    );
+}
+
+/// A route with a leased and a central policy: a fresh key's request waits for its lease
+/// refill, then checks its central key. Before the fix, two timeouts (~800 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_leased_and_central_keys_waits_at_most_one_store_timeout() {
+    let redis = RedisServer::start();
+    let proxy = FaultyProxy::start(redis.addr()).await;
+    let policies = [
+        config::policy("l", &["ip"], "gcra", 100, "1h", "site = \"lease\""),
+        config::policy("c", &["ip"], "gcra", 100, "1h", "site = \"central\""),
+    ];
+    let gw = gateway(&proxy, &policies.concat(), &["l", "c"]).await;
+    let addr = gw.addrs.listen;
+    assert_eq!(
+        get_as(addr, "/local", "198.51.100.1", None).await.status(),
+        200
+    );
+    proxy.set(Fault::Blackhole);
+    let worst = slowest(addr, 4, 1).await;
     assert!(
         worst < TIMEOUT + MARGIN,
         "a request waited {worst:?} on a store whose timeout is {TIMEOUT:?}"
