@@ -6,10 +6,11 @@
 //! (BENCHMARKS.md), so one invocation for k requests costs the store about 1/k. What it
 //! costs a request: nothing when the connection is idle (its call goes at once, alone);
 //! under load, at most the remainder of the call in flight before its own — and never more
-//! than the store `timeout` in all: a request that has waited that long is answered
-//! `StoreError::Timeout` like one whose own call timed out (not sent at all if its call had
-//! not started), and if its check still ran, its concurrency slots are released as they are
-//! then.
+//! than the store `timeout` in all (what remains of its one deadline, `deadline.rs`, if it
+//! paid a debt or waited on a lease refill first: it then keeps a timer of its own): a
+//! request that has waited that long is answered `StoreError::Timeout` like one whose own
+//! call timed out (not sent at all if its call had not started), and if its check still
+//! ran, its concurrency slots are released as they are then.
 //!
 //! The driver keeps the deadlines, one timer per call set to the earliest deadline not yet
 //! answered, not a timer per request: a tokio timer armed per request woke the worker's I/O

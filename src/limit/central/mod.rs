@@ -13,7 +13,8 @@
 //! A refund gives back once however often the store runs it (`refund.rs`).
 //!
 //! The calls go through the shared store (`limit/store/`: connections, breakers, metrics,
-//! and the fallback's debts, paid before every check).
+//! and the fallback's debts, paid before every check), the debit and the check within the
+//! request's one deadline on the store (`deadline.rs`).
 
 mod batch;
 mod cluster;

@@ -7,7 +7,8 @@
 //! while its peers still spend their fallback shares (measured before: 1.66× the limit
 //! around an outage). With it, each owed key is debited (`central/check.lua`, op `debit`)
 //! before this node decides that key in the store again: a site calls
-//! [`RedisStore::settle`] with its keys first, which pays what those keys owe in one call
+//! [`RedisStore::settle`] (a request: [`RedisStore::settle_by`], within its one deadline on
+//! the store) with its keys first, which pays what those keys owe in one call
 //! (a key another payment carries is a store failure for the moment: the route's
 //! `on_store_error` decides it). Keys that owe nothing are never held up: on a Redis
 //! Cluster a debt on a dead master stops only that master's keys, and a fail-closed route
