@@ -44,6 +44,9 @@ pub(super) struct Check<'a> {
     pub asks: Vec<Ask>,
     /// Local concurrency cells step 4 spent: released when the response ends.
     pub held: Vec<CheckItem>,
+    /// The request's one deadline on the store, set when it first reaches the store: the
+    /// lease step and the central step share the `[store] timeout` (`check_store.rs`).
+    pub store_deadline: Option<tokio::time::Instant>,
 }
 
 /// Why a walk stopped before step 4.

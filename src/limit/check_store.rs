@@ -4,6 +4,9 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::admission::Admission;
 use super::algorithm::Verdict;
@@ -27,7 +30,8 @@ impl Check<'_> {
             .iter()
             .map(|&i| self.lease_item(&self.asks[i]))
             .collect();
-        let takes = match self.sites.lease.take(&mut items).await {
+        let deadline = self.store_deadline(self.sites.lease.wait());
+        let takes = match self.sites.lease.take(&mut items, deadline).await {
             Ok(takes) => takes,
             Err(err) => return self.store_failed(&err, &idx),
         };
@@ -77,7 +81,8 @@ impl Check<'_> {
         // Read before the call: the store decided later, so times measured from here err
         // early ("denied until t" must never outlast what the store would deny).
         let sent = self.sites.local.now();
-        let results = match site.check(&items).await {
+        let deadline = self.store_deadline(site.store().timeout());
+        let results = match site.check_by(&items, deadline).await {
             Ok(results) => results,
             Err(err) => return self.store_failed(&err, &idx),
         };
@@ -104,6 +109,15 @@ impl Check<'_> {
             }
         }
         self.go_on()
+    }
+
+    /// The request's one deadline on the store: `timeout` from its first step that may call
+    /// it (a lease refill, then the central debit and check, each given what remains), so
+    /// that no request waits longer than the store timeout in all.
+    fn store_deadline(&mut self, timeout: Duration) -> Instant {
+        *self
+            .store_deadline
+            .get_or_insert_with(|| Instant::now() + timeout)
     }
 
     /// The store (or a key's owner) could not decide the asks `idx`: apply the route's

@@ -397,6 +397,7 @@ impl Limiter {
             route_name,
             asks,
             held: Vec::new(),
+            store_deadline: None,
         };
         match check.walk().await {
             ControlFlow::Break(Stop::Refused(refused)) => {

@@ -6,10 +6,11 @@
 //! (BENCHMARKS.md), so one invocation for k requests costs the store about 1/k. What it
 //! costs a request: nothing when the connection is idle (its call goes at once, alone);
 //! under load, at most the remainder of the call in flight before its own — and never more
-//! than the store `timeout` in all: a request that has waited that long is answered
-//! `StoreError::Timeout` like one whose own call timed out (not sent at all if its call had
-//! not started), and if its check still ran, its concurrency slots are released as they are
-//! then.
+//! than the store `timeout` in all (what remains of its one deadline, `deadline.rs`, if it
+//! paid a debt or waited on a lease refill first: it then keeps a timer of its own): a
+//! request that has waited that long is answered `StoreError::Timeout` like one whose own
+//! call timed out (not sent at all if its call had not started), and if its check still
+//! ran, its concurrency slots are released as they are then.
 //!
 //! The driver keeps the deadlines, one timer per call set to the earliest deadline not yet
 //! answered, not a timer per request: a tokio timer armed per request woke the worker's I/O
@@ -70,17 +71,26 @@ impl Batcher {
 }
 
 impl CentralSite {
-    /// Check `items` in the next call of this thread's store connection.
-    pub(super) async fn check_batched(self: &Arc<Self>, items: &[CentralItem]) -> Answer {
+    /// Check `items` in the next call of this thread's store connection, answering by
+    /// `deadline` (the request's, see `CentralSite::check`).
+    pub(super) async fn check_batched(
+        self: &Arc<Self>,
+        items: &[CentralItem],
+        deadline: Instant,
+    ) -> Answer {
         let conn = self.store.conn_slot();
         let (tx, rx) = oneshot::channel();
-        let deadline = Instant::now() + self.store.timeout();
+        // Before the driver's deadline (queueing time plus the timeout, so they rise from
+        // the front of the queue): a request that spent time on the store already keeps
+        // its own timer, and is then skipped or released like a request that went away.
+        let own_timer = self.outlasts(deadline);
+        let queued_deadline = Instant::now() + self.store.timeout();
         let drive = {
             let mut q = self.batcher.lock(conn);
             q.waiting.push(Waiter {
                 items: items.to_vec(),
                 tx,
-                deadline,
+                deadline: queued_deadline,
             });
             !std::mem::replace(&mut q.in_flight, true)
         };
@@ -90,6 +100,9 @@ impl CentralSite {
             // `in_flight` set and the connection's queue stuck for good.
             let site = self.clone();
             tokio::spawn(async move { site.drive(conn).await });
+        }
+        if own_timer {
+            return self.answer_by(rx, deadline, "batched check").await;
         }
         // No timer here: the driver answers by the deadline (see `send`).
         match rx.await {
@@ -117,7 +130,7 @@ impl CentralSite {
             };
             // Out of time before its call could start: nothing of it reached the store.
             for w in late {
-                let _ = w.tx.send(self.timed_out());
+                let _ = w.tx.send(Err(self.timed_out()));
             }
             if !batch.is_empty() {
                 self.send(conn, batch).await;
@@ -179,11 +192,6 @@ impl CentralSite {
         }
     }
 
-    /// A waiter's answer at its deadline: as if its own call had timed out.
-    fn timed_out(&self) -> Answer {
-        Err(StoreError::Timeout(self.store.timeout()))
-    }
-
     /// Answer `Timeout` to every waiter past its deadline, of the call out and of the queue.
     fn expire(
         &self,
@@ -196,7 +204,7 @@ impl CentralSite {
             if *d <= now
                 && let Some(tx) = tx.take()
             {
-                let _ = tx.send(self.timed_out());
+                let _ = tx.send(Err(self.timed_out()));
             }
         }
         let late: Vec<Waiter> = {
@@ -205,7 +213,7 @@ impl CentralSite {
             q.waiting.drain(..n).collect()
         };
         for w in late {
-            let _ = w.tx.send(self.timed_out());
+            let _ = w.tx.send(Err(self.timed_out()));
         }
     }
 

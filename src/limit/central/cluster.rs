@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::{CentralItem, CentralResult, CentralSite, ScriptArg, decode, slot_id};
 use crate::config::Mode;
@@ -72,6 +74,28 @@ impl CentralSite {
             .into_iter()
             .map(|r| r.expect("every group answered"));
         Ok(self.all_or_nothing(items, results.collect()))
+    }
+
+    /// [`Self::check_cluster`] for a request with less than a store timeout left (it paid a
+    /// debt, or waited on a lease refill): the calls run in a task of their own with their
+    /// full timeouts (the breakers see the store's own latency, as `batch.rs` does), the
+    /// request waits until `deadline`, and what they spent for a request gone by then is
+    /// refunded, once (`refund.rs`), as a denied request's spends are.
+    pub(super) async fn check_cluster_by(
+        self: &Arc<Self>,
+        items: &[CentralItem],
+        deadline: Instant,
+    ) -> Result<Vec<CentralResult>, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let (site, items) = (self.clone(), items.to_vec());
+        tokio::spawn(async move {
+            let answer = site.check_cluster(&items).await;
+            if let Err(Ok(results)) = tx.send(answer) {
+                let spent = items.iter().zip(&results).filter(|(_, r)| r.committed);
+                site.spawn_refund(spent.map(|(it, _)| it.clone()).collect());
+            }
+        });
+        self.answer_by(rx, deadline, "cluster check").await
     }
 
     /// The all-or-nothing rule the script applies per group, now over the whole request:

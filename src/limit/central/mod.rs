@@ -13,15 +13,18 @@
 //! A refund gives back once however often the store runs it (`refund.rs`).
 //!
 //! The calls go through the shared store (`limit/store/`: connections, breakers, metrics,
-//! and the fallback's debts, paid before every check).
+//! and the fallback's debts, paid before every check), the debit and the check within the
+//! request's one deadline on the store (`deadline.rs`).
 
 mod batch;
 mod cluster;
+mod deadline;
 mod refund;
 
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use tokio::time::Instant;
 
 use cluster::by_slot;
 
@@ -220,19 +223,36 @@ impl CentralSite {
         &self.store.metrics
     }
 
-    /// Decide and spend all-or-nothing (see the module doc for clusters).
+    /// Decide and spend all-or-nothing (see the module doc for clusters), for a request
+    /// that reaches the store now: [`Self::check_by`] one store timeout from now.
     pub async fn check(
         self: &Arc<Self>,
         items: &[CentralItem],
     ) -> Result<Vec<CentralResult>, StoreError> {
+        let deadline = Instant::now() + self.store.timeout();
+        self.check_by(items, deadline).await
+    }
+
+    /// [`Self::check`] answering by `deadline`: the request's one deadline on the store
+    /// (`deadline.rs`), which the debit of what its keys owe and the check share. With
+    /// nothing of it left, `Timeout`: the route's `on_store_error` decides, as for a call
+    /// that timed out.
+    pub async fn check_by(
+        self: &Arc<Self>,
+        items: &[CentralItem],
+        deadline: Instant,
+    ) -> Result<Vec<CentralResult>, StoreError> {
         // What the fallback spent first: the store must count it before deciding again.
-        self.store
-            .settle(items.iter().map(|it| it.key.as_str()))
-            .await?;
-        if !self.cluster {
-            return self.check_batched(items).await;
+        let keys = items.iter().map(|it| it.key.as_str());
+        self.store.settle_by(keys, deadline).await?;
+        if Instant::now() >= deadline {
+            return Err(self.timed_out());
         }
-        self.check_cluster(items).await
+        match (self.cluster, self.outlasts(deadline)) {
+            (false, _) => self.check_batched(items, deadline).await,
+            (true, false) => self.check_cluster(items).await,
+            (true, true) => self.check_cluster_by(items, deadline).await,
+        }
     }
 
     /// A check that timed out may still run in Redis after we gave up on it, and take

@@ -138,6 +138,12 @@ impl LeaseSite {
         self.clock.now()
     }
 
+    /// The longest one request waits on this site in all: the store timeout (nothing on
+    /// the in-process coordinator, which never suspends).
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
     /// Books held on this node, every policy together.
     pub fn book_count(&self) -> usize {
         self.books.len()
@@ -152,9 +158,13 @@ impl LeaseSite {
     /// (a denied shadow policy must not undo an enforcing one); on a store error the cells
     /// already taken go back here, and `Err` says a key had nothing and its refill failed
     /// or did not answer in time. Each admitted item's `conformed` is set, for a give-back.
-    /// The items share one deadline: the request waits at most the store timeout in all.
-    pub async fn take(self: &Arc<Self>, items: &mut [LeaseItem]) -> Result<Vec<Take>, StoreError> {
-        let deadline = Instant::now() + self.wait;
+    /// The items share `deadline`, the request's on the store (at most [`Self::wait`] away):
+    /// the request waits at most the store timeout in all.
+    pub async fn take(
+        self: &Arc<Self>,
+        items: &mut [LeaseItem],
+        deadline: Instant,
+    ) -> Result<Vec<Take>, StoreError> {
         let mut out = Vec::with_capacity(items.len());
         for i in 0..items.len() {
             match self.take_one(&items[i], deadline).await {

@@ -7,7 +7,8 @@
 //! while its peers still spend their fallback shares (measured before: 1.66× the limit
 //! around an outage). With it, each owed key is debited (`central/check.lua`, op `debit`)
 //! before this node decides that key in the store again: a site calls
-//! [`RedisStore::settle`] with its keys first, which pays what those keys owe in one call
+//! [`RedisStore::settle`] (a request: [`RedisStore::settle_by`], within its one deadline on
+//! the store) with its keys first, which pays what those keys owe in one call
 //! (a key another payment carries is a store failure for the moment: the route's
 //! `on_store_error` decides it). Keys that owe nothing are never held up: on a Redis
 //! Cluster a debt on a dead master stops only that master's keys, and a fail-closed route
@@ -220,6 +221,22 @@ impl RedisStore {
         match tokio::spawn(async move { store.pay(debts).await }).await {
             Ok(paid) => paid,
             Err(e) => Err(StoreError::Redis(format!("debit task failed: {e}"))),
+        }
+    }
+
+    /// [`Self::settle`] for a request that waits on the store until `deadline` only: past
+    /// it, `Timeout` (the payment goes on in its own task, its keys claimed until it lands).
+    pub async fn settle_by<'k>(
+        self: &Arc<Self>,
+        keys: impl Iterator<Item = &'k str>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), StoreError> {
+        if !self.debts.owing() {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, self.settle(keys)).await {
+            Ok(settled) => settled,
+            Err(_) => Err(StoreError::Timeout(self.timeout())),
         }
     }
 
