@@ -112,6 +112,13 @@ async fn silence_before_or_after_the_tls_handshake_is_closed_at_header_timeout()
         "still open: {read:?}"
     );
     assert!(start.elapsed() >= Duration::from_millis(400));
+    // Both counted as cut at header_timeout (the handshake, then the head).
+    let admin = gw.addrs.admin_listen.unwrap();
+    let header = "tollgate_timeouts_total{kind=\"header\"}";
+    eventually("both cuts are counted", BOUND, || async move {
+        metric_sum(&metrics_text(admin).await, header) == 2.0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,6 +125,21 @@ async fn an_http1_client_that_stops_reading_is_cut_off_but_a_slow_one_is_not() {
     let read = tokio::time::timeout(Duration::from_secs(10), stopped.read_to_end(&mut rest));
     let _ = read.await.expect("the connection is closed");
     assert!((rest.len() as u64) < BIG, "the whole body was sent");
+    cut_counted(&gw).await;
+}
+
+/// `tollgate_timeouts_total{kind="send"}` counted one cut, and nothing else was cut.
+async fn cut_counted(gw: &Gateway) {
+    let admin = gw.addrs.admin_listen.expect("an admin listener");
+    let send = "tollgate_timeouts_total{kind=\"send\"}";
+    eventually(
+        "the cut is counted",
+        Duration::from_secs(5),
+        || async move { metric_sum(&metrics_text(admin).await, send) == 1.0 },
+    )
+    .await;
+    let all = metric_sum(&metrics_text(admin).await, "tollgate_timeouts_total");
+    assert_eq!(all, 1.0, "only the stalled response was cut");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,4 +168,5 @@ async fn an_http2_stream_with_a_shut_window_is_reset_alone_and_frees_the_slot() 
     sender.ready().await.expect("the connection is still open");
     let again = sender.send_request(get(&gw.url("/small"))).await.unwrap();
     assert_eq!(again.status(), 200);
+    cut_counted(&gw).await;
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::cuts::Cut;
 use super::stall::SendClock;
 
 /// "No head is being read" in [`Activity::head_since`].
@@ -43,8 +44,8 @@ pub(crate) enum Verdict {
     Wait(Instant),
     /// Idle too long: close gracefully (HTTP/2 GOAWAY; an idle HTTP/1.1 connection closes).
     Drain,
-    /// A bound was broken: drop the connection, saying why.
-    Close(&'static str),
+    /// A bound was broken: drop the connection, saying which.
+    Close(Cut),
 }
 
 /// Shared by one connection's driver, its requests and its IO. Times are milliseconds after
@@ -145,26 +146,20 @@ impl Activity {
             }
         };
         if !self.served.load(Ordering::Relaxed) {
-            return due(
-                header,
-                Verdict::Close("no request head within header_timeout"),
-            );
+            return due(header, Verdict::Close(Cut::NoHead));
         }
         if self.in_flight.load(Ordering::Acquire) > 0 {
             // Busy: only a response the client does not take is due; one that starts to
             // wait after this check is due no earlier than a body_timeout from now.
             let body = t.body.as_millis() as u64;
             return match self.send.since_ms() {
-                Some(since) => due(
-                    since.saturating_add(body),
-                    Verdict::Close("response not taken by the client within body_timeout"),
-                ),
+                Some(since) => due(since.saturating_add(body), Verdict::Close(Cut::NotTaken)),
                 None => Ok(now_ms.saturating_add(body)),
             };
         }
         let head = self.head_since.load(Ordering::Relaxed);
         if head != NO_HEAD {
-            let late = Verdict::Close("request head not finished within header_timeout");
+            let late = Verdict::Close(Cut::HeadUnfinished);
             return due(head.saturating_add(header), late);
         }
         let idle_since = self.idle_since.load(Ordering::Relaxed);
@@ -174,7 +169,7 @@ impl Activity {
             // forever: once closing, it gets one header_timeout, then it is dropped.
             Some(d) => due(
                 self.ms(d).max(idle_since).saturating_add(header),
-                Verdict::Close("still open header_timeout after closing"),
+                Verdict::Close(Cut::Drain),
             ),
         }
     }

@@ -12,7 +12,8 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use super::activity::{Activity, Timeouts};
-use super::conn::drive;
+use super::conn::{Ended, drive};
+use super::cuts::Cuts;
 use super::listener::AcceptErrors;
 use super::stall::StreamExec;
 use crate::admin::{self, State};
@@ -23,10 +24,12 @@ pub(crate) async fn run(
     listener: TcpListener,
     state: State,
     timeouts: Timeouts,
+    cuts: Cuts,
     mut shutdown: Shutdown,
 ) {
     let http = Arc::new(auto::Builder::new(StreamExec {
         timeout: timeouts.body,
+        cuts: cuts.clone(),
     }));
     let (stop, _) = watch::channel(false);
     let mut errors = AcceptErrors::new("admin accept failed");
@@ -49,12 +52,16 @@ pub(crate) async fn run(
         errors.succeeded();
         let activity = Activity::new(Instant::now());
         let (state, http, mut stop) = (state.clone(), http.clone(), stop.subscribe());
+        let cuts = cuts.clone();
         tokio::spawn(async move {
             let handler = move |req| {
                 let state = state.clone();
                 async move { admin::handle(&state, req).await }
             };
             let ended = drive(stream, &http, activity, &timeouts, handler, &mut stop).await;
+            if let Ended::TimedOut(cut) = ended {
+                cuts.count(cut);
+            }
             debug!(target: "tollgate::admin", %peer, ?ended, "admin connection ended");
         });
     }

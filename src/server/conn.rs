@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use super::activity::{Activity, Timeouts, Tracked, Verdict, Watched};
+use super::cuts::Cut;
 use super::stall::{self, StreamExec};
 use crate::body::ResponseBody;
 
@@ -35,8 +36,8 @@ pub(crate) enum Ended {
     Done,
     /// hyper failed it (a refused head, a reset, an upgrade error).
     Failed(Box<dyn StdError + Send + Sync>),
-    /// The driver dropped it, for this reason.
-    TimedOut(&'static str),
+    /// The driver dropped it: this bound was broken.
+    TimedOut(Cut),
 }
 
 /// Resolves once the server shuts down (or the sender is gone); cancel-safe.

@@ -15,6 +15,7 @@
 pub(crate) mod activity;
 mod admin;
 pub(crate) mod conn;
+mod cuts;
 pub(crate) mod listener;
 mod reload;
 mod reload_request;
@@ -37,6 +38,7 @@ use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
+use cuts::Cuts;
 use stall::StreamExec;
 
 use crate::config::Config;
@@ -94,6 +96,8 @@ pub struct Server {
     peer: Option<PeerServer>,
     /// Every metric of the process, registered at bind; `/metrics` encodes it.
     registry: Arc<Registry>,
+    /// `tollgate_timeouts_total`: connections and streams cut for a broken time bound.
+    cuts: Cuts,
     /// The running config, limiter and request path; a reload swaps them.
     reloader: Arc<Reloader>,
     /// SIGHUPs to reload on (`Server::reload_on`).
@@ -122,6 +126,7 @@ impl Server {
     ) -> Result<Server, ServerError> {
         let mut registry = Registry::default();
         let metrics = RequestMetrics::new(&mut registry);
+        let cuts = Cuts::register(&mut registry);
         let limiter = Arc::new(Limiter::new(&config, clock, &mut registry)?);
         let reloader = Reloader::new(
             config.clone(),
@@ -158,6 +163,7 @@ impl Server {
             admin,
             peer,
             registry: Arc::new(registry),
+            cuts,
             reloader,
             hangups: None,
             ready: Arc::new(AtomicBool::new(false)),
@@ -210,7 +216,8 @@ impl Server {
             body: self.config.server.body_timeout,
         };
         let settings = ConnSettings {
-            http: http_builder(&self.config),
+            http: http_builder(&self.config, &self.cuts),
+            cuts: self.cuts.clone(),
             timeouts,
             grace: self.config.server.shutdown_grace,
         };
@@ -240,7 +247,7 @@ impl Server {
                 reload: Arc::new(move || reload::outcome(reloader.reload("POST /reload"))),
             };
             let stop = Shutdown::new(notify.subscribe());
-            tasks.spawn(admin::run(l, state, timeouts, stop));
+            tasks.spawn(admin::run(l, state, timeouts, self.cuts.clone(), stop));
         }
         if let Some(hangups) = self.hangups {
             let stop = Shutdown::new(notify.subscribe());
@@ -292,12 +299,13 @@ impl Server {
 /// Connection settings shared by the plain and TLS listeners. hyper's own head timer is
 /// off: it starts when a keep-alive connection goes idle, so it would close idle HTTP/1.1
 /// connections at `header_timeout` instead of `idle_timeout`; the driver times heads.
-fn http_builder(config: &Config) -> auto::Builder<StreamExec> {
+fn http_builder(config: &Config, cuts: &Cuts) -> auto::Builder<StreamExec> {
     let s = &config.server;
     // Each HTTP/2 stream is reset once its response has waited on the client for
     // `body_timeout` (HTTP/1.1: the driver closes the connection).
     let mut b = auto::Builder::new(StreamExec {
         timeout: s.body_timeout,
+        cuts: cuts.clone(),
     });
     b.http1()
         .timer(TokioTimer::new())

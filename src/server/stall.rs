@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 use tracing::debug;
 
+use super::cuts::{Cut, Cuts};
+
 /// "Not waiting on the client" in [`SendClock::since`].
 const NOT_WAITING: u64 = u64::MAX;
 
@@ -90,9 +92,11 @@ pub(crate) fn stream_clock() -> Option<Arc<SendClock>> {
 /// hyper's executor for the connections the driver serves: it runs each HTTP/2 stream on
 /// its own task (as `TokioExecutor` does) with a [`SendClock`] of its own, and ends the
 /// task once the stream's response has waited on the client for `timeout`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct StreamExec {
     pub timeout: Duration,
+    /// Where a reset stream is counted.
+    pub cuts: Cuts,
 }
 
 impl<F> hyper::rt::Executor<F> for StreamExec
@@ -101,22 +105,36 @@ where
 {
     fn execute(&self, fut: F) {
         let clock = Arc::new(SendClock::new(Instant::now()));
-        tokio::spawn(until_stalled(
-            STREAM_CLOCK.scope(clock.clone(), fut),
-            clock,
-            self.timeout,
-        ));
+        let (timeout, cuts) = (self.timeout, self.cuts.clone());
+        tokio::spawn(async move {
+            let fut = STREAM_CLOCK.scope(clock.clone(), fut);
+            if until_stalled(fut, clock, timeout).await == Stream::Cut {
+                cuts.count(Cut::NotTaken);
+            }
+        });
     }
+}
+
+/// How a stream's task ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Stream {
+    Done,
+    /// Its response waited on the client for `timeout`: the stream is reset.
+    Cut,
 }
 
 /// Run `fut` until it ends, or until `clock` has said "waiting on the client" for
 /// `timeout`; the timer is armed only while it says so.
-async fn until_stalled<F: Future<Output = ()>>(fut: F, clock: Arc<SendClock>, timeout: Duration) {
+async fn until_stalled<F: Future<Output = ()>>(
+    fut: F,
+    clock: Arc<SendClock>,
+    timeout: Duration,
+) -> Stream {
     tokio::pin!(fut);
     let mut sleep: Option<Pin<Box<Sleep>>> = None;
     std::future::poll_fn(|cx| {
         if fut.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(());
+            return Poll::Ready(Stream::Done);
         }
         // The clock only changes while `fut` is polled (the stream's body runs in it).
         let Some(since) = clock.since() else {
@@ -132,7 +150,7 @@ async fn until_stalled<F: Future<Output = ()>>(fut: F, clock: Arc<SendClock>, ti
                 ?timeout,
                 "HTTP/2 response not taken by the client; resetting the stream"
             );
-            return Poll::Ready(());
+            return Poll::Ready(Stream::Cut);
         }
         Poll::Pending
     })

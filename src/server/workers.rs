@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 
 use super::activity::{Activity, Timeouts};
 use super::conn::{self, Ended};
+use super::cuts::{Cut, Cuts};
 use super::reload::{Live, WorkerGateway};
 use super::stall::StreamExec;
 use crate::proxy::ConnInfo;
@@ -40,6 +41,8 @@ pub(crate) struct ConnSettings {
     pub timeouts: Timeouts,
     /// How long open connections may finish their requests after shutdown.
     pub grace: Duration,
+    /// Where a connection cut for a broken time bound is counted.
+    pub cuts: Cuts,
 }
 
 /// The worker threads and the channels feeding them.
@@ -217,7 +220,8 @@ async fn connection(
                     Err(e) => return debug!(%peer, error = %e, "TLS handshake failed"),
                 },
                 () = tokio::time::sleep_until(deadline.into()) => {
-                    return debug!(%peer, "TLS handshake not done within header_timeout");
+                    settings.cuts.count(Cut::Handshake);
+                    return debug!(%peer, why = Cut::Handshake.why(), "connection closed");
                 }
                 () = conn::stopped(&mut stop) => return,
             };
@@ -229,7 +233,10 @@ async fn connection(
     };
     match ended {
         Ended::Done => {}
-        Ended::TimedOut(why) => debug!(%peer, why, "connection closed"),
+        Ended::TimedOut(cut) => {
+            settings.cuts.count(cut);
+            debug!(%peer, why = cut.why(), "connection closed");
+        }
         Ended::Failed(e) => {
             if let Some(status) = conn::refused_status(&*e) {
                 gateway.current().record_refused(status, peer.ip());
