@@ -117,3 +117,35 @@ async fn names_a_backend_reads_as_the_keys_name_share_its_budget() {
         );
     }
 }
+
+/// Was a break (fixed): Rack 2 (Rails up to 7.0) reads a name by `\A[\[\]]*([^\[\]]+)\]*`,
+/// and Express's `qs` reads a leading `[name]` as `name`: to both, `[api_key]=k` is
+/// `api_key=k` (and to Rack 2 `api_key]=k` and `]api_key=k` too), which the gateway did not
+/// see as `api_key`: unlimited requests on a spent key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bracketed_names_rack2_and_qs_read_as_the_name_share_its_budget() {
+    let up = echo_upstream().await;
+    let text = limited(up, "")
+        .text(&policy("per_key", &["query:api_key"], "gcra", 1, "1h", ""))
+        .app_route("api", "policies = [\"per_key\"]")
+        .build();
+    let gw = Gateway::start(&text).await;
+    let addr = gw.addrs.listen;
+    assert_eq!(send(addr, "/?api_key=k").await, OK);
+    assert_eq!(send(addr, "/?api_key=k").await, DENIED);
+    let mut fresh = Vec::new();
+    for spelling in [
+        "/?[api_key]=k",
+        "/?api_key]=k",
+        "/?]api_key=k",
+        "/?[api_key=k",
+    ] {
+        if send(addr, spelling).await != DENIED {
+            fresh.push(spelling);
+        }
+    }
+    assert!(
+        fresh.is_empty(),
+        "spent `api_key=k`, yet these got through: {fresh:?}"
+    );
+}

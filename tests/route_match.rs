@@ -164,3 +164,54 @@ async fn ipv4_clients_behind_a_nat64_translator_have_their_own_budgets() {
     assert_eq!(ask("192.0.2.1").await.status(), 429, "the same IPv4 client");
     assert_eq!(ask("64:ff9b::198.51.100.7").await.status(), 200);
 }
+
+/// A client keyed as the IPv4 address its NAT64 address carries has that address's headroom:
+/// a carrier's NAT pool in `shared_ranges` (headroom 3) keeps its 3× through the translator.
+/// (Was: looked up on the IPv6 address, 1×, on the very key the IPv4 path decides at 3×.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nat64_client_gets_the_headroom_of_the_ipv4_it_is_keyed_as() {
+    let up = echo_upstream().await;
+    let cfg = ConfigBuilder::new("")
+        .trust_loopback("shared_ranges = [{ cidr = \"198.51.100.0/24\", headroom = 3 }]")
+        .upstream(up)
+        .policy("per_ip", &["ip"], "gcra", 1, "1h", "")
+        .app_route("all", "policies = [\"per_ip\"]")
+        .build();
+    let gw = Gateway::start(&cfg).await;
+    let ask = |ip: &'static str| get_as(gw.addrs.listen, "/", ip, None);
+    // On IPv4 the pool's address has 3 requests an hour.
+    for i in 0..3 {
+        assert_eq!(ask("198.51.100.8").await.status(), 200, "IPv4 request {i}");
+    }
+    // Through the translator, the same key at the same pool's headroom.
+    for i in 0..3 {
+        assert_eq!(
+            ask("64:ff9b::198.51.100.7").await.status(),
+            200,
+            "NAT64 request {i} of a client in shared_ranges"
+        );
+    }
+}
+
+/// An IPv6 literal matches in any spelling, written in `match.host` or sent in `Host`: both
+/// are compared in RFC 5952's form. (Was: `host = "[2001:DB8:0:0::1]"` passed `check` and
+/// never matched `Host: [2001:db8::1]`, so the route and its limits never applied.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_host_ipv6_literal_in_any_spelling_matches() {
+    let up = echo_upstream().await;
+    for (configured, sent) in [
+        ("[2001:DB8:0:0::1]", "[2001:db8::1]"),
+        ("0:0:0:0:0:0:0:1", "[::1]:8080"),
+        ("[::1]", "[0:0::1]"),
+    ] {
+        let cfg = ConfigBuilder::without_admin("")
+            .upstream(up)
+            .text(&format!(
+                "[[routes]]\nname = \"shop\"\nmatch = {{ path_prefix = \"/\", host = \"{configured}\" }}\nupstream = \"app\"\n"
+            ))
+            .build();
+        let gw = Gateway::start(&cfg).await;
+        let answer = raw(gw.addrs.listen, &get("/x", sent)).await;
+        assert_eq!(status(&answer), 200, "host = {configured:?}, Host: {sent}");
+    }
+}

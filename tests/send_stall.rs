@@ -170,3 +170,45 @@ async fn an_http2_stream_with_a_shut_window_is_reset_alone_and_frees_the_slot() 
     assert_eq!(again.status(), 200);
     cut_counted(&gw).await;
 }
+
+/// An HTTP/2 client that reads steadily — a 64 KiB window (RFC 9113's default, what many h2
+/// libraries keep), 64 KiB taken every 250 ms, never silent for body_timeout — is not cut
+/// off. (Was: cut after ~1.2 MB: a stream's clock moves when hyper pulls a body frame,
+/// which it does once the client took nearly all of the last one, and upstream frames were
+/// up to ~400 KiB; they are handed over in 16 KiB pieces now.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_but_reading_http2_client_is_not_cut_off() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let up = big_body_upstream().await;
+    let gw = Gateway::start(&one_slot_config(up)).await;
+    let stream = TcpStream::connect(gw.addrs.listen).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let resp = sender.send_request(get(&gw.url("/big"))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let (mut read, mut since_pause) = (0usize, 0usize);
+    // 2 MiB at ~256 KiB/s: about 8 s of steady reading, never a pause over 250 ms.
+    while read < 2 << 20 {
+        let frame = body
+            .frame()
+            .await
+            .expect("the body goes on")
+            .unwrap_or_else(|e| {
+                panic!("a steadily reading client was cut off after {read} bytes: {e}")
+            });
+        if let Ok(data) = frame.into_data() {
+            read += data.len();
+            since_pause += data.len();
+        }
+        if since_pause >= 64 * 1024 {
+            since_pause = 0;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}

@@ -123,23 +123,25 @@ impl Validator {
     }
 
     /// `match.host` in the form the router compares with a request's host (`proxy/
-    /// canonical.rs`): lower case, no trailing dot, an IPv6 literal without brackets. A port
+    /// canonical.rs`): lower case, no trailing dot, an IPv6 literal without brackets in RFC
+    /// 5952's form. A port
     /// is refused rather than ignored: the router ignores the request's port, so `host =
     /// "a:8443"` would never match (or, ignored here, would match every port).
     fn route_host(&mut self, at: &dyn Fn(&str) -> String, host: &str) -> Option<String> {
         let key = at("match.host");
         let lower = host.to_ascii_lowercase();
+        // An IPv6 literal in RFC 5952's form, as the request's is made (`[0:0::1]` is `::1`).
         if let Some(literal) = lower.strip_prefix('[') {
             return match literal.strip_suffix(']').map(str::parse::<Ipv6Addr>) {
-                Some(Ok(_)) => Some(literal[..literal.len() - 1].to_owned()),
+                Some(Ok(addr)) => Some(addr.to_string()),
                 _ => {
                     self.fail(&key, format!("`{host}` is not a bracketed IPv6 address"));
                     None
                 }
             };
         }
-        if lower.parse::<Ipv6Addr>().is_ok() {
-            return Some(lower);
+        if let Ok(addr) = lower.parse::<Ipv6Addr>() {
+            return Some(addr.to_string());
         }
         let name = lower.strip_suffix('.').unwrap_or(&lower);
         let name_ok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');

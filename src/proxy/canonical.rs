@@ -140,7 +140,8 @@ fn plainly_canonical(h: &[u8]) -> bool {
         && port.is_none_or(|p| (1..=5).contains(&p.len()) && p.iter().all(u8::is_ascii_digit))
 }
 
-/// `host[:port]` lower-cased, a trailing dot removed from a name, userinfo refused.
+/// `host[:port]` lower-cased, a trailing dot removed from a name, an IPv6 literal in RFC
+/// 5952's form, userinfo refused.
 fn canonical_host(raw: &[u8]) -> Result<String, GatewayError> {
     let invalid = || bad("the host is not a valid authority".into());
     let authority = Authority::try_from(raw).map_err(|_| invalid())?;
@@ -151,17 +152,18 @@ fn canonical_host(raw: &[u8]) -> Result<String, GatewayError> {
     if host.is_empty() {
         return Err(invalid());
     }
-    let host = if let Some(literal) = host.strip_prefix('[') {
+    let mut out = if let Some(literal) = host.strip_prefix('[') {
         let inner = literal.strip_suffix(']').ok_or_else(invalid)?;
-        inner.parse::<std::net::Ipv6Addr>().map_err(|_| invalid())?;
-        host
+        let addr: std::net::Ipv6Addr = inner.parse().map_err(|_| invalid())?;
+        // RFC 5952's one spelling, as routes write it (`[0:0::1]` is `[::1]`).
+        format!("[{addr}]")
     } else {
-        host.strip_suffix('.').unwrap_or(host)
+        let name = host.strip_suffix('.').unwrap_or(host);
+        if name.is_empty() || name.ends_with('.') {
+            return Err(invalid());
+        }
+        name.to_ascii_lowercase()
     };
-    if host.is_empty() || host.ends_with('.') {
-        return Err(invalid());
-    }
-    let mut out = host.to_ascii_lowercase();
     if let Some(port) = authority.port() {
         out.push(':');
         out.push_str(port.as_str());

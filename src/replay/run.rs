@@ -309,7 +309,13 @@ fn split_target(t: &[u8]) -> (Option<&[u8]>, &[u8]) {
 fn canonical_host(a: &[u8]) -> String {
     let a = String::from_utf8_lossy(a).to_ascii_lowercase();
     let host = match a.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        Some(rest) => {
+            let literal = rest.split(']').next().unwrap_or(rest);
+            // RFC 5952's form, as the gateway's (`proxy/canonical.rs`) and routes' are.
+            return literal
+                .parse::<std::net::Ipv6Addr>()
+                .map_or_else(|_| literal.to_owned(), |addr| addr.to_string());
+        }
         None => a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h),
     };
     host.trim_end_matches('.').to_owned()

@@ -3,7 +3,7 @@
 //! HTTP/1.1) since when the next request head has been trickling in. The connection driver
 //! (`conn.rs`) reads it to decide when `header_timeout` and `idle_timeout` close the
 //! connection; the service wrapper marks request starts, the response body wrapper
-//! ([`Tracked`]) marks their ends, and the IO wrapper ([`Watched`]) marks the first bytes
+//! (`tracked.rs`) marks their ends, and the IO wrapper ([`Watched`]) marks the first bytes
 //! of a later head. On HTTP/1.1 the connection's [`SendClock`] says since when the response
 //! in flight has waited on the client (see `stall.rs`): past `body_timeout` the driver
 //! closes the connection; an HTTP/2 stream's response has a clock of its own.
@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::cuts::Cut;
@@ -179,65 +178,19 @@ impl Activity {
 #[derive(Debug)]
 pub(crate) struct InFlight(Arc<Activity>);
 
+impl InFlight {
+    /// The connection's send clock (HTTP/1.1: one response at a time is in flight).
+    pub fn send_clock(&self) -> &SendClock {
+        &self.0.send
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         let a = &self.0;
         a.send.stop();
         a.idle_since.store(a.ms(Instant::now()), Ordering::Relaxed);
         a.in_flight.fetch_sub(1, Ordering::Release);
-    }
-}
-
-/// A response body that ends its request's [`InFlight`] when hyper drops it: after the last
-/// frame was sent, or when the client went away mid-body. It also runs the response's
-/// [`SendClock`]: waiting on the client from the head on and after each frame handed to
-/// hyper, not while the body itself waits.
-pub(crate) struct Tracked<B> {
-    inner: B,
-    in_flight: InFlight,
-    /// An HTTP/2 stream's own clock; `None`: the connection's (HTTP/1.1).
-    stream: Option<Arc<SendClock>>,
-}
-
-impl<B> Tracked<B> {
-    pub fn new(inner: B, in_flight: InFlight, stream: Option<Arc<SendClock>>) -> Self {
-        let tracked = Tracked {
-            inner,
-            in_flight,
-            stream,
-        };
-        tracked.clock().handed();
-        tracked
-    }
-
-    fn clock(&self) -> &SendClock {
-        self.stream.as_deref().unwrap_or(&self.in_flight.0.send)
-    }
-}
-
-impl<B: Body + Unpin> Body for Tracked<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(_))) => self.clock().handed(),
-            // Waiting on the upstream (the body watchdog's to time), or done.
-            _ => self.clock().stop(),
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

@@ -24,9 +24,10 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use super::activity::{Activity, Timeouts, Tracked, Verdict, Watched};
+use super::activity::{Activity, Timeouts, Verdict, Watched};
 use super::cuts::Cut;
 use super::stall::{self, StreamExec};
+use super::tracked::Tracked;
 use crate::body::ResponseBody;
 
 /// How a connection ended.

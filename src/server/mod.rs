@@ -21,6 +21,7 @@ mod reload;
 mod reload_request;
 mod stall;
 mod tls;
+mod tracked;
 mod workers;
 
 use std::future::Future;

@@ -37,6 +37,14 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The client an `ip` key names: IPv4-mapped and [`embedded_ipv4`] addresses as their IPv4.
+fn keyed_client(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => embedded_ipv4(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 /// The IPv4 client an IPv6 address stands for, where the address is made from it: through
 /// a NAT64 / SIIT translator (`64:ff9b::a.b.c.d`, RFC 6052: every IPv4 client of an
 /// IPv6-only ingress would otherwise share one /64), a 6to4 address (`2002:AABB:CCDD::/48`,
@@ -163,7 +171,8 @@ impl KeyBuilder {
         target: Target<'a>,
         headers: &'a HeaderMap,
     ) -> RequestFacts<'a> {
-        let client = canonical(client);
+        // The client as its `ip` key names it: its headroom is that address's too.
+        let client = keyed_client(client);
         let headroom = self
             .shared_ranges
             .iter()
@@ -209,11 +218,7 @@ impl KeyBuilder {
     /// IPv4 as is; IPv6 as its `/ipv6_prefix` network, since one subscriber holds a whole
     /// /64; an IPv6 address that carries an IPv4 client ([`embedded_ipv4`]) as that client.
     pub fn ip_part(&self, ip: IpAddr) -> String {
-        let ip = match canonical(ip) {
-            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
-            v4 => v4,
-        };
-        match ip {
+        match keyed_client(ip) {
             IpAddr::V4(v4) => ipv4_text(v4),
             IpAddr::V6(v6) => Ipv6Net::new(v6, self.ipv6_prefix)
                 .map(|n| ipv6_net_text(n.trunc()))

@@ -107,26 +107,41 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
 }
 
 /// Whether a query parameter's or cookie's name, as sent (decoded), is the configured
-/// `name` as some backend reads it: ASCII case aside (ASP.NET), PHP's `$_GET` and
-/// `$_COOKIE` spelling (leading spaces dropped, ` `, `.` and an unclosed `[` read as `_`:
-/// `api.key` is `api_key`; a NUL ends the name, which PHP reads as a C string), and an
-/// array form (`api_key[]`, `api_key[0]`: PHP and Rails give the app an `api_key` holding
-/// it). Otherwise renaming a parameter would walk around its key, and both spellings given
-/// at once are the name twice (400).
+/// `name` as some backend reads it, ASCII case aside (ASP.NET): as PHP reads it ([`php`])
+/// or as Rack 2 and Express's `qs` do ([`rack`]), and a NUL ends it (PHP reads names as C
+/// strings). Otherwise renaming a parameter would walk around its key; and both spellings
+/// given at once are the name twice (400).
 fn same_name(sent: &[u8], name: &str) -> bool {
     let sent = sent.split(|&b| b == 0).next().unwrap_or(sent);
-    let sent = sent.trim_ascii_start();
-    // `name[...]`: the array form, read as `name` (a `[` with no `]` after it is not one).
-    let sent = match sent.iter().position(|&b| b == b'[') {
-        Some(i) if sent[i..].contains(&b']') => &sent[..i],
-        _ => sent,
-    };
+    // ` `, `.` and `[` read as `_` (PHP's `$_GET` and `$_COOKIE`: `api.key` is `api_key`).
     let fold = |b: &u8| match b {
         b' ' | b'.' | b'[' => b'_',
         b => b.to_ascii_lowercase(),
     };
-    let name = name.as_bytes();
-    sent.len() == name.len() && sent.iter().map(fold).eq(name.iter().map(fold))
+    let is = |read: &[u8]| {
+        read.len() == name.len() && read.iter().map(fold).eq(name.bytes().map(|b| fold(&b)))
+    };
+    is(php(sent)) || is(rack(sent))
+}
+
+/// PHP's name: leading spaces dropped, and an array form (`api_key[]`, `api_key[0]`: a `[`
+/// with a `]` after it) is the name before it; an unclosed `[` stays, read as `_`.
+fn php(sent: &[u8]) -> &[u8] {
+    let sent = sent.trim_ascii_start();
+    match sent.iter().position(|&b| b == b'[') {
+        Some(i) if sent[i..].contains(&b']') => &sent[..i],
+        _ => sent,
+    }
+}
+
+/// Rack 2's name (`\A[\[\]]*([^\[\]]+)\]*`), which Express's `qs` shares for a leading
+/// `[name]`: brackets in front dropped, then the run up to the next bracket (`[api_key]`,
+/// `]api_key`, `api_key]` and `api_key[x]` are all `api_key`).
+fn rack(sent: &[u8]) -> &[u8] {
+    let bracket = |b: &u8| matches!(b, b'[' | b']');
+    let start = sent.iter().position(|b| !bracket(b)).unwrap_or(sent.len());
+    let rest = &sent[start..];
+    &rest[..rest.iter().position(bracket).unwrap_or(rest.len())]
 }
 
 /// Longest `path` part a key holds: longer paths share a key with their first 256 bytes

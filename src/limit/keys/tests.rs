@@ -301,8 +301,8 @@ fn cookie_values_are_read_across_lines_and_stated_once() {
 }
 
 /// PHP reads `api.key`, `api key` and `api[key` as `api_key`; PHP and Rails read
-/// `api_key[]` as `api_key` (an array): one budget, and two spellings at once are the name
-/// twice.
+/// `api_key[]` as `api_key` (an array), Rack 2 and `qs` `[api_key]` too: one budget, and two
+/// spellings at once are the name twice.
 #[test]
 fn names_are_read_as_php_and_rails_read_them() {
     let q = |q: &str| {
@@ -324,6 +324,11 @@ fn names_are_read_as_php_and_rails_read_them() {
         "API.KEY=k",
         "api%2Ekey=k",
         "api_key%00x=k",
+        "[api_key]=k",
+        "]api_key=k",
+        "api_key]=k",
+        "[api_key=k",
+        "[[api_key]][x]=k",
     ] {
         assert_eq!(q(same).unwrap().as_ref(), Some(&a), "{same}");
     }
