@@ -16,20 +16,8 @@ use http::StatusCode;
 
 const CLIENT: &str = "198.51.100.7";
 
-async fn admitted(addr: SocketAddr, n: usize, path: &str) -> usize {
-    let mut ok = 0;
-    for _ in 0..n {
-        let status = tokio::time::timeout(Duration::from_secs(5), get_as(addr, path, CLIENT, None))
-            .await
-            .expect("a request hung on the store")
-            .status();
-        match status {
-            StatusCode::OK => ok += 1,
-            StatusCode::TOO_MANY_REQUESTS => {}
-            other => panic!("unexpected {other}"),
-        }
-    }
-    ok
+async fn admitted_of(addr: SocketAddr, n: usize, path: &str) -> usize {
+    admitted(addr, path, CLIENT, n).await
 }
 
 /// A limit of 30 per hour, burst 30 (so the bound over the test is 30), three nodes, each
@@ -89,7 +77,7 @@ async fn the_fleet_admits_nothing_more_after_the_outage(algorithm: &str, site: &
     }
 
     assert_eq!(
-        admitted(nodes[0].addr, 6, "/api").await,
+        admitted_of(nodes[0].addr, 6, "/api").await,
         6,
         "{algorithm}: before the crash"
     );
@@ -104,7 +92,7 @@ async fn the_fleet_admits_nothing_more_after_the_outage(algorithm: &str, site: &
     redis.stop();
     let mut during = 0;
     for (i, n) in nodes.iter().enumerate() {
-        let ok = admitted(n.addr, 25, "/api").await;
+        let ok = admitted_of(n.addr, 25, "/api").await;
         // Node A may still spend the leased cells it holds.
         let held = if site == "lease" && i == 0 {
             granted - 6
@@ -142,7 +130,7 @@ async fn the_fleet_admits_nothing_more_after_the_outage(algorithm: &str, site: &
     }
     let mut after = 0;
     for n in &nodes {
-        after += admitted(n.addr, 10, "/api").await;
+        after += admitted_of(n.addr, 10, "/api").await;
     }
     assert_eq!(
         after, 0,
@@ -188,7 +176,11 @@ async fn a_fail_closed_route_pays_a_shared_key_and_answers() {
     };
     assert_eq!(decided(CLIENT).await, (StatusCode::OK, true));
     redis.stop();
-    assert_eq!(admitted(addr, 3, "/local").await, 3, "the fallback admits");
+    assert_eq!(
+        admitted_of(addr, 3, "/local").await,
+        3,
+        "the fallback admits"
+    );
     redis.start_again();
     // Another client's key owes nothing: once it is decided, the store answers.
     eventually("the store answers", Duration::from_secs(5), || async {

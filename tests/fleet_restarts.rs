@@ -16,25 +16,6 @@ use common::peers;
 use common::process::{GatewayProcess, spawn_serve, temp_file};
 use common::redis::RedisServer;
 use common::*;
-use http::StatusCode;
-
-/// `n` requests of client `ip` on `path`, one after another; how many passed (200).
-/// Any answer but 200 or 429 fails the test; no request may hang past 5 s.
-async fn admitted(addr: SocketAddr, path: &str, ip: &str, n: usize) -> usize {
-    let mut ok = 0;
-    for _ in 0..n {
-        let status = tokio::time::timeout(Duration::from_secs(5), get_as(addr, path, ip, None))
-            .await
-            .expect("a request hung")
-            .status();
-        match status {
-            StatusCode::OK => ok += 1,
-            StatusCode::TOO_MANY_REQUESTS => {}
-            other => panic!("unexpected {other}"),
-        }
-    }
-    ok
-}
 
 /// [`admitted`], one request started every `every` (the offered load of the gossip bound's
 /// `U` is counted per window of `S`: pacing it is part of the trace, not a wait for a race).

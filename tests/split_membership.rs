@@ -15,44 +15,20 @@ use common::config::fleet;
 use common::process::{GatewayProcess, spawn_serve, temp_file};
 use common::redis::RedisServer;
 use common::*;
-use http::StatusCode;
 
-/// `n` requests of client `ip` on `path`, one after another; how many passed (200).
-/// Any answer but 200 or 429 fails the test; no request may hang past 5 s.
-async fn admitted(addr: SocketAddr, path: &str, ip: &str, n: usize) -> usize {
-    let mut ok = 0;
-    for _ in 0..n {
-        let status = tokio::time::timeout(Duration::from_secs(5), get_as(addr, path, ip, None))
-            .await
-            .expect("a request hung")
-            .status();
-        match status {
-            StatusCode::OK => ok += 1,
-            StatusCode::TOO_MANY_REQUESTS => {}
-            other => panic!("unexpected {other}"),
-        }
-    }
-    ok
-}
-
-/// Two gateways split a limit of 10 (5 each) and spend it all. Redis restarts without
-/// persistence (the members set lost, no gateway gone). A node beating every 100 ms beside
-/// one beating every 2 s sees itself alone on its intact beats and lowers N to 1 before the
-/// other beats again: its share grows to 10, but it had spent all of its 5, so it has spent
-/// all of its 10 (the split state is rescaled, not reset), and so again when N returns to 2.
-/// Was: 25 admitted (a fresh share at N = 1, another at N = 2).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_that_lost_the_members_set_leaves_every_split_key_spent() {
-    let mut redis = RedisServer::start();
-    let up = echo_upstream().await;
-    let client = "198.51.100.81";
-    // Node a beats every 100 ms, node b every 2 s (the script allows nodes beating at
-    // different rates): after the restart a finds itself alone until b's next beat.
-    let nodes: Vec<GatewayProcess> = [("a", "100ms"), ("b", "2s")]
+/// Two gateways with their own `heartbeat`s split a limit of 10 per hour (5 each) on
+/// `redis`; once both count N = 2, `client` spends the whole limit, 5 on each.
+async fn spent_pair(
+    redis: &RedisServer,
+    up: SocketAddr,
+    client: &str,
+    beats: [(&str, &str); 2],
+) -> Vec<GatewayProcess> {
+    let nodes: Vec<GatewayProcess> = beats
         .iter()
         .map(|(id, beat)| {
             spawn_serve(&temp_file(
-                &format!("split-lost-set-{id}.toml"),
+                &format!("split-{}-{id}.toml", redis.port),
                 &fleet(up, &format!("node_id = \"{id}\"\nheartbeat = \"{beat}\""))
                     .patient_redis(&redis.url(), "300ms")
                     .policy(
@@ -77,11 +53,29 @@ async fn a_store_that_lost_the_members_set_leaves_every_split_key_spent() {
         })
         .await;
     }
-    let mut total = 0;
+    let mut spent = 0;
     for n in &nodes {
-        total += admitted(n.addr, "/api", client, 6).await;
+        spent += admitted(n.addr, "/api", client, 6).await;
     }
-    assert_eq!(total, 10, "each node's share is 5");
+    assert_eq!(spent, 10, "each node's share is 5");
+    nodes
+}
+
+/// Two gateways split a limit of 10 (5 each) and spend it all. Redis restarts without
+/// persistence (the members set lost, no gateway gone). A node beating every 100 ms beside
+/// one beating every 2 s sees itself alone on its intact beats and lowers N to 1 before the
+/// other beats again: its share grows to 10, but it had spent all of its 5, so it has spent
+/// all of its 10 (the split state is rescaled, not reset), and so again when N returns to 2.
+/// Was: 25 admitted (a fresh share at N = 1, another at N = 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_lost_the_members_set_leaves_every_split_key_spent() {
+    let mut redis = RedisServer::start();
+    let up = echo_upstream().await;
+    let client = "198.51.100.81";
+    // Node a beats every 100 ms, node b every 2 s (the script allows nodes beating at
+    // different rates): after the restart a finds itself alone until b's next beat.
+    let nodes = spent_pair(&redis, up, client, [("a", "100ms"), ("b", "2s")]).await;
+    let mut total = 10;
 
     redis.restart();
     // Someone finds itself alone.
@@ -141,40 +135,7 @@ async fn a_paused_store_leaves_every_split_key_spent() {
     let redis = RedisServer::start();
     let up = echo_upstream().await;
     let client = "198.51.100.82";
-    let nodes: Vec<GatewayProcess> = ["a", "b"]
-        .iter()
-        .map(|id| {
-            spawn_serve(&temp_file(
-                &format!("split-pause-{id}.toml"),
-                &fleet(up, &format!("node_id = \"{id}\"\nheartbeat = \"100ms\""))
-                    .patient_redis(&redis.url(), "300ms")
-                    .policy(
-                        "shared",
-                        &["ip"],
-                        "gcra",
-                        10,
-                        "1h",
-                        "burst = 10\nsite = \"split\"",
-                    )
-                    .route("api", &["shared"], "closed")
-                    .build(),
-            ))
-        })
-        .collect();
-    for n in &nodes {
-        let admin = n.admin.unwrap();
-        eventually("two members", Duration::from_secs(10), || async move {
-            metrics_text(admin)
-                .await
-                .contains("tollgate_cluster_nodes 2")
-        })
-        .await;
-    }
-    let mut before = 0;
-    for n in &nodes {
-        before += admitted(n.addr, "/api", client, 6).await;
-    }
-    assert_eq!(before, 10, "each node's share is 5");
+    let nodes = spent_pair(&redis, up, client, [("a", "100ms"), ("b", "100ms")]).await;
 
     let beats = |admin: SocketAddr| async move {
         metric_sum(

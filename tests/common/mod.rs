@@ -280,6 +280,25 @@ pub async fn get_as(
     send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap()).await
 }
 
+/// `n` requests of client `ip` on `path` ([`get_as`]), one after another: how many passed
+/// (200). Any answer but 200 or 429 fails the test, and no request may hang past 5 s (a
+/// store or peer outage must not hold one).
+pub async fn admitted(addr: SocketAddr, path: &str, ip: &str, n: usize) -> usize {
+    let mut ok = 0;
+    for _ in 0..n {
+        let status = tokio::time::timeout(Duration::from_secs(5), get_as(addr, path, ip, None))
+            .await
+            .expect("a request hung")
+            .status();
+        match status {
+            http::StatusCode::OK => ok += 1,
+            http::StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    ok
+}
+
 /// The admin endpoint's `/metrics` text.
 pub async fn metrics_text(admin: SocketAddr) -> String {
     text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await
