@@ -5,32 +5,9 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use common::config::ConfigBuilder;
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Send `head` (and nothing else) on a fresh connection; the whole answer as text.
-async fn raw(addr: SocketAddr, head: &str) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
-        .await
-        .expect("the gateway answers and closes")
-        .unwrap();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn status(answer: &str) -> u16 {
-    answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"))
-}
 
 /// The echo upstream's JSON, from a raw answer.
 fn echo(answer: &str) -> serde_json::Value {

@@ -5,33 +5,8 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use common::config::ConfigBuilder;
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Send `head` on a fresh connection and read the whole answer (the head asks to close).
-async fn raw(addr: SocketAddr, head: &str) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
-        .await
-        .expect("the gateway answers and closes")
-        .unwrap();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn status(answer: &str) -> u16 {
-    answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"))
-}
 
 fn get(target: &str, host: &str) -> String {
     format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
@@ -50,6 +25,11 @@ async fn a_route_host_matches_its_requests_however_it_is_written() {
         ("Shop.Example", "shop.EXAMPLE"),
         ("[::1]", "[::1]:8080"),
         ("::1", "[::1]"),
+        // IPv6 literals compare in RFC 5952's form, however either side spells them (was:
+        // `[2001:DB8:0:0::1]` passed `check` and never matched `[2001:db8::1]`).
+        ("[2001:DB8:0:0::1]", "[2001:db8::1]"),
+        ("0:0:0:0:0:0:0:1", "[::1]:8080"),
+        ("[::1]", "[0:0::1]"),
     ] {
         let cfg = ConfigBuilder::without_admin("")
             .upstream(up)
@@ -190,28 +170,5 @@ async fn a_nat64_client_gets_the_headroom_of_the_ipv4_it_is_keyed_as() {
             200,
             "NAT64 request {i} of a client in shared_ranges"
         );
-    }
-}
-
-/// An IPv6 literal matches in any spelling, written in `match.host` or sent in `Host`: both
-/// are compared in RFC 5952's form. (Was: `host = "[2001:DB8:0:0::1]"` passed `check` and
-/// never matched `Host: [2001:db8::1]`, so the route and its limits never applied.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_route_host_ipv6_literal_in_any_spelling_matches() {
-    let up = echo_upstream().await;
-    for (configured, sent) in [
-        ("[2001:DB8:0:0::1]", "[2001:db8::1]"),
-        ("0:0:0:0:0:0:0:1", "[::1]:8080"),
-        ("[::1]", "[0:0::1]"),
-    ] {
-        let cfg = ConfigBuilder::without_admin("")
-            .upstream(up)
-            .text(&format!(
-                "[[routes]]\nname = \"shop\"\nmatch = {{ path_prefix = \"/\", host = \"{configured}\" }}\nupstream = \"app\"\n"
-            ))
-            .build();
-        let gw = Gateway::start(&cfg).await;
-        let answer = raw(gw.addrs.listen, &get("/x", sent)).await;
-        assert_eq!(status(&answer), 200, "host = {configured:?}, Host: {sent}");
     }
 }

@@ -299,6 +299,29 @@ pub async fn admitted(addr: SocketAddr, path: &str, ip: &str, n: usize) -> usize
     ok
 }
 
+/// Send `head` (and nothing else) on a fresh connection; the whole answer as text (the head
+/// asks to close, or the gateway closes).
+pub async fn raw(addr: SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("the gateway answers and closes")
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The status code of a [`raw`] answer.
+pub fn status(answer: &str) -> u16 {
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
 /// The admin endpoint's `/metrics` text.
 pub async fn metrics_text(admin: SocketAddr) -> String {
     text(send_h1(admin, get(&format!("http://{admin}/metrics"))).await).await
