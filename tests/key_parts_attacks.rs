@@ -149,3 +149,128 @@ async fn bracketed_names_rack2_and_qs_read_as_the_name_share_its_budget() {
         "spent `api_key=k`, yet these got through: {fresh:?}"
     );
 }
+
+/// Was a break (fixed): Werkzeug (Flask; `str.strip()` on the latin-1 header), Django's
+/// `parse_cookie` (`str.strip()` after UTF-8 decoding) and the `cookie` npm package before
+/// 0.7 (Express's cookie-parser; JS `trim()`) strip Unicode whitespace around a cookie name:
+/// to them `\xa0session_id=s` (and `\x85…`, `\u3000…`, a trailing NBSP) is `session_id=s`.
+/// The gateway trims ASCII whitespace only, so it sees no `session_id` at all and the
+/// policy does not apply: unlimited requests on a spent session. (Werkzeug 3.1.8 checked.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_names_padded_with_unicode_whitespace_share_its_budget() {
+    let up = echo_upstream().await;
+    let text = limited(up, "")
+        .text(&policy(
+            "per_session",
+            &["cookie:session_id"],
+            "gcra",
+            1,
+            "1h",
+            "",
+        ))
+        .app_route("api", "policies = [\"per_session\"]")
+        .build();
+    let gw = Gateway::start(&text).await;
+    let addr = gw.addrs.listen;
+    let ask = |cookie: &'static [u8]| {
+        let req = Request::get(format!("http://{addr}/"))
+            .header("cookie", http::HeaderValue::from_bytes(cookie).unwrap())
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        async move { send_h1(addr, req).await.status() }
+    };
+    assert_eq!(ask(b"session_id=s").await, OK);
+    assert_eq!(ask(b"session_id=s").await, DENIED, "budget spent");
+    let mut fresh = Vec::new();
+    for spelling in [
+        &b"a=1; \xa0session_id=s"[..], // Werkzeug 3, cookie<0.7 (latin-1 U+00A0)
+        b"a=1; session_id\xa0=s",      // Werkzeug 3 (trailing)
+        b"a=1;\x85session_id=s",       // Werkzeug 3 (U+0085)
+        b"a=1; \xc2\xa0session_id=s",  // Django (UTF-8 U+00A0)
+        b"\xe3\x80\x80session_id=s",   // Django (UTF-8 U+3000)
+    ] {
+        if ask(spelling).await != DENIED {
+            fresh.push(String::from_utf8_lossy(spelling).into_owned());
+        }
+    }
+    assert!(
+        fresh.is_empty(),
+        "spent `session_id=s`, yet these got through: {fresh:?}"
+    );
+}
+
+/// Was a break (fixed): a configured name with brackets (`query:user[email]`, Rails'
+/// nested parameters, JSON:API's `page[number]`) was compared with each sent name cut at
+/// its first bracket, so it matched no request and its policy applied to none. It is
+/// compared whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_query_name_with_brackets_is_limited() {
+    let up = echo_upstream().await;
+    let text = limited(up, "")
+        .text(&policy(
+            "per_email",
+            &["query:user[email]"],
+            "gcra",
+            1,
+            "1h",
+            "",
+        ))
+        .app_route("api", "policies = [\"per_email\"]")
+        .build();
+    let gw = Gateway::start(&text).await;
+    let addr = gw.addrs.listen;
+    assert_eq!(send(addr, "/?user[email]=a").await, OK);
+    assert_eq!(
+        send(addr, "/?user[email]=a").await,
+        DENIED,
+        "the exact configured name, sent twice at 1/h"
+    );
+}
+
+/// Was a break (fixed): classic ASP.NET (System.Web: `HttpValueCollection` decodes names
+/// with `HttpUtility.UrlDecode`, which also reads `%uXXXX`) reads `api_k%u0065y` as
+/// `api_key`; Spring's `WebDataBinder` binds `!api_key=v` as `api_key` when `api_key` is
+/// absent (its field-default prefix); PHP before 7.4.31 / 8.0.24 / 8.1.11 url-decoded cookie
+/// names, `+` included, so `session+id` was `$_COOKIE['session_id']` (the gateway already
+/// decodes `%2E` in cookie names for that PHP, but not `+`). Each reaches the backend as
+/// the spent name while the gateway sees no such name: the policy does not apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_aspnet_spring_and_older_php_read_as_the_name_share_its_budget() {
+    let up = echo_upstream().await;
+    let text = limited(up, "")
+        .text(&policy("per_key", &["query:api_key"], "gcra", 1, "1h", ""))
+        .text(&policy(
+            "per_session",
+            &["cookie:session_id"],
+            "gcra",
+            1,
+            "1h",
+            "",
+        ))
+        .app_route("api", "policies = [\"per_key\", \"per_session\"]")
+        .build();
+    let gw = Gateway::start(&text).await;
+    let addr = gw.addrs.listen;
+    let ask = |target: &str, cookie: Option<&str>| {
+        let mut req = Request::get(format!("http://{addr}{target}"));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        send_h1(addr, req.body(Empty::<Bytes>::new()).unwrap())
+    };
+    assert_eq!(ask("/?api_key=k", Some("session_id=s")).await.status(), OK);
+    let mut fresh = Vec::new();
+    for (target, cookie) in [
+        ("/?api_k%u0065y=k", None),  // classic ASP.NET
+        ("/?!api_key=k", None),      // Spring data binding
+        ("/", Some("session+id=s")), // PHP < 8.1.11
+    ] {
+        if ask(target, cookie).await.status() != DENIED {
+            fresh.push(format!("{target} {cookie:?}"));
+        }
+    }
+    assert!(
+        fresh.is_empty(),
+        "spent `api_key=k` and `session_id=s`, yet these got through: {fresh:?}"
+    );
+}

@@ -87,12 +87,14 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Tracked<B> {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let mut hint = self.inner.size_hint();
+        let inner = self.inner.size_hint();
         let rest = self.rest.len() as u64;
-        hint.set_lower(hint.lower() + rest);
-        if let Some(upper) = hint.upper() {
-            hint.set_upper(upper + rest);
+        // Upper first: `set_lower` asserts lower <= upper.
+        let mut hint = SizeHint::new();
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(rest));
         }
+        hint.set_lower(inner.lower().saturating_add(rest));
         hint
     }
 }
@@ -102,5 +104,42 @@ impl<B> Tracked<B> {
     fn piece(&mut self) -> Bytes {
         let n = self.rest.len().min(STREAM_FRAME);
         self.rest.split_to(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Body;
+
+    use super::super::activity::Activity;
+    use super::super::stall::SendClock;
+    use super::{STREAM_FRAME, Tracked};
+
+    /// An HTTP/2 body with a content length is handed over in pieces, and its size hint
+    /// stays exact while a piece is held (review-g: it raised the lower bound first, which
+    /// `SizeHint::set_lower` refuses above the upper one: a panic).
+    #[tokio::test]
+    async fn pieces_keep_the_size_hint_exact() {
+        let total = 40 * 1024;
+        let activity = Activity::new(Instant::now());
+        let in_flight = activity.begin(http::Version::HTTP_2);
+        let stream = Some(Arc::new(SendClock::new(Instant::now())));
+        let full = Full::new(Bytes::from(vec![7u8; total]));
+        let mut body = Tracked::new(full, in_flight, stream);
+        assert_eq!(body.size_hint().exact(), Some(total as u64));
+        let mut taken = 0;
+        while let Some(frame) = body.frame().await {
+            let piece = frame.unwrap().into_data().unwrap();
+            assert!(piece.len() <= STREAM_FRAME);
+            taken += piece.len();
+            assert_eq!(body.size_hint().exact(), Some((total - taken) as u64));
+            assert_eq!(body.is_end_stream(), taken == total);
+        }
+        assert_eq!(taken, total);
     }
 }

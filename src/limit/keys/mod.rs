@@ -14,6 +14,8 @@
 mod parts;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_names;
 mod text;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
