@@ -244,3 +244,50 @@ fn debits_deny_and_refunds_free() {
         assert!(!admits(), "{algorithm:?}");
     }
 }
+
+/// N changing under load: a spent `split` key stays spent however often its share is
+/// rescaled (2 → 1 → 2 …) while two threads keep asking, time frozen. A request sees the old
+/// share with the old state or the new share with the rescaled one, never a mix: the
+/// rescale holds every shard's lock, and a check reads its share under its key's lock.
+/// (A mix is an over-admission: a sliding window's 50 cells of a 50-share read as 50 of a
+/// 100-share admit 50 more.)
+#[test]
+fn a_spent_split_key_stays_spent_while_n_changes() {
+    const LIMIT: u32 = 100;
+    let mut p = policy("p", AlgorithmName::SlidingWindow, LIMIT);
+    p.site = tollgate::config::Site::Split;
+    let policies: Arc<[PolicyRuntime]> = vec![PolicyRuntime::new(0, &p, &[]).unwrap()].into();
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let store = Arc::new(LocalStore::new(
+        policies.clone(),
+        Arc::new(clock.clone()),
+        Arc::new(PolicyGauges::detached(1)),
+    ));
+    let item = CheckItem {
+        policy: 0,
+        headroom: NonZeroU32::MIN,
+        key: "ip:1".into(),
+        cost: 1,
+        fallback: true,
+    };
+    let admits = |store: &LocalStore| store.check_single(&item, |v| v.admits()).committed;
+    let spent = (0..LIMIT + 10).filter(|_| admits(&store)).count();
+    assert_eq!(spent, LIMIT as usize, "the whole share at N = 1");
+    let askers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, item) = (store.clone(), item.clone());
+            std::thread::spawn(move || {
+                (0..50_000)
+                    .filter(|_| store.check_single(&item, |v| v.admits()).committed)
+                    .count()
+            })
+        })
+        .collect();
+    for i in 0..4_000u32 {
+        let n = NonZeroU32::new(2 - i % 2).unwrap();
+        assert!(store.rescale_split(&policies[0], n));
+    }
+    let more: usize = askers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(more, 0, "admitted {more} on a spent key while N changed");
+}

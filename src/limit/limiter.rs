@@ -264,8 +264,7 @@ impl Limiter {
     pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
         let mut changed = false;
         for p in self.sites.policies.iter() {
-            if let Some(before) = p.set_nodes(nodes) {
-                self.sites.local.rescale_split(p, &before);
+            if self.sites.local.rescale_split(p, nodes) {
                 changed = true;
             }
         }

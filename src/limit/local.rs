@@ -298,10 +298,12 @@ impl LocalStore {
         let hash = self.hash(&it.key);
         // Looked up before the lock, and the header figures computed after it: the
         // critical section is the probe, the verdict and the write.
-        let alg = self.algorithm_of(it);
         let table = self.table_of(it);
-        let (before, verdict, after, committed) = {
+        let (alg, before, verdict, after, committed) = {
             let mut shard = self.lock(Self::shard_of(hash));
+            // Read under the lock: an L/N level and its states change together
+            // (`LocalStore::rescale_split`).
+            let alg = self.algorithm_of(it);
             // One probe of the table: a key that is there is updated in place (the common
             // case: a busy key); a new key, or one back to idle, takes `write`'s path.
             let found = shard.tables[table].find_mut(hash, |e| *e.key == *it.key);
@@ -314,7 +316,7 @@ impl LocalStore {
                     _ => self.write(&mut shard, it, hash, after, now),
                 }
             }
-            (before, verdict, after, committed)
+            (alg, before, verdict, after, committed)
         };
         // A decision's figures are those of the state it leaves (`tests/prop_decide_peek.rs`).
         let figures = alg.peek(Some(after), now);

@@ -22,7 +22,7 @@ use crate::config::Site;
 use crate::limit::algorithm::Snapshot;
 use crate::limit::clock::{Clock, Nanos};
 use crate::limit::metrics::PolicyGauges;
-use crate::limit::policy::{AnyAlgorithm, AnyState, PolicyRuntime, Split};
+use crate::limit::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
 
 /// What a reload did to one policy's keys here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,21 +104,25 @@ impl LocalStore {
         (store, carry)
     }
 
-    /// N changed: every L/N state of `policy` (its `split` state, or its store-outage
-    /// fallback), decided by `before`'s levels, is rescaled to the policy's levels now
-    /// ([`rescale`]). Clearing them instead gave every key a full share on every change:
-    /// a fleet whose N bounced 2 → 1 → 2 admitted the limit again twice over.
+    /// Rescale `policy`'s L/N levels to `nodes` nodes (false: N was already that), and
+    /// every L/N state of it (its `split` state, or its store-outage fallback) with them
+    /// ([`rescale`]). Clearing the states instead gave every key a full share on every
+    /// change: a fleet whose N bounced 2 → 1 → 2 admitted the limit again twice over.
     ///
-    /// A request deciding on a shard not yet rescaled reads an old state with the new
-    /// levels (as a reload's conversion races with requests): one answer in the other
-    /// rate's units, for a change that happens when a gateway joins or leaves.
-    pub fn rescale_split(&self, policy: &PolicyRuntime, before: &Split) {
+    /// Under every shard's lock (taken in ascending order, as a request takes its keys'):
+    /// a request decides with the levels it reads under its lock (`local.rs`), so it sees
+    /// old levels with old states or new levels with rescaled ones, never a mix. Checks
+    /// wait for the rescale (a membership change: a gateway joined or left).
+    pub fn rescale_split(&self, policy: &PolicyRuntime, nodes: NonZeroU32) -> bool {
         let table = self.slot(policy.index, true);
+        let mut shards: Vec<_> = (0..SHARDS).map(|i| self.lock(i)).collect();
+        let Some(before) = policy.set_nodes(nodes) else {
+            return false;
+        };
         let now = self.clock.now();
         let after = policy.split();
         let mut removed = 0;
-        for i in 0..SHARDS {
-            let mut shard = self.lock(i);
+        for shard in &mut shards {
             shard.tables[table].retain(|e| {
                 let (from, to) = (before.algorithm(e.headroom), after.algorithm(e.headroom));
                 match rescale(from, e.state, to, now) {
@@ -133,7 +137,9 @@ impl LocalStore {
                 }
             });
         }
+        drop(shards);
         self.gauges.keys_removed(policy.index, removed);
+        true
     }
 
     /// Make every shard hold a table for each of this store's slots.
