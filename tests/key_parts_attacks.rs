@@ -274,3 +274,46 @@ async fn names_aspnet_spring_and_older_php_read_as_the_name_share_its_budget() {
         "spent `api_key=k` and `session_id=s`, yet these got through: {fresh:?}"
     );
 }
+
+/// Was a break (fixed): a configured nested name was compared whole, byte for byte, but
+/// mainstream parsers read other spellings as that very nested key. PHP (`php_register_variable_ex`:
+/// after an index's `]`, anything but `[` ends the name and is ignored) and Express's `qs`
+/// (text after the last bracket group is dropped) read `user[email]x` as
+/// `user[email]`; PHP and Rack 2 (`\]*` after each key) read `user[email]]` so; Rack 2 also
+/// skips leading brackets (`]user[email]`) and eats extra `]` after a key
+/// (`user]][email]`). Each reaches the backend as the spent `user[email]` while the
+/// gateway saw no such name. Names are now read as paths by each parser's rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_name_spellings_share_its_budget() {
+    let up = echo_upstream().await;
+    let text = limited(up, "")
+        .text(&policy(
+            "per_email",
+            &["query:user[email]"],
+            "gcra",
+            1,
+            "1h",
+            "",
+        ))
+        .app_route("api", "policies = [\"per_email\"]")
+        .build();
+    let gw = Gateway::start(&text).await;
+    let addr = gw.addrs.listen;
+    assert_eq!(send(addr, "/?user[email]=a").await, OK);
+    assert_eq!(send(addr, "/?user[email]=a").await, DENIED, "spent");
+    let mut fresh = Vec::new();
+    for q in [
+        "/?user[email]x=a",
+        "/?user[email]]=a",
+        "/?]user[email]=a",
+        "/?user]][email]=a",
+    ] {
+        if send(addr, q).await != DENIED {
+            fresh.push(q);
+        }
+    }
+    assert!(
+        fresh.is_empty(),
+        "spent `user[email]=a`, yet these got through: {fresh:?}"
+    );
+}

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use http::{HeaderMap, Method};
 
@@ -54,6 +54,9 @@ pub struct Limiter {
     sites: Sites,
     /// `tollgate_cluster_nodes`: N of the L/N split.
     nodes_gauge: Gauge,
+    /// Held by whoever changes N ([`Limiter::set_nodes`]) or swaps in a reloaded limiter
+    /// (built at N): shared by every limiter of the process, like the gauge.
+    nodes_lock: Arc<Mutex<()>>,
     /// The decision counters, registered once: a reloaded limiter counts on them too.
     metrics: LimitMetrics,
     /// The per-policy series, registered once (a reload takes its policies' handles).
@@ -179,7 +182,8 @@ impl Limiter {
             fleet,
         };
         let (metrics, gauge) = (self.metrics.clone(), self.nodes_gauge.clone());
-        let limiter = Self::assemble(config, keys, parts, gauge, metrics, gauges);
+        let mut limiter = Self::assemble(config, keys, parts, gauge, metrics, gauges);
+        limiter.nodes_lock = self.nodes_lock.clone();
         Ok((limiter, report))
     }
 
@@ -227,6 +231,7 @@ impl Limiter {
             routes,
             sites,
             nodes_gauge,
+            nodes_lock: Arc::default(),
             metrics,
             gauges,
             exempt,
@@ -259,9 +264,16 @@ impl Limiter {
         &self.sites.lease
     }
 
-    /// Membership says `nodes` gateways share the limits: rescale every L/N split (the
-    /// `split` policies and the store-outage fallback). Returns whether anything changed.
-    pub fn set_nodes(&self, nodes: NonZeroU32) -> bool {
+    /// Held across a reload and the swap of its limiter (`server/reload.rs`): a change of
+    /// N ([`set_running_nodes`]) then lands on the limiter that runs, never on one about
+    /// to be replaced by a limiter built at the old N.
+    pub fn nodes_lock(&self) -> Arc<Mutex<()>> {
+        self.nodes_lock.clone()
+    }
+
+    /// Rescale every L/N split (the `split` policies and the store-outage fallback) to
+    /// `nodes`; whether anything changed. Called through [`set_running_nodes`].
+    fn set_nodes(&self, nodes: NonZeroU32) -> bool {
         let mut changed = false;
         for p in self.sites.policies.iter() {
             if self.sites.local.rescale_split(p, nodes) {
@@ -406,4 +418,14 @@ impl Limiter {
             _ => check.end(),
         }
     }
+}
+
+/// Membership (or the fleet's live peers) says `nodes` gateways share the limits: set N on
+/// the running limiter, under its nodes lock ([`Limiter::nodes_lock`]). Returns whether
+/// anything changed. (Set on a limiter loaded before a reload swapped it out, the new one
+/// would keep the old N on tables it shares with the old.)
+pub fn set_running_nodes(running: &arc_swap::ArcSwap<Limiter>, nodes: NonZeroU32) -> bool {
+    let lock = running.load().nodes_lock();
+    let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+    running.load().set_nodes(nodes)
 }

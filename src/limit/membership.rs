@@ -32,7 +32,7 @@ use arc_swap::ArcSwap;
 use redis::Script;
 use tracing::{info, warn};
 
-use super::limiter::Limiter;
+use super::limiter::{Limiter, set_running_nodes};
 use super::store::{RedisStore, StoreError};
 use crate::config::Config;
 use crate::shutdown::Shutdown;
@@ -123,7 +123,7 @@ impl Membership {
             self.set_peers(peers);
             self.warn_shared(reply.shared);
         }
-        if self.limiter.load().set_nodes(n) {
+        if set_running_nodes(&self.limiter, n) {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
         }
         // The store answers: pay what the outage fallback spent, even with no traffic to

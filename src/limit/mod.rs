@@ -34,7 +34,7 @@ mod tiers;
 pub use admission::{Admission, PolicyReport};
 pub use carry::PolicyCarry;
 pub use counted::SentBytes;
-pub use limiter::{Limiter, LimiterError};
+pub use limiter::{Limiter, LimiterError, set_running_nodes};
 pub mod central;
 pub(crate) mod deny_cache;
 pub mod fleet;

@@ -46,7 +46,7 @@ use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
 use crate::limit::peer::PeerServer;
-use crate::limit::{Limiter, LimiterError};
+use crate::limit::{Limiter, LimiterError, set_running_nodes};
 use crate::proxy::metrics::RequestMetrics;
 use crate::shutdown::Shutdown;
 use activity::Timeouts;
@@ -267,8 +267,8 @@ impl Server {
             let limiter = Some(limiter.clone()).filter(|l| l.load().store().is_none());
             let on_live = move |n: usize| {
                 if let Some(l) = &limiter {
-                    l.load()
-                        .set_nodes(NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN));
+                    let n = NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN);
+                    set_running_nodes(l, n);
                 }
             };
             tasks.spawn(

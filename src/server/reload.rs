@@ -250,12 +250,16 @@ impl Reloader {
                 changed.join(", ")
             )));
         }
+        // Built at this node's N and swapped in before N may change again.
+        let nodes_lock = self.limiter.load().nodes_lock();
+        let held = nodes_lock.lock().unwrap_or_else(|e| e.into_inner());
         let (limiter, carried) = self.limiter.load().reload(&new)?;
         let limiter = Arc::new(limiter);
         let slots = slots.reloaded(&old.upstreams, &new.upstreams);
         // The request path first, the admin views last: once `/routes` shows the new
         // config, every request that starts after it is served by the new config.
         self.limiter.store(limiter.clone());
+        drop(held);
         self.live
             .publish(make_gateway(&new, &limiter, &self.metrics, &slots));
         self.views.store(Arc::new(Views::new(&new)));

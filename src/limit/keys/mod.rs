@@ -11,6 +11,7 @@
 //! otherwise give a new budget each time, and encodings of one value (`%61` and `a`, `/Login`
 //! and `/login/`) are one key. `parts.rs` reads the parts out of a request.
 
+mod names;
 mod parts;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@ use std::borrow::Cow;
 
 use http::{HeaderMap, HeaderName, Method, header};
 
+use super::names::same_name;
+
 /// A part a key needs, stated more than once (a header on several field lines or as a
 /// comma list, a query parameter or cookie given twice): which value would be the client?
 /// Whichever we picked, a client could rotate the other for a fresh budget, and the
@@ -105,126 +107,6 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
         }
     }
     Ok(found)
-}
-
-/// Whether a query parameter's or cookie's name, as sent (decoded), is the configured
-/// `name` as some backend reads it, ASCII case aside (ASP.NET): as PHP reads it ([`php`]),
-/// as Rack 2 and Express's `qs` do ([`rack`]), or as Spring's binder reads a `!` default;
-/// a NUL ends it (PHP reads names as C strings), `%uXXXX` is decoded (classic ASP.NET) and
-/// Unicode whitespace around it is dropped ([`trim_space`]: Werkzeug, Django, JS `trim`).
-/// Otherwise renaming a parameter would walk around its key; and both spellings given at
-/// once are the name twice (400). A configured name with brackets (`user[email]`, a nested
-/// parameter) is compared whole.
-fn same_name(sent: &[u8], name: &str) -> bool {
-    let sent = sent.split(|&b| b == 0).next().unwrap_or(sent);
-    let sent = percent_u(sent);
-    let sent = trim_space(&sent);
-    // ` `, `.` and `[` read as `_` (PHP's `$_GET` and `$_COOKIE`: `api.key` is `api_key`).
-    let fold = |b: &u8| match b {
-        b' ' | b'.' | b'[' => b'_',
-        b => b.to_ascii_lowercase(),
-    };
-    let is = |read: &[u8]| {
-        read.len() == name.len() && read.iter().map(fold).eq(name.bytes().map(|b| fold(&b)))
-    };
-    if name.contains(['[', ']']) {
-        return sent.eq_ignore_ascii_case(name.as_bytes());
-    }
-    let spring = sent.strip_prefix(b"!").unwrap_or(sent);
-    is(php(sent)) || is(rack(sent)) || is(spring)
-}
-
-/// `%uXXXX` decoded to UTF-8 (classic ASP.NET's `HttpUtility.UrlDecode` reads it in names:
-/// `api_k%u0065y` is `api_key`). Borrowed when there is none.
-fn percent_u(s: &[u8]) -> Cow<'_, [u8]> {
-    if !s.windows(2).any(|w| w == b"%u" || w == b"%U") {
-        return Cow::Borrowed(s);
-    }
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        let code = s
-            .get(i + 2..i + 6)
-            .filter(|_| matches!(&s[i..i + 2], b"%u" | b"%U"))
-            .and_then(|h| u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok())
-            .and_then(char::from_u32);
-        match code {
-            Some(c) => {
-                out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
-                i += 6;
-            }
-            None => {
-                out.push(s[i]);
-                i += 1;
-            }
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// Whitespace around a name dropped as Python's `str.strip()` and JS's `trim()` drop it,
-/// read as latin-1 (Werkzeug: `0x85`, `0xA0`) or as UTF-8 (Django: U+0085, U+00A0, U+1680,
-/// U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, and U+FEFF for JS).
-fn trim_space(mut s: &[u8]) -> &[u8] {
-    const UTF8: [&[u8]; 20] = [
-        b"\xC2\x85",
-        b"\xC2\xA0",
-        b"\xE1\x9A\x80",
-        b"\xE2\x80\x80",
-        b"\xE2\x80\x81",
-        b"\xE2\x80\x82",
-        b"\xE2\x80\x83",
-        b"\xE2\x80\x84",
-        b"\xE2\x80\x85",
-        b"\xE2\x80\x86",
-        b"\xE2\x80\x87",
-        b"\xE2\x80\x88",
-        b"\xE2\x80\x89",
-        b"\xE2\x80\x8A",
-        b"\xE2\x80\xA8",
-        b"\xE2\x80\xA9",
-        b"\xE2\x80\xAF",
-        b"\xE2\x81\x9F",
-        b"\xE3\x80\x80",
-        b"\xEF\xBB\xBF",
-    ];
-    let single = |b: u8| b.is_ascii_whitespace() || matches!(b, 0x0B | 0x85 | 0xA0);
-    loop {
-        let before = s.len();
-        if let Some(sp) = UTF8.iter().find(|sp| s.starts_with(sp)) {
-            s = &s[sp.len()..];
-        } else if let Some((_, rest)) = s.split_first().filter(|(b, _)| single(**b)) {
-            s = rest;
-        }
-        if let Some(sp) = UTF8.iter().find(|sp| s.ends_with(sp)) {
-            s = &s[..s.len() - sp.len()];
-        } else if let Some((_, rest)) = s.split_last().filter(|(b, _)| single(**b)) {
-            s = rest;
-        }
-        if s.len() == before {
-            return s;
-        }
-    }
-}
-
-/// PHP's name: leading spaces dropped, and an array form (`api_key[]`, `api_key[0]`: a `[`
-/// with a `]` after it) is the name before it; an unclosed `[` stays, read as `_`.
-fn php(sent: &[u8]) -> &[u8] {
-    let sent = sent.trim_ascii_start();
-    match sent.iter().position(|&b| b == b'[') {
-        Some(i) if sent[i..].contains(&b']') => &sent[..i],
-        _ => sent,
-    }
-}
-
-/// Rack 2's name (`\A[\[\]]*([^\[\]]+)\]*`), which Express's `qs` shares for a leading
-/// `[name]`: brackets in front dropped, then the run up to the next bracket (`[api_key]`,
-/// `]api_key`, `api_key]` and `api_key[x]` are all `api_key`).
-fn rack(sent: &[u8]) -> &[u8] {
-    let bracket = |b: &u8| matches!(b, b'[' | b']');
-    let start = sent.iter().position(|b| !bracket(b)).unwrap_or(sent.len());
-    let rest = &sent[start..];
-    &rest[..rest.iter().position(bracket).unwrap_or(rest.len())]
 }
 
 /// Longest `path` part a key holds: longer paths share a key with their first 256 bytes

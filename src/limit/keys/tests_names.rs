@@ -98,8 +98,25 @@ fn names_are_read_as_aspnet_spring_and_python_read_them() {
         assert_eq!(q("api_key", other), Ok(None), "{other}");
     }
     let nested = q("user[email]", "user[email]=a").unwrap().unwrap();
-    assert_eq!(q("user[email]", "USER[EMAIL]=a").unwrap(), Some(nested));
+    assert_eq!(q("user[email]", "USER[EMAIL]=a").unwrap(), Some(nested.clone()));
     assert_eq!(q("user[email]", "user=a&user[name]=b"), Ok(None));
+    for same in [
+        "user[email]x=a",
+        "user[email]]=a",
+        "]user[email]=a",
+        "user]][email]=a",
+        "user[email][]=a",
+    ] {
+        assert_eq!(
+            q("user[email]", same).unwrap().as_ref(),
+            Some(&nested),
+            "{same}"
+        );
+    }
+    assert_eq!(
+        q("user[email]", "user[email]=a&user[email]x=b"),
+        Err(Ambiguous::Query("user[email]".into()))
+    );
     let c = |line: &[u8]| {
         let mut h = HeaderMap::new();
         h.append(
