@@ -10,8 +10,8 @@ use std::borrow::Cow;
 /// Whether a name as sent (decoded) is the configured `name` to some backend: ASCII case
 /// aside (ASP.NET), as PHP reads it ([`php`]: ` `, `.` and an unclosed `[` are `_`), as
 /// Rack 2 does ([`rack`]: brackets in front and extra `]` dropped), as Express's `qs` does
-/// ([`qs`]), or as Spring's binder reads a `!` default. Before any reader: a NUL ends the
-/// name (PHP reads C strings), `%uXXXX` is decoded (classic ASP.NET) and Unicode whitespace
+/// ([`qs`]) or as Spring's binder does ([`spring`]). Before any reader: a NUL ends the name
+/// (PHP reads C strings), `%uXXXX` is decoded (classic ASP.NET) and Unicode whitespace
 /// around it dropped ([`trim_space`]: Werkzeug, Django, JS `trim`).
 pub(super) fn same_name(sent: &[u8], name: &str) -> bool {
     let sent = sent.split(|&b| b == 0).next().unwrap_or(sent);
@@ -21,11 +21,7 @@ pub(super) fn same_name(sent: &[u8], name: &str) -> bool {
     let starts = |read: Vec<&[u8]>| {
         read.len() >= want.len() && want.iter().zip(&read).all(|(w, r)| folded_eq(w, r))
     };
-    let spring = sent.strip_prefix(b"!").filter(|_| want.len() == 1);
-    starts(php(sent))
-        || starts(rack(sent))
-        || starts(qs(sent))
-        || spring.is_some_and(|s| folded_eq(want[0], s))
+    starts(php(sent)) || starts(rack(sent)) || starts(qs(sent)) || starts(spring(sent))
 }
 
 /// Equal as PHP compares a name it has folded: ` `, `.` and `[` as `_`, ASCII case aside.
@@ -81,13 +77,45 @@ fn rack(mut sent: &[u8]) -> Vec<&[u8]> {
     }
 }
 
-/// Express `qs`'s path (and how a configured name is read): the base up to the first `[`,
-/// then its `[…]` groups; a tail is dropped.
+/// Express `qs`'s path (and how a configured name is read): the parent up to the first
+/// closed group (`[` then no bracket until `]`), then every closed group, whatever lies
+/// between them; an empty parent is dropped, so `[user]x[email]` is `user`, `email`.
 fn qs(sent: &[u8]) -> Vec<&[u8]> {
-    let i = sent.iter().position(|&b| b == b'[').unwrap_or(sent.len());
-    let mut path = vec![&sent[..i]];
-    groups(&sent[i..], &mut path);
+    let mut closed = Vec::new();
+    let mut i = 0;
+    while let Some(open) = sent[i..].iter().position(|&b| b == b'[').map(|o| i + o) {
+        let inner = &sent[open + 1..];
+        match inner.iter().position(|&b| b == b'[' || b == b']') {
+            Some(end) if inner[end] == b']' => {
+                closed.push((open, &inner[..end]));
+                i = open + end + 2;
+            }
+            Some(end) => i = open + 1 + end,
+            None => break,
+        }
+    }
+    let parent = &sent[..closed.first().map_or(sent.len(), |(open, _)| *open)];
+    let mut path: Vec<&[u8]> = Vec::with_capacity(closed.len() + 1);
+    if !parent.is_empty() || closed.is_empty() {
+        path.push(parent);
+    }
+    path.extend(closed.into_iter().map(|(_, inner)| inner));
     path
+}
+
+/// Spring's binder: one leading `!` (a field default) dropped, then PHP's path with a map
+/// key's quotes dropped (`user['email']` and `user["email"]` are `user`, `email`).
+fn spring(sent: &[u8]) -> Vec<&[u8]> {
+    let sent = sent.strip_prefix(b"!").unwrap_or(sent);
+    php(sent).into_iter().map(unquote).collect()
+}
+
+/// A group without one pair of matching quotes around it.
+fn unquote(g: &[u8]) -> &[u8] {
+    match g {
+        [q @ (b'\'' | b'"'), inner @ .., end] if end == q => inner,
+        _ => g,
+    }
 }
 
 /// `%uXXXX` decoded to UTF-8 (classic ASP.NET's `HttpUtility.UrlDecode` reads it in names:
