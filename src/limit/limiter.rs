@@ -31,7 +31,9 @@ use super::store::metrics::StoreMetrics;
 use super::tiers::TierTable;
 
 mod asks;
+mod nodes;
 use crate::config::{Config, Exempt, StoreKind};
+pub use nodes::set_running_nodes;
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -264,36 +266,6 @@ impl Limiter {
         &self.sites.lease
     }
 
-    /// Held across a reload and the swap of its limiter (`server/reload.rs`): a change of
-    /// N ([`set_running_nodes`]) then lands on the limiter that runs, never on one about
-    /// to be replaced by a limiter built at the old N.
-    pub fn nodes_lock(&self) -> Arc<Mutex<()>> {
-        self.nodes_lock.clone()
-    }
-
-    /// Rescale every L/N split (the `split` policies and the store-outage fallback) to
-    /// `nodes`; whether anything changed. Called through [`set_running_nodes`].
-    fn set_nodes(&self, nodes: NonZeroU32) -> bool {
-        let mut changed = false;
-        for p in self.sites.policies.iter() {
-            if self.sites.local.rescale_split(p, nodes) {
-                changed = true;
-            }
-        }
-        self.nodes_gauge.set(i64::from(nodes.get()));
-        changed
-    }
-
-    /// N of the L/N split now: `tollgate_cluster_nodes`, the one record of it (set at start
-    /// to `expected_nodes`, then by membership; shared by a reloaded limiter, which starts
-    /// its policies at it even when the config before had none).
-    pub fn nodes(&self) -> NonZeroU32 {
-        u32::try_from(self.nodes_gauge.get())
-            .ok()
-            .and_then(NonZeroU32::new)
-            .unwrap_or(NonZeroU32::MIN)
-    }
-
     /// Index of a policy by name.
     pub fn policy_index(&self, name: &str) -> Option<usize> {
         self.sites.policies.iter().position(|p| &*p.name == name)
@@ -418,14 +390,4 @@ impl Limiter {
             _ => check.end(),
         }
     }
-}
-
-/// Membership (or the fleet's live peers) says `nodes` gateways share the limits: set N on
-/// the running limiter, under its nodes lock ([`Limiter::nodes_lock`]). Returns whether
-/// anything changed. (Set on a limiter loaded before a reload swapped it out, the new one
-/// would keep the old N on tables it shares with the old.)
-pub fn set_running_nodes(running: &arc_swap::ArcSwap<Limiter>, nodes: NonZeroU32) -> bool {
-    let lock = running.load().nodes_lock();
-    let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
-    running.load().set_nodes(nodes)
 }

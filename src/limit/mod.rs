@@ -40,5 +40,6 @@ pub(crate) mod deny_cache;
 pub mod fleet;
 pub mod lease;
 pub mod membership;
+mod membership_count;
 pub mod peer;
 pub mod store;
