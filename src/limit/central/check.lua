@@ -288,13 +288,23 @@ local function sliding_window(key, limit, period, cost)
     if (p == 0 and c_now == 0) or rem + 1 > limit then return 0 end
     return max(0, wait_for(p, c_now, rem + 1))
   end
-  if estimate(prev, curr) + cost <= limit + EPS then
+  -- The room left, in cells times the period: integers, exact while below 2^53 (a
+  -- million a day is not), so the admission and the count left are exact, as the Rust
+  -- algorithm's (EPS here would be a thousandth of a cell: admitted over the bound).
+  local function room(p, c) return limit * period - p * (period - elapsed) - c * period end
+  local function cells_left(p, c)
+    local r = room(p, c)
+    local q = floor(r / period)
+    if q * period > r then q = q - 1 elseif (q + 1) * period <= r then q = q + 1 end
+    return q
+  end
+  if room(prev, curr) + EPS >= cost * period then
     curr = curr + cost
     local r = reset(prev, curr)
-    local rem = floor(limit - estimate(prev, curr) + EPS)
+    local rem = cells_left(prev, curr)
     return true, idx .. ':' .. prev .. ':' .. curr, r, rem, r, 0, next_cell(prev, curr, rem)
   end
-  local rem = max(0, floor(limit - estimate(prev, curr) + EPS))
+  local rem = max(0, cells_left(prev, curr))
   return false, nil, 0, rem, reset(prev, curr), wait_for(prev, curr, cost), next_cell(prev, curr, rem)
 end
 
