@@ -1,8 +1,8 @@
 //! check.lua at its edges, against a real Redis: a one-key request whose state lives longer
 //! than 10^17 ms is written as the general path writes it; a concurrency check run twice (the
 //! store sends a check again after a dropped connection) is not denied by its own slot; a
-//! refund's marker lives at most ten minutes whatever the store timeout. (Found by a hostile
-//! review: each test failed before its fix.)
+//! refund's marker lives at most ten minutes whatever the store timeout; a sliding window
+//! admits exactly at every instant. (Each test failed before its fix.)
 
 mod common;
 
@@ -170,4 +170,50 @@ async fn a_concurrency_check_counts_as_its_own_only_all_of_its_cells() {
     redis.cli(&["ZADD", "tg:c:ip:1:slots", far, "b#1"]);
     assert!(!acquire(&mut conn, "b", "2").await, "1 held + 2 asked > 2");
     assert_eq!(redis.cli(&["ZCARD", "tg:c:ip:1:slots"]), "1");
+}
+
+/// A sliding window admits exactly as the Rust algorithm does, at every instant: the
+/// previous window's count weighs `prev · (P − e) / P`, and a request fits when that plus
+/// the current count and its cost is at most the limit, compared in integers. (The script
+/// added its 1 ns EPS to a *cell count* there: a request a thousandth of a cell over the
+/// bound was admitted, at about one instant in a thousand; `check_script.rs` caught one.)
+/// Here the previous window holds 1 of a limit of 1, so a request fits only at the
+/// window's very end; 20 000 calls land about 20 in the last thousandth of a window.
+#[tokio::test]
+async fn a_sliding_window_admits_exactly_at_every_instant() {
+    const P: i64 = 1_000_000; // µs: one-second windows
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let script = redis::Script::new(CHECK_LUA);
+    let (mut near, mut compared) = (0, 0);
+    for _ in 0..20_000 {
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let idx = (secs * 1_000_000 + micros) / P;
+        // The current window holds nothing, the previous one 1 (`window:prev:curr`).
+        let _: () = redis::cmd("SET")
+            .arg("tg:sw:ip:1")
+            .arg(format!("{idx}:1:0"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let r: Vec<i64> = script
+            .key("tg:sw:ip:1")
+            .arg("check")
+            .arg(&["3", "1", &P.to_string(), "1", "1", "0", "1", "-"][..])
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        let now = r[6];
+        if now / P != idx {
+            continue; // the window turned between the SET and the call
+        }
+        let e = now - idx * P;
+        // Exact: 1 · (P − e) + (0 + 1) · P ≤ 1 · P, i.e. only when e = P (never inside).
+        let fits = (P - e) + P <= P;
+        near += usize::from((P - e) * 1000 <= P);
+        compared += 1;
+        assert_eq!(r[0] == 1, fits, "at {e} µs into the window: {r:?}");
+    }
+    assert!(compared > 15_000, "{compared} calls compared");
+    println!("{near} calls in the window's last thousandth");
 }
