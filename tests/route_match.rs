@@ -126,18 +126,24 @@ async fn strip_prefix_never_leaves_a_dot_segment_and_cuts_any_case() {
     }
 }
 
-/// An IPv4 client seen through a NAT64 / SIIT translator (`64:ff9b::a.b.c.d`) is that IPv4
-/// client: one abusive client behind the translator does not spend the others' budget.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ipv4_clients_behind_a_nat64_translator_have_their_own_budgets() {
+/// A gateway trusting loopback's `X-Forwarded-For` (with `client_ip` added to
+/// `[client_ip]`), one `ip` policy of 1 an hour on every path.
+async fn per_ip_gateway(client_ip: &str) -> Gateway {
     let up = echo_upstream().await;
     let cfg = ConfigBuilder::new("")
-        .trust_loopback("")
+        .trust_loopback(client_ip)
         .upstream(up)
         .policy("per_ip", &["ip"], "gcra", 1, "1h", "")
         .app_route("all", "policies = [\"per_ip\"]")
         .build();
-    let gw = Gateway::start(&cfg).await;
+    Gateway::start(&cfg).await
+}
+
+/// An IPv4 client seen through a NAT64 / SIIT translator (`64:ff9b::a.b.c.d`) is that IPv4
+/// client: one abusive client behind the translator does not spend the others' budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv4_clients_behind_a_nat64_translator_have_their_own_budgets() {
+    let gw = per_ip_gateway("").await;
     let ask = |ip: &'static str| get_as(gw.addrs.listen, "/", ip, None);
     assert_eq!(ask("64:ff9b::192.0.2.1").await.status(), 200);
     assert_eq!(ask("64:ff9b::192.0.2.1").await.status(), 429);
@@ -150,14 +156,7 @@ async fn ipv4_clients_behind_a_nat64_translator_have_their_own_budgets() {
 /// (Was: looked up on the IPv6 address, 1×, on the very key the IPv4 path decides at 3×.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nat64_client_gets_the_headroom_of_the_ipv4_it_is_keyed_as() {
-    let up = echo_upstream().await;
-    let cfg = ConfigBuilder::new("")
-        .trust_loopback("shared_ranges = [{ cidr = \"198.51.100.0/24\", headroom = 3 }]")
-        .upstream(up)
-        .policy("per_ip", &["ip"], "gcra", 1, "1h", "")
-        .app_route("all", "policies = [\"per_ip\"]")
-        .build();
-    let gw = Gateway::start(&cfg).await;
+    let gw = per_ip_gateway("shared_ranges = [{ cidr = \"198.51.100.0/24\", headroom = 3 }]").await;
     let ask = |ip: &'static str| get_as(gw.addrs.listen, "/", ip, None);
     // On IPv4 the pool's address has 3 requests an hour.
     for i in 0..3 {
