@@ -1,7 +1,7 @@
 //! `[account] jwt` and `require_account` with real signed tokens (`jsonwebtoken`), through
 //! a gateway process (the secret lives only in its environment): the account is the
 //! token's verified claim, so a forged, expired or unsigned token buys nothing — 401 on a
-//! route that requires an account, no account (no fresh budget) on one that does not.
+//! route that requires an account and on one whose policies key on the account.
 
 mod common;
 
@@ -86,8 +86,14 @@ async fn the_account_is_the_verified_claim_of_an_hs256_token() {
     let expired = hs("alice", now() - 3600, SECRET);
     assert_eq!(status(addr, "/api", Some(&expired)).await.0, 401);
     assert_eq!(status(addr, "/api", None).await.0, 401);
-    // A route that does not require one: no account, so the account policy does not apply.
-    assert_eq!(status(addr, "/open", Some(&forged)).await.0, 200);
+    // A route that does not require one: a token that does not verify is still no way
+    // around its account policy (`on_unverified = "reject"`).
+    assert_eq!(status(addr, "/open", Some(&forged)).await.0, 401);
+    assert_eq!(
+        status(addr, "/open", None).await.0,
+        200,
+        "no token: no account"
+    );
     // alice's second and third requests: her budget (2) was not touched by the forgeries.
     assert_eq!(status(addr, "/api", Some(&alice)).await.0, 200);
     assert_eq!(status(addr, "/open", Some(&alice)).await.0, 429);

@@ -29,6 +29,24 @@ pub struct RawJwt {
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(default = "default_leeway")]
     pub leeway: String,
+    /// What a token that is sent but does not verify means to a policy keyed on it.
+    #[serde(default)]
+    pub on_unverified: OnUnverified,
+}
+
+/// `on_unverified`: a token that is present but fails verification (forged, expired, cut,
+/// `<tok>=`) is never "no key" to a policy keyed on the token (`account` with `jwt`,
+/// `jwt:CLAIM`, `tier_claim`): as no key, the policy would not apply, and a client whose
+/// budget is spent would only have to spoil its token (which the backend may still accept).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnverified {
+    /// Answer 401 (`WWW-Authenticate: Bearer`), nothing asked.
+    #[default]
+    Reject,
+    /// Key every such request into one `unverified` bucket per policy (and the policy's
+    /// own numbers for a tier), shared by all of them.
+    Shared,
 }
 
 fn default_claim() -> String {
@@ -48,6 +66,7 @@ pub struct Jwt {
     keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
     validation: Validation,
     pub claim: String,
+    pub on_unverified: OnUnverified,
 }
 
 impl std::fmt::Debug for Jwt {
@@ -181,6 +200,7 @@ impl Validator {
             keys,
             validation,
             claim: raw.claim.clone(),
+            on_unverified: raw.on_unverified,
         })
     }
 

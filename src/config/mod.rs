@@ -34,7 +34,7 @@ pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use error::{ConfigError, Problem};
 pub use exempt::{Exempt, Exemptions};
 pub use health::HealthCheck;
-pub use jwt::Jwt;
+pub use jwt::{Jwt, OnUnverified};
 pub use load::{load_file, parse_str};
 pub use spend::Spend;
 pub use store_tls::StoreTls;

@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use super::central::CentralItem;
 use super::clock::Nanos;
 use super::fleet::{Answer, KeyItem};
-use super::keys::Target;
+use super::keys::{Claims, KeyError, Target, Token};
 use super::limiter::Limiter;
 use super::route_limits::{Site, site_of};
 use crate::config::{KeyPart, Mode, PathRules};
@@ -162,17 +162,24 @@ impl Limiter {
         let mut facts = self.keys().facts(ip, route, &method, target, &headers);
         if !q.claims.is_empty() {
             let given = q.claims.iter().map(|(c, v)| (c.clone(), v.clone().into()));
-            let mut claims = facts.claims.and_then(Result::ok).unwrap_or_default();
+            let mut claims = match facts.token {
+                Token::Verified(c) => c,
+                _ => Claims::default(),
+            };
             claims.extend(given);
-            facts.claims = Some(Ok(claims));
+            facts.token = Token::Verified(claims);
         }
-        let index = self.tiers().pick(index, &facts).map_err(bad)?;
+        let unverified = || self.keys().unverified();
+        let index = self
+            .tiers()
+            .pick(index, &facts, unverified)
+            .map_err(|e| bad(key_error(e)))?;
         match self.keys().key(&self.sites().policies[index], &facts) {
             Ok(Some(key)) => Ok((index, key, facts.headroom)),
             Ok(None) => Err(bad("a part of this policy's key is missing (account=, \
                  header.NAME=, query.NAME=, cookie.NAME= or jwt.CLAIM=)"
                 .into())),
-            Err(ambiguous) => Err(bad(ambiguous.reason())),
+            Err(e) => Err(bad(key_error(e))),
         }
     }
 
@@ -278,4 +285,14 @@ fn cookie_line(cookies: &[(String, String)]) -> String {
         }
     }
     line
+}
+
+/// Why a key cannot be built from the parts given, for the admin API's 400.
+fn key_error(e: KeyError) -> String {
+    match e {
+        KeyError::Ambiguous(a) => a.reason(),
+        KeyError::Unverified => {
+            "a part of this policy's key comes from a token that does not verify".into()
+        }
+    }
 }

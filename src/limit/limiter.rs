@@ -31,6 +31,7 @@ use super::store::metrics::StoreMetrics;
 use super::tiers::TierTable;
 
 mod asks;
+use asks::Refusal;
 mod nodes;
 use crate::config::{Config, Exempt, StoreKind};
 pub use nodes::set_running_nodes;
@@ -366,10 +367,17 @@ impl Limiter {
         let asks = match self.asks(limits, client, &facts) {
             Ok(asks) if !asks.is_empty() => asks,
             Ok(_) => return Admission::default(),
-            // A key part stated ambiguously: 400, nothing asked.
-            Err(ambiguous) => {
+            // A key part stated ambiguously (400) or from a token that does not verify
+            // (401): nothing asked.
+            Err(Refusal::BadRequest(why)) => {
                 return Admission {
-                    ambiguous: Some(ambiguous),
+                    ambiguous: Some(why),
+                    ..Admission::default()
+                };
+            }
+            Err(Refusal::Unauthenticated) => {
+                return Admission {
+                    unauthenticated: true,
                     ..Admission::default()
                 };
             }

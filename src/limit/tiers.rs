@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use http::HeaderMap;
 
-use super::keys::RequestFacts;
+use super::keys::{KeyError, RequestFacts, Token};
 use crate::config::{Config, Policy, TierSource};
 
 /// One tiered policy's choices, as indexes into the limiter's policy list.
@@ -50,13 +50,21 @@ impl TierTable {
 
     /// The policy to ask in place of `base` for this request; `Err` (a 400) when the
     /// policy has overrides and the request states its account ambiguously: as no account
-    /// it would escape an override that lowers its limit.
-    pub fn pick(&self, base: usize, facts: &RequestFacts<'_>) -> Result<usize, String> {
+    /// it would escape an override that lowers its limit; `Err` (a 401, unless
+    /// `on_unverified = "shared"`) when the tier is a claim of a token that does not verify.
+    pub fn pick(
+        &self,
+        base: usize,
+        facts: &RequestFacts<'_>,
+        unverified: impl FnOnce() -> Result<&'static str, KeyError>,
+    ) -> Result<usize, KeyError> {
         let Some(Some(c)) = self.by_base.get(base) else {
             return Ok(base);
         };
         let account = match &facts.account {
-            Some(Err(ambiguous)) if !c.overrides.is_empty() => return Err(ambiguous.reason()),
+            Some(Err(ambiguous)) if !c.overrides.is_empty() => {
+                return Err(ambiguous.clone().into());
+            }
             Some(a) => a.as_deref().ok(),
             None => None,
         };
@@ -65,12 +73,15 @@ impl TierTable {
         }
         let tier = match &c.source {
             Some(TierSource::Header(h)) => single(facts.headers, h),
-            Some(TierSource::Claim(name)) => facts
-                .claims
-                .as_ref()
-                .and_then(|c| c.as_ref().ok())
-                .and_then(|c| c.get(name))
-                .and_then(crate::config::Jwt::claim_text),
+            Some(TierSource::Claim(name)) => match &facts.token {
+                // Shared: the policy's own numbers.
+                Token::Unverified => unverified().map(|_| None)?,
+                Token::Ambiguous(a) => return Err(a.clone().into()),
+                t => t
+                    .claims()
+                    .and_then(|c| c.get(name))
+                    .and_then(crate::config::Jwt::claim_text),
+            },
             None => None,
         };
         Ok(tier.and_then(|t| c.tiers.get(&t).copied()).unwrap_or(base))

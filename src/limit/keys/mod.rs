@@ -12,6 +12,7 @@
 //! and `/login/`) are one key. `parts.rs` reads the parts out of a request.
 
 mod names;
+mod unclear;
 mod parts;
 #[cfg(test)]
 mod tests;
@@ -26,9 +27,9 @@ use http::{HeaderMap, Method};
 use ipnet::{IpNet, Ipv6Net};
 
 use super::policy::PolicyRuntime;
-use crate::config::{Account, ClientIp, KeyPart};
+use crate::config::{Account, ClientIp, KeyPart, OnUnverified};
 pub use parts::Ambiguous;
-use parts::{bearer, cookie, method_part, path_part, query_param, single};
+use parts::{Credential, cookie, credential, method_part, path_part, query_param, single};
 use text::{ipv4_text, ipv6_net_text, keyed_hash};
 
 /// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is the IPv4 client it wraps: keys, logs and
@@ -98,6 +99,50 @@ impl<'a> Target<'a> {
 /// The claims of a verified token.
 pub type Claims = serde_json::Map<String, serde_json::Value>;
 
+/// The request's token, with `[account] jwt`: verified once per request, for the account,
+/// every `jwt:CLAIM` part and `tier_claim`.
+#[derive(Debug)]
+pub enum Token {
+    /// None sent (or no `[account] jwt`).
+    Absent,
+    /// It verified: its claims.
+    Verified(Claims),
+    /// One was sent but does not verify (forged, expired, spoiled, another scheme's): never
+    /// "no key" to a policy keyed on it (`OnUnverified`).
+    Unverified,
+    /// The header is outside the bearer grammar or stated twice (a 400).
+    Ambiguous(Ambiguous),
+}
+
+impl Token {
+    /// The verified claims, if any.
+    pub fn claims(&self) -> Option<&Claims> {
+        match self {
+            Token::Verified(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// Why a policy's key cannot be built for a request that has the parts it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// A part is stated ambiguously: 400.
+    Ambiguous(Ambiguous),
+    /// A part comes from a token that does not verify, and `on_unverified = "reject"`: 401.
+    Unverified,
+}
+
+impl From<Ambiguous> for KeyError {
+    fn from(a: Ambiguous) -> Self {
+        KeyError::Ambiguous(a)
+    }
+}
+
+/// The key text of a part read from a token that does not verify under `on_unverified =
+/// "shared"`: no keyed hash is 10 characters long, so it names no real account or claim.
+const UNVERIFIED: &str = "unverified";
+
 /// The facts about one request that keys are made of; built once per request.
 #[derive(Debug)]
 pub struct RequestFacts<'a> {
@@ -106,10 +151,11 @@ pub struct RequestFacts<'a> {
     /// Multiplier of ip-keyed limits for this client (shared ranges), 1 elsewhere.
     pub headroom: NonZeroU32,
     /// Hashed account, when the request names one; `Err` when it names it ambiguously.
+    /// With `[account] jwt`, `None` also when the token does not verify (see `token`).
     pub account: Option<Result<String, Ambiguous>>,
-    /// With `[account] jwt`: the claims of the request's token, verified once here for the
-    /// account and every `jwt:CLAIM` part; `None` without a token or when it fails.
-    pub claims: Option<Result<Claims, Ambiguous>>,
+    /// With `[account] jwt`: the request's token, verified once here for the account and
+    /// every `jwt:CLAIM` part.
+    pub token: Token,
     /// Route name.
     pub route: &'a str,
     pub method: &'a Method,
@@ -181,7 +227,7 @@ impl KeyBuilder {
             .iter()
             .find(|(net, _)| net.contains(&client))
             .map_or(NonZeroU32::MIN, |(_, h)| *h);
-        let claims = self.claims(headers);
+        let token = self.token(headers);
         let account = self.account.as_ref().and_then(|a| {
             let Some(jwt) = &a.jwt else {
                 return match single(headers, &a.header) {
@@ -190,16 +236,17 @@ impl KeyBuilder {
                 };
             };
             // A token that does not verify is no account at all: never a fresh one.
-            Some(match claims.as_ref()? {
-                Err(ambiguous) => Err(ambiguous.clone()),
-                Ok(c) => Ok(keyed_hash(&a.hash_key, jwt.account(c)?.as_bytes())),
-            })
+            match &token {
+                Token::Ambiguous(ambiguous) => Some(Err(ambiguous.clone())),
+                Token::Verified(c) => Some(Ok(keyed_hash(&a.hash_key, jwt.account(c)?.as_bytes()))),
+                Token::Absent | Token::Unverified => None,
+            }
         });
         RequestFacts {
             ip: self.ip_part(client),
             headroom,
             account,
-            claims,
+            token,
             route,
             method,
             target,
@@ -207,14 +254,30 @@ impl KeyBuilder {
         }
     }
 
-    /// The verified claims of the request's token, when `[account] jwt` is set: the one
-    /// signature check of the request.
-    fn claims(&self, headers: &HeaderMap) -> Option<Result<Claims, Ambiguous>> {
-        let a = self.account.as_ref()?;
-        let jwt = a.jwt.as_ref()?;
-        match single(headers, &a.header) {
-            Err(ambiguous) => Some(Err(ambiguous)),
-            Ok(v) => jwt.claims(bearer(v?)?).map(Ok),
+    /// The request's token, when `[account] jwt` is set: the one signature check of the
+    /// request.
+    fn token(&self, headers: &HeaderMap) -> Token {
+        let Some((a, jwt)) = self
+            .account
+            .as_ref()
+            .and_then(|a| Some((a, a.jwt.as_ref()?)))
+        else {
+            return Token::Absent;
+        };
+        match credential(headers, &a.header) {
+            Err(ambiguous) => Token::Ambiguous(ambiguous),
+            Ok(Credential::None) => Token::Absent,
+            Ok(Credential::Other) => Token::Unverified,
+            Ok(Credential::Bearer(t)) => jwt.claims(t).map_or(Token::Unverified, Token::Verified),
+        }
+    }
+
+    /// What a part read from a token that does not verify becomes (`on_unverified`).
+    pub fn unverified(&self) -> Result<&'static str, KeyError> {
+        let jwt = self.account.as_ref().and_then(|a| a.jwt.as_ref());
+        match jwt.map(|j| j.on_unverified) {
+            Some(OnUnverified::Shared) => Ok(UNVERIFIED),
+            _ => Err(KeyError::Unverified),
         }
     }
 
@@ -231,12 +294,13 @@ impl KeyBuilder {
 
     /// The key of `policy` for this request, `None` when the request lacks a part the key
     /// needs (no account header, say): the policy then does not apply to it; `Err` when it
-    /// states a needed header, query parameter or cookie ambiguously.
+    /// states a needed header, query parameter or cookie ambiguously, or a needed part
+    /// comes from a token that does not verify.
     pub fn key(
         &self,
         policy: &PolicyRuntime,
         facts: &RequestFacts<'_>,
-    ) -> Result<Option<String>, Ambiguous> {
+    ) -> Result<Option<String>, KeyError> {
         let mut key = String::with_capacity(64);
         key.push_str(&policy.name);
         for part in &policy.key {
@@ -254,7 +318,7 @@ impl KeyBuilder {
         key: &mut String,
         part: &KeyPart,
         facts: &RequestFacts<'_>,
-    ) -> Result<bool, Ambiguous> {
+    ) -> Result<bool, KeyError> {
         let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
         let hashed = |key: &mut String, tag: &str, value: Option<&[u8]>| {
             if let Some(v) = value {
@@ -270,11 +334,13 @@ impl KeyBuilder {
                 key.push_str(&facts.ip);
             }
             KeyPart::Account => {
-                let Some(account) = &facts.account else {
-                    return Ok(false);
+                let account = match (&facts.account, &facts.token) {
+                    (Some(account), _) => account.as_deref().map_err(Clone::clone)?,
+                    (None, Token::Unverified) => self.unverified()?,
+                    (None, _) => return Ok(false),
                 };
                 key.push_str("acct:");
-                key.push_str(account.as_ref().map_err(Clone::clone)?);
+                key.push_str(account);
             }
             KeyPart::Route => key.push_str(facts.route),
             KeyPart::Method => key.push_str(method_part(facts.method)),
@@ -286,11 +352,17 @@ impl KeyBuilder {
                 return hashed(key, "c", cookie(facts.headers, name)?.as_deref());
             }
             KeyPart::Jwt(claim) => {
-                let claims = match &facts.claims {
-                    None => None,
-                    Some(c) => c.as_ref().map_err(Clone::clone)?.get(claim),
+                let claims = match &facts.token {
+                    Token::Absent => return Ok(false),
+                    Token::Verified(c) => c,
+                    Token::Unverified => {
+                        key.push_str("j:");
+                        key.push_str(self.unverified()?);
+                        return Ok(true);
+                    }
+                    Token::Ambiguous(a) => return Err(a.clone().into()),
                 };
-                let text = claims.and_then(crate::config::Jwt::claim_text);
+                let text = claims.get(claim).and_then(crate::config::Jwt::claim_text);
                 return hashed(key, "j", text.as_deref().map(str::as_bytes));
             }
             KeyPart::Path => {

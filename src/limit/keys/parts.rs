@@ -14,11 +14,14 @@ use std::borrow::Cow;
 use http::{HeaderMap, HeaderName, Method, header};
 
 use super::names::same_name;
+use super::unclear::unclear;
 
-/// A part a key needs, stated more than once (a header on several field lines or as a
-/// comma list, a query parameter or cookie given twice): which value would be the client?
-/// Whichever we picked, a client could rotate the other for a fresh budget, and the
-/// backend might read a different one. The request is refused (400).
+/// A part a key needs that backends may read as another value than the gateway: stated more
+/// than once (a header on several field lines or as a comma list, a query parameter or
+/// cookie given twice: whichever we picked, a client could rotate the other for a fresh
+/// budget, and the backend might read a different one), not UTF-8 or padded with characters a
+/// backend may trim (`unclear.rs`), or a token outside the bearer grammar. The request is refused
+/// (400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Ambiguous {
     #[error("the `{0}` header must appear once, with one value")]
@@ -27,6 +30,28 @@ pub enum Ambiguous {
     Query(String),
     #[error("the `{0}` cookie must appear once")]
     Cookie(String),
+    #[error("the {0} must be UTF-8 without whitespace or an invisible character at either end")]
+    Unclear(Named),
+    #[error("the `{0}` header must be `Bearer`, one space and a token (RFC 6750)")]
+    Token(HeaderName),
+}
+
+/// Where an unclear value was read, for the client-facing reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named {
+    Header(HeaderName),
+    Query(String),
+    Cookie(String),
+}
+
+impl std::fmt::Display for Named {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Named::Header(n) => write!(f, "`{n}` header"),
+            Named::Query(n) => write!(f, "`{n}` query parameter"),
+            Named::Cookie(n) => write!(f, "`{n}` cookie"),
+        }
+    }
 }
 
 impl Ambiguous {
@@ -36,12 +61,24 @@ impl Ambiguous {
     }
 }
 
-/// The one value of header `name`: `None` when absent, `Err` when on several field lines
-/// or holding a comma.
+/// The one value of header `name`: `None` when absent, `Err` when on several field lines,
+/// holding a comma, or unclear (`unclear.rs`).
 pub(super) fn single<'h>(
     headers: &'h HeaderMap,
     name: &HeaderName,
 ) -> Result<Option<&'h [u8]>, Ambiguous> {
+    let Some(value) = one_line(headers, name)? else {
+        return Ok(None);
+    };
+    if unclear(value, true) {
+        return Err(Ambiguous::Unclear(Named::Header(name.clone())));
+    }
+    Ok(Some(value))
+}
+
+/// The one field line of header `name`, unread: `Err` when on several lines or holding a
+/// comma.
+fn one_line<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h [u8]>, Ambiguous> {
     let mut lines = headers.get_all(name).into_iter();
     let Some(first) = lines.next() else {
         return Ok(None);
@@ -74,7 +111,11 @@ pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<
         if found.is_some() {
             return Err(Ambiguous::Query(name.to_owned()));
         }
-        found = Some(decode(v, true).into_owned());
+        let v = decode(v, true);
+        if unclear(&v, false) {
+            return Err(Ambiguous::Unclear(Named::Query(name.to_owned())));
+        }
+        found = Some(v.into_owned());
     }
     Ok(found)
 }
@@ -103,7 +144,11 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
                 .strip_prefix(b"\"")
                 .and_then(|v| v.strip_suffix(b"\""))
                 .unwrap_or(v);
-            found = Some(decode(v, false).into_owned());
+            let v = decode(v, false);
+            if unclear(&v, false) {
+                return Err(Ambiguous::Unclear(Named::Cookie(name.to_owned())));
+            }
+            found = Some(v.into_owned());
         }
     }
     Ok(found)
@@ -180,14 +225,58 @@ fn decode(s: &[u8], plus: bool) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
-/// The token of an `Authorization: Bearer <token>` value (or a bare token).
-pub(super) fn bearer(value: &[u8]) -> Option<&str> {
-    let v = std::str::from_utf8(value).ok()?.trim();
-    let token = match v.split_once(' ') {
-        Some((scheme, t)) if scheme.eq_ignore_ascii_case("bearer") => t.trim(),
-        _ => v,
+/// What the token header holds, read by one strict grammar (RFC 6750 §2.1: `Bearer`, one
+/// space, a `b64token`; or a bare `b64token`), since backends read every other spelling
+/// their own way: PyJWT-style code splits on whitespace and strips, so `Bearer\t<tok>`,
+/// `Bearer <tok>\u{a0}` or `<tok>\x85` is the token to them.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Credential<'h> {
+    /// No header (or an empty one).
+    None,
+    /// A bearer token, to verify.
+    Bearer(&'h str),
+    /// Credentials of another scheme (`Basic …`): present, but no token to verify.
+    Other,
+}
+
+/// The credential of header `name` (see [`Credential`]); `Err` for a value outside the
+/// grammar, on several lines or holding a comma.
+pub(super) fn credential<'h>(
+    headers: &'h HeaderMap,
+    name: &HeaderName,
+) -> Result<Credential<'h>, Ambiguous> {
+    let value = match one_line(headers, name)? {
+        None | Some(b"") => return Ok(Credential::None),
+        Some(v) => v,
     };
-    (!token.is_empty()).then_some(token)
+    let refused = || Ambiguous::Token(name.clone());
+    let (scheme, token) = match value.iter().position(|&b| b == b' ') {
+        Some(i) => (Some(&value[..i]), &value[i + 1..]),
+        None => (None, value),
+    };
+    let scheme_ok = scheme.is_none_or(|s| !s.is_empty() && s.iter().all(|&b| tchar(b)));
+    if !scheme_ok || !b64token(token) {
+        return Err(refused());
+    }
+    let token = std::str::from_utf8(token).map_err(|_| refused())?;
+    Ok(match scheme {
+        Some(s) if !s.eq_ignore_ascii_case(b"bearer") => Credential::Other,
+        _ => Credential::Bearer(token),
+    })
+}
+
+/// RFC 6750's `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
+fn b64token(t: &[u8]) -> bool {
+    let body = t.iter().rposition(|&b| b != b'=').map_or(0, |i| i + 1);
+    body > 0
+        && t[..body].iter().all(|&b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+        })
+}
+
+/// RFC 9110's `tchar`, of which an auth scheme is made.
+fn tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The nine standard methods (RFC 9110, RFC 5789) key as themselves; any other is `other`,

@@ -147,7 +147,15 @@ fn key_with(
     m: &Method,
     h: &HeaderMap,
 ) -> Result<Option<String>, Ambiguous> {
-    b.key(p, &b.facts("1.1.1.1".parse().unwrap(), "r", m, T, h))
+    ambiguous(b.key(p, &b.facts("1.1.1.1".parse().unwrap(), "r", m, T, h)))
+}
+
+/// A key, or the ambiguity it was refused for (no token is involved here).
+fn ambiguous(r: Result<Option<String>, KeyError>) -> Result<Option<String>, Ambiguous> {
+    r.map_err(|e| match e {
+        KeyError::Ambiguous(a) => a,
+        KeyError::Unverified => panic!("no token in these facts"),
+    })
 }
 
 #[test]
@@ -218,10 +226,10 @@ pub(super) fn key_at(
 ) -> Result<Option<String>, Ambiguous> {
     let b = builder();
     let m = Method::GET;
-    b.key(
+    ambiguous(b.key(
         &policy(vec![part]),
         &b.facts("1.1.1.1".parse().unwrap(), "r", &m, target, headers),
-    )
+    ))
 }
 
 fn query(q: &str) -> Result<Option<String>, Ambiguous> {
@@ -334,7 +342,7 @@ fn jwt_claims_key_as_text_and_only_when_verified() {
     let mut with = |v: serde_json::Value| {
         let mut c = Claims::new();
         c.insert("org".into(), v);
-        f.claims = Some(Ok(c));
+        f.token = Token::Verified(c);
         b.key(&p, &f)
     };
     let n = with(serde_json::json!(42)).unwrap().unwrap();
@@ -350,8 +358,8 @@ fn jwt_claims_key_as_text_and_only_when_verified() {
         assert_eq!(with(absent.clone()), Ok(None), "{absent}");
     }
     let amb = Ambiguous::Header(HeaderName::from_static("authorization"));
-    f.claims = Some(Err(amb.clone()));
-    assert_eq!(b.key(&p, &f), Err(amb));
+    f.token = Token::Ambiguous(amb.clone());
+    assert_eq!(b.key(&p, &f), Err(amb.into()));
 }
 
 /// Another hash key re-keys every hashed part (a reload cannot carry those keys' state);
@@ -376,4 +384,103 @@ fn a_new_hash_key_rekeys_hashed_parts_only() {
     }
     assert!(!old.rekeys(&next, &[KeyPart::Path, KeyPart::Route, KeyPart::Method]));
     assert!(!old.rekeys(&builder(), &[KeyPart::Query("k".into())]));
+}
+
+/// RFC 6750's one grammar: `Bearer`, one space, a `b64token` (or a bare one); every other
+/// spelling a backend might still split and strip into the token is refused.
+#[test]
+fn a_token_header_has_one_grammar() {
+    use super::parts::{Credential, credential};
+    let auth = HeaderName::from_static("authorization");
+    let read = |v: &[u8]| {
+        let mut h = HeaderMap::new();
+        h.insert(&auth, http::HeaderValue::from_bytes(v).unwrap());
+        match credential(&h, &auth) {
+            Ok(Credential::Bearer(t)) => Ok(Some(t.to_owned())),
+            Ok(Credential::Other) => Ok(None),
+            Ok(Credential::None) => panic!("{v:?} is present"),
+            Err(e) => Err(e),
+        }
+    };
+    let tok = "eyJh.eyJz.c2ln";
+    for good in [
+        "Bearer eyJh.eyJz.c2ln",
+        "bearer eyJh.eyJz.c2ln",
+        "BEARER eyJh.eyJz.c2ln",
+    ] {
+        assert_eq!(read(good.as_bytes()), Ok(Some(tok.into())), "{good}");
+    }
+    assert_eq!(read(tok.as_bytes()), Ok(Some(tok.into())), "bare");
+    assert_eq!(
+        read(b"Bearer eyJh.eyJz.c2ln=="),
+        Ok(Some(format!("{tok}==")))
+    );
+    assert_eq!(read(b"Basic dXNlcjpwYXNz"), Ok(None), "another scheme's");
+    for bad in [
+        &b"Bearer\teyJh.eyJz.c2ln"[..],
+        b"Bearer  eyJh.eyJz.c2ln",
+        b"Bearer eyJh.eyJz.c2ln\xa0",
+        b"Bearer \xa0eyJh.eyJz.c2ln",
+        b"eyJh.eyJz.c2ln\x85",
+        b"Bearer eyJh.eyJz.c2ln\xc2\xa0",
+        b"Bearer eyJh eyJz.c2ln",
+        b"Bearer =eyJh",
+        b"Bearer eyJh.eyJz.c2ln=x",
+        b"Bearer ",
+    ] {
+        assert_eq!(read(bad), Err(Ambiguous::Token(auth.clone())), "{bad:?}");
+    }
+    let mut twice = HeaderMap::new();
+    twice.append(&auth, format!("Bearer {tok}").parse().unwrap());
+    twice.append(&auth, format!("Bearer {tok}").parse().unwrap());
+    assert_eq!(
+        credential(&twice, &auth),
+        Err(Ambiguous::Header(auth.clone()))
+    );
+}
+
+/// Values a backend would trim are refused in every part that reads a value.
+#[test]
+fn unclear_values_are_refused_in_every_part() {
+    let mut h = HeaderMap::new();
+    h.insert(
+        "x-tenant",
+        http::HeaderValue::from_bytes(b"acme\xa0").unwrap(),
+    );
+    h.insert(
+        "cookie",
+        http::HeaderValue::from_bytes(b"sid=s%E2%80%8B").unwrap(),
+    );
+    let tenant = KeyPart::Header(HeaderName::from_static("x-tenant"));
+    assert_eq!(
+        key_at(tenant, T, &h),
+        Err(Ambiguous::Unclear(parts::Named::Header(
+            HeaderName::from_static("x-tenant")
+        )))
+    );
+    assert_eq!(
+        key_at(KeyPart::Cookie("sid".into()), T, &h),
+        Err(Ambiguous::Unclear(parts::Named::Cookie("sid".into())))
+    );
+    for q in [
+        "k=%C2%A0v",
+        "k=v+",
+        "k=%E3%80%80v",
+        "k=v%EF%BB%BF",
+        "k=v%00",
+    ] {
+        let target = Target {
+            path: Some("/"),
+            query: Some(q),
+        };
+        assert_eq!(
+            key_at(KeyPart::Query("k".into()), target, &HeaderMap::new()),
+            Err(Ambiguous::Unclear(parts::Named::Query("k".into()))),
+            "{q}"
+        );
+    }
+    assert_eq!(
+        Ambiguous::Unclear(parts::Named::Query("k".into())).reason(),
+        "the `k` query parameter must be UTF-8 without whitespace or an invisible character at either end"
+    );
 }

@@ -8,17 +8,34 @@ use super::Limiter;
 use crate::config::Mode;
 use crate::limit::ask::Ask;
 use crate::limit::cost::request_cost;
-use crate::limit::keys::RequestFacts;
+use crate::limit::keys::{KeyError, RequestFacts};
 use crate::limit::route_limits::{PolicyEntry, RouteLimits};
 
+/// Why step 1 refuses a request before any policy is asked.
+pub(super) enum Refusal {
+    /// A key part or a price stated ambiguously or wrongly: 400 with this reason.
+    BadRequest(String),
+    /// A key part comes from a token that does not verify: 401.
+    Unauthenticated,
+}
+
+impl From<KeyError> for Refusal {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::Ambiguous(a) => Refusal::BadRequest(a.reason()),
+            KeyError::Unverified => Refusal::Unauthenticated,
+        }
+    }
+}
+
 impl Limiter {
-    /// Step 1: one ask per applicable policy, or why a key part is ambiguous (a 400).
+    /// Step 1: one ask per applicable policy, or why the request is refused.
     pub(super) fn asks(
         &self,
         limits: &RouteLimits,
         client: IpAddr,
         facts: &RequestFacts<'_>,
-    ) -> Result<Vec<Ask>, String> {
+    ) -> Result<Vec<Ask>, Refusal> {
         let mut asks = Vec::with_capacity(limits.entries.len());
         for (slot, e) in limits.entries.iter().enumerate() {
             if self.exempts(e.policy, client, facts) {
@@ -29,9 +46,9 @@ impl Limiter {
             // a client states wrongly (an account for an override, a price) refuses the
             // request (400) for an enforcing policy; a shadow one then does not apply.
             let enforcing = e.mode == Mode::Enforce;
-            let policy = match self.tiers.pick(e.policy, facts) {
+            let policy = match self.tiers.pick(e.policy, facts, || self.keys.unverified()) {
                 Ok(p) => p,
-                Err(why) if enforcing => return Err(why),
+                Err(why) if enforcing => return Err(why.into()),
                 Err(_) => continue,
             };
             let e = &PolicyEntry { policy, ..*e };
@@ -39,13 +56,14 @@ impl Limiter {
             match self.keys.key(policy, facts) {
                 Ok(Some(key)) => match request_cost(policy, facts.headers) {
                     Ok(price) => asks.push(Ask::new(*e, slot, key, facts.headroom, price)),
-                    Err(why) if enforcing => return Err(why),
+                    Err(why) if enforcing => return Err(Refusal::BadRequest(why)),
                     Err(_) => {}
                 },
                 Ok(None) => {}
-                // An enforcing policy needs a header stated ambiguously: refuse (400) before
-                // any policy is asked, so nothing is spent.
-                Err(ambiguous) if e.mode == Mode::Enforce => return Err(ambiguous.reason()),
+                // An enforcing policy needs a part stated ambiguously (400) or read from a
+                // token that does not verify (401): refuse before any policy is asked, so
+                // nothing is spent.
+                Err(why) if enforcing => return Err(why.into()),
                 // A shadow policy must not change what the client sees: it does not apply.
                 Err(_) => {}
             }
