@@ -12,13 +12,13 @@
 //! and `/login/`) are one key. `parts.rs` reads the parts out of a request.
 
 mod names;
-mod unclear;
 mod parts;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_names;
 mod text;
+mod unclear;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
