@@ -16,6 +16,12 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found: install the Rus
 need kill procps   # the SIGTERM test signals the gateway process
 need redis-server redis-server
 need redis-cli redis-tools
+need python3 python3   # the differential tests' real Python readers (tests/differential/)
+python3 -c 'import jwt' 2>/dev/null || {
+  echo "test.sh: installing PyJWT (the token differential test's Python reader)" >&2
+  python3 -m pip install --quiet pyjwt 2>/dev/null || python3 -m pip install --quiet --break-system-packages pyjwt
+  python3 -c 'import jwt' || { echo "test.sh: PyJWT is still missing after pip install" >&2; exit 1; }
+}
 
 # Benchmarks first, in test mode (each criterion function runs once): they must build and run.
 cargo test --locked --benches

@@ -7,6 +7,7 @@ pub mod faulty;
 pub mod limits;
 pub mod peers;
 pub mod process;
+pub mod readers;
 pub mod redis;
 pub mod reload;
 pub mod sentinel;
