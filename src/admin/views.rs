@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config::{
-    AlgorithmName, Config, EscapedSlashes, Exempt, ForwardedHeader, HeadersWhere, KeyPart, Mode,
-    OnStoreError, PathParameters, Policy, Route, Site, StoreKind,
+    AlgorithmName, Config, EscapedSlashes, Exempt, ForwardedHeader, HeadersWhere, KeyPart,
+    MethodOverride, Mode, OnStoreError, PathParameters, Policy, Route, Site, StoreKind,
 };
 
 /// What a secret is shown as.
@@ -56,6 +56,10 @@ pub fn config(config: &Config) -> Value {
             "path_parameters": match s.paths.path_parameters {
                 PathParameters::Reject => "reject",
                 PathParameters::Keep => "keep",
+            },
+            "method_override": match s.method_override {
+                MethodOverride::Drop => "drop",
+                MethodOverride::Route => "route",
             },
             "via_pseudonym": s.via_pseudonym,
         },

@@ -94,6 +94,9 @@ pub struct RawServer {
     /// `;` in paths: `reject` (400) or `keep` (an ordinary character).
     #[serde(default)]
     pub path_parameters: PathParameters,
+    /// Method-override headers: `drop` (from every request) or `route` (as the method).
+    #[serde(default)]
+    pub method_override: MethodOverride,
     /// This fleet's name in `Via`; a request already carrying it is a loop (508).
     pub via_pseudonym: Option<String>,
 }

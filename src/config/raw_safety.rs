@@ -18,6 +18,22 @@ pub enum ForwardedHeader {
     Forwarded,
 }
 
+/// `server.method_override`: what `X-HTTP-Method-Override`, `X-Method-Override` and
+/// `X-HTTP-Method` (in any `_`/`-` spelling) do. Rails, Laravel, Express and ASP.NET run the
+/// method such a header names, so a request routed and limited by its own method would run
+/// as another one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MethodOverride {
+    /// Removed from every request: the method on the request line is the one routed,
+    /// limited and run.
+    #[default]
+    Drop,
+    /// The named method is the request's: routed, limited and forwarded as the method
+    /// (the header itself is not forwarded), or 400 when it names none or several.
+    Route,
+}
+
 /// Defaults of the safety keys, next to the other defaults' style.
 pub(super) mod defaults {
     pub fn idle_timeout() -> String {

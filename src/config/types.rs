@@ -12,8 +12,8 @@ use ipnet::IpNet;
 pub use crate::normalize::PathRules;
 
 pub use super::raw::{
-    AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, Mode, OnStoreError,
-    PathParameters, Site, StoreKind, UpstreamProtocol,
+    AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, MethodOverride, Mode,
+    OnStoreError, PathParameters, Site, StoreKind, UpstreamProtocol,
 };
 
 /// A config that passed validation.
@@ -113,6 +113,8 @@ pub struct Server {
     pub max_connections: usize,
     /// How paths are made canonical before routing.
     pub paths: PathRules,
+    /// Method-override headers: dropped, or the method routed, limited and forwarded.
+    pub method_override: MethodOverride,
     /// This fleet's `Via` name; a request whose `Via` already names it is a loop.
     pub via_pseudonym: String,
 }

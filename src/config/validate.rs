@@ -218,6 +218,7 @@ impl Validator {
             body_timeout: safety.body_timeout,
             max_connections: safety.max_connections,
             paths: safety.paths,
+            method_override: s.method_override,
             // Empty until `validate` knows the node id it defaults to.
             via_pseudonym: safety.via_pseudonym.unwrap_or_default(),
         })

@@ -21,6 +21,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::h1pool::H1Pool;
+use super::headers::names::Protected;
 use super::headers::{self, Hop, ViaValues};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
@@ -91,6 +92,9 @@ pub(super) struct Forwarder {
     /// Headers a client may not strip by naming them in `Connection`, because they carry
     /// identity the gateway keyed on or the upstream relies on.
     protected: Vec<HeaderName>,
+    /// Every protected name (identity headers, forwarding claims, method overrides), by
+    /// which a header in any `_`/`-` spelling is kept or removed.
+    names: Protected,
     /// This hop's `Via` entries, per client HTTP version.
     via: ViaValues,
 }
@@ -117,6 +121,7 @@ impl Forwarder {
             upstream_timeout: s.upstream_timeout,
             body_timeout: s.body_timeout,
             idle_timeout: s.idle_timeout,
+            names: Protected::new(&protected),
             protected,
             via: ViaValues::new(&s.via_pseudonym),
         }
@@ -379,10 +384,7 @@ fn prepare_headers(
         version: parts.version,
         peer_trusted,
     };
-    if !hop.peer_trusted {
-        headers::drop_claims(&mut parts.headers);
-    }
-    headers::drop_underscore_aliases(&mut parts.headers, &fwd.protected);
+    fwd.names.strip(&mut parts.headers, hop.peer_trusted);
     headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &fwd.via);
     headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
 }

@@ -2,8 +2,9 @@
 //! [`Gateway::handle`], which reads as the stack it is:
 //!
 //! 1. **client** — who is asking (trusted-proxy rules), needed by logs and limit keys;
-//! 2. **canonical** — one path, one authority: what is routed, keyed and forwarded is the
-//!    same request, or it is refused with a 400 (`canonical`);
+//! 2. **canonical** — one path, one authority, one method (a method override is dropped or,
+//!    in `route` mode, is the method: `method_override`): what is routed, keyed and
+//!    forwarded is the same request, or it is refused with a 400 (`canonical`);
 //! 3. **route** — which route takes the request, or 404 (nothing else is worth doing then);
 //! 4. **limit** — the route's policies decide; a denial stops here, before any upstream
 //!    work, so abusive traffic costs as little as possible;
@@ -20,6 +21,7 @@ mod forward;
 mod h1pool;
 pub mod headers;
 pub mod health;
+mod method_override;
 pub mod metrics;
 mod send;
 mod upgrade;
@@ -37,7 +39,7 @@ use tracing::{info, warn};
 
 use crate::body::{self, ResponseBody};
 use crate::config::Response as ResponseConfig;
-use crate::config::{Config, KeyPart, PathRules};
+use crate::config::{Config, KeyPart, MethodOverride, PathRules};
 use crate::limit::Limiter;
 use crate::limit::keys::canonical;
 use crate::respond::{self, GatewayError};
@@ -79,6 +81,8 @@ struct Inner {
     trusted: TrustedProxies,
     /// Step 2: how ambiguous paths are settled.
     paths: PathRules,
+    /// Step 2: whether a method-override header is the method routed (or dropped).
+    method_override: MethodOverride,
     /// Step 2: this fleet's `Via` name: a request already carrying it has looped.
     pseudonym: String,
     /// Step 3: routes, most specific first.
@@ -126,6 +130,7 @@ impl Gateway {
                     config.client_ip.forwarded_header,
                 ),
                 paths: config.server.paths,
+                method_override: config.server.method_override,
                 pseudonym: config.server.via_pseudonym.clone(),
                 router: Router::new(config),
                 limiter,
@@ -149,7 +154,8 @@ impl Gateway {
         // 1. client
         let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
         // 2. canonical, 3. route
-        let canonical = canonical::canonicalize(&mut req, inner.paths, &inner.pseudonym);
+        let canonical = canonical::canonicalize(&mut req, inner.paths, &inner.pseudonym)
+            .and_then(|()| method_override::apply(&mut req, inner.method_override));
         // The access log needs method and path after the request is gone (the canonical
         // path, or the raw one when it was refused); copy them only when the log is on.
         let logged = tracing::enabled!(target: "tollgate::access", tracing::Level::INFO)
