@@ -52,4 +52,68 @@ pub struct Admission {
     /// Set when a key part the route needs is stated ambiguously (an account header on two
     /// lines, or as a comma list): answer 400 naming it; no policy was asked.
     pub ambiguous: Option<String>,
+    /// What the access log says the limit step decided.
+    pub decision: Decision,
+}
+
+/// The limit step's decision as the access log tells it: which outcome, by which policy,
+/// for which key. One per request.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// The deciding policy: the first enforcing policy that denied, else the first that
+    /// would have denied in shadow, else the one that delayed longest, else the first that
+    /// applied (`None` when none applied).
+    pub policy: Option<Arc<str>>,
+    /// Its key as the limiter keyed it (accounts and other values as keyed hashes, IPv6 as
+    /// its network): never a raw secret.
+    pub key: Option<String>,
+    /// When denied: nanoseconds until the request would be admitted.
+    pub retry_after: Option<Nanos>,
+}
+
+/// The outcomes of the limit step, as the access log's `decision` names them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Admitted (also: no policy applied).
+    #[default]
+    Allow,
+    Deny,
+    /// Admitted, but a shadow policy would have denied it.
+    ShadowDeny,
+    /// Admitted after a leaky bucket's wait.
+    Delay,
+    /// Every policy that would apply exempts this client.
+    Exempt,
+    /// The store could not decide and the route fails closed (503).
+    Unavailable,
+    /// 401: no account, or a token that does not verify.
+    Unauthenticated,
+    /// 400: a key part stated ambiguously.
+    Ambiguous,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny => "deny",
+            Outcome::ShadowDeny => "shadow_deny",
+            Outcome::Delay => "delay",
+            Outcome::Exempt => "exempt",
+            Outcome::Unavailable => "unavailable",
+            Outcome::Unauthenticated => "unauthenticated",
+            Outcome::Ambiguous => "ambiguous",
+        }
+    }
+}
+
+impl Decision {
+    /// A decision no policy's key is part of.
+    pub fn of(outcome: Outcome) -> Self {
+        Decision {
+            outcome,
+            ..Decision::default()
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! report behind the rate-limit headers, the leaky-bucket delay, the permits), and every
 //! decision is counted and, for shadow denials, logged.
 
-use super::admission::{Admission, PolicyReport};
+use super::admission::{Admission, Decision, Outcome as Decided, PolicyReport};
 use super::algorithm::Verdict;
 use super::check::Check;
 use super::clock::Nanos;
@@ -12,13 +12,17 @@ use super::policy::AnyAlgorithm;
 use crate::config::{KeyPart, Mode};
 
 impl Check<'_> {
-    /// Metrics, shadow logs and the report of what was decided.
-    pub(super) fn report(&self, permits: Permits) -> Admission {
+    /// Metrics, shadow logs and the report of what was decided. Last: the deciding key is
+    /// moved out for the access log.
+    pub(super) fn report(&mut self, permits: Permits) -> Admission {
         let mut admission = Admission {
             permits,
             ..Admission::default()
         };
-        for ask in &self.asks {
+        // The deciding ask, by rank: an enforcing denial, a shadow denial, the longest
+        // delay, the first that applied (`decision`).
+        let mut deciding: Option<(u8, u64, usize, Option<Nanos>)> = None;
+        for (i, ask) in self.asks.iter().enumerate() {
             let Some(d) = ask.decided else { continue };
             let policy = &self.sites.policies[ask.entry.policy];
             let counters = &self.route.counters[ask.slot];
@@ -31,6 +35,21 @@ impl Check<'_> {
                 (false, Mode::Shadow) => Outcome::ShadowDeny,
                 (false, _) => Outcome::Deny,
             };
+            let (rank, wait) = match (outcome, d.verdict) {
+                (Outcome::Deny, _) => (3, 0),
+                (Outcome::ShadowDeny, _) => (2, 0),
+                (_, Verdict::Delay(delay)) if delay > 0 => (1, delay),
+                _ => (0, 0),
+            };
+            let retry = match d.verdict {
+                Verdict::Deny { retry_after } if outcome == Outcome::Deny => {
+                    Some(retry_after.max(1))
+                }
+                _ => None,
+            };
+            if deciding.is_none_or(|(r, w, ..)| (rank, wait) > (r, w)) {
+                deciding = Some((rank, wait, i, retry));
+            }
             counters.count(outcome);
             if outcome == Outcome::ShadowDeny {
                 self.sites
@@ -64,6 +83,21 @@ impl Check<'_> {
         if admission.denied {
             admission.delay = 0;
             admission.permits = Permits::default();
+        }
+        if let Some((rank, _, i, retry_after)) = deciding {
+            let outcome = [
+                Decided::Allow,
+                Decided::Delay,
+                Decided::ShadowDeny,
+                Decided::Deny,
+            ];
+            let ask = &mut self.asks[i];
+            admission.decision = Decision {
+                outcome: outcome[usize::from(rank)],
+                policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
+                key: Some(std::mem::take(&mut ask.key)),
+                retry_after,
+            };
         }
         admission
     }

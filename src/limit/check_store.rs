@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::admission::Admission;
+use super::admission::{Admission, Decision, Outcome};
 use super::algorithm::Verdict;
 use super::ask::{Ask, Decided, Spent};
 use super::central::{CentralItem, CentralSite};
@@ -138,13 +138,20 @@ impl Check<'_> {
             }
         }
         if fallback == OnStoreError::Closed {
-            let policies = idx
+            let policies: Vec<_> = idx
                 .iter()
                 .map(|&i| self.sites.policies[self.asks[i].entry.policy].name.clone())
                 .collect();
+            let decision = Decision {
+                outcome: Outcome::Unavailable,
+                policy: policies.first().cloned(),
+                key: idx.first().map(|&i| self.asks[i].key.clone()),
+                retry_after: Some(self.sites.unavailable_retry),
+            };
             return ControlFlow::Break(Stop::Refused(Admission {
                 unavailable: Some(self.sites.unavailable_retry),
                 unavailable_policies: policies,
+                decision,
                 ..Admission::default()
             }));
         }

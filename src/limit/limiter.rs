@@ -11,7 +11,7 @@ use http::{HeaderMap, Method};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::admission::Admission;
+use super::admission::{Admission, Decision, Outcome};
 use super::algorithm::QuotaError;
 use super::carry::{PolicyCarry, describe, refusal};
 use super::central::{CHECK_LUA, CentralSite};
@@ -361,23 +361,37 @@ impl Limiter {
         if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
             return Admission {
                 unauthenticated: true,
+                decision: Decision::of(Outcome::Unauthenticated),
                 ..Admission::default()
             };
         }
         let asks = match self.asks(limits, client, &facts) {
-            Ok(asks) if !asks.is_empty() => asks,
-            Ok(_) => return Admission::default(),
+            Ok((asks, _)) if !asks.is_empty() => asks,
+            Ok((_, exempted)) => {
+                return Admission {
+                    decision: match exempted {
+                        Some(policy) => Decision {
+                            policy: Some(policy),
+                            ..Decision::of(Outcome::Exempt)
+                        },
+                        None => Decision::default(),
+                    },
+                    ..Admission::default()
+                };
+            }
             // A key part stated ambiguously (400) or from a token that does not verify
             // (401): nothing asked.
             Err(Refusal::BadRequest(why)) => {
                 return Admission {
                     ambiguous: Some(why),
+                    decision: Decision::of(Outcome::Ambiguous),
                     ..Admission::default()
                 };
             }
             Err(Refusal::Unauthenticated) => {
                 return Admission {
                     unauthenticated: true,
+                    decision: Decision::of(Outcome::Unauthenticated),
                     ..Admission::default()
                 };
             }

@@ -31,7 +31,7 @@ mod route_limits;
 mod sites;
 mod tiers;
 
-pub use admission::{Admission, PolicyReport};
+pub use admission::{Admission, Decision, Outcome as DecisionOutcome, PolicyReport};
 pub use carry::PolicyCarry;
 pub use counted::SentBytes;
 pub use limiter::{Limiter, LimiterError, set_running_nodes};

@@ -40,8 +40,8 @@ use tracing::{info, warn};
 use crate::body::{self, ResponseBody};
 use crate::config::Response as ResponseConfig;
 use crate::config::{Config, KeyPart, MethodOverride, PathRules};
-use crate::limit::Limiter;
 use crate::limit::keys::canonical;
+use crate::limit::{Decision, Limiter};
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
 use client_ip::TrustedProxies;
@@ -163,10 +163,14 @@ impl Gateway {
         let routed = canonical.and_then(|()| self.route(&req));
         let route = routed.as_ref().ok().cloned();
         let grpc = respond::is_grpc(&req);
-        // 4–5. limit, forward
+        // 4–5. limit, forward (what the limit step decided, for the access log)
+        let mut decision = None;
         let result = match routed {
             Err(e) => Err(e),
-            Ok(entry) => self.limit_and_forward(&entry, req, conn, client).await,
+            Ok(entry) => {
+                self.limit_and_forward(&entry, req, conn, client, &mut decision)
+                    .await
+            }
         };
         // 6. respond (a gRPC request's errors as gRPC; metrics and the log keep the HTTP
         // status the error stands for, so a rate-limited gRPC call still counts as a 429)
@@ -197,7 +201,15 @@ impl Gateway {
         inner.route_metrics[index].record_request(status, took);
         if let Some((method, path)) = logged {
             let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
-            access_log(route, &method, &path, status, took, client);
+            access_log(
+                route,
+                &method,
+                &path,
+                status,
+                took,
+                client,
+                decision.as_ref(),
+            );
         }
         resp
     }
@@ -224,6 +236,7 @@ impl Gateway {
         mut req: Request<Incoming>,
         conn: ConnInfo,
         client: IpAddr,
+        decision: &mut Option<Decision>,
     ) -> Result<Response<ResponseBody>, GatewayError> {
         let inner = &*self.inner;
         if let Some(limit) = entry.route.max_body_bytes
@@ -244,6 +257,7 @@ impl Gateway {
                 req.headers(),
             )
             .await;
+        *decision = Some(std::mem::take(&mut admission.decision));
         if let Some(what) = admission.ambiguous {
             return Err(GatewayError::BadRequest(what));
         }
@@ -349,6 +363,10 @@ fn protected_headers(config: &Config) -> Vec<HeaderName> {
     names
 }
 
+/// One access-log line: the request, its answer, and what the limit step decided
+/// (`decision`, the deciding `policy` and its `key`, `retry_after` in whole seconds as the
+/// header says it); no decision fields for a request that never reached the limit step
+/// (refused before routing, no route).
 fn access_log(
     route: &str,
     method: &http::Method,
@@ -356,7 +374,11 @@ fn access_log(
     status: u16,
     took: Duration,
     client: IpAddr,
+    decision: Option<&Decision>,
 ) {
+    let retry_after = decision
+        .and_then(|d| d.retry_after)
+        .map(|n| n.div_ceil(1_000_000_000));
     info!(
         target: "tollgate::access",
         route,
@@ -364,6 +386,11 @@ fn access_log(
         path,
         status,
         duration_ms = took.as_secs_f64() * 1e3,
+        duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
         client = %client,
+        decision = decision.map(|d| d.outcome.as_str()),
+        policy = decision.and_then(|d| d.policy.as_deref()),
+        key = decision.and_then(|d| d.key.as_deref()),
+        retry_after,
     );
 }

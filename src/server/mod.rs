@@ -279,7 +279,9 @@ impl Server {
         }
         self.reloader.start_checks();
         self.ready.store(true, Ordering::Release);
-        info!(listen = %addrs.listen, tls_listen = ?addrs.tls_listen, admin_listen = ?addrs.admin_listen, workers = self.workers, "tollgate listening");
+        // Addresses as text, absent when not listening (no Rust `Debug` in a JSON line).
+        let shown = |a: Option<std::net::SocketAddr>| a.map(tracing::field::display);
+        info!(listen = %addrs.listen, tls_listen = shown(addrs.tls_listen), admin_listen = shown(addrs.admin_listen), workers = self.workers, "tollgate listening");
         shutdown.await;
         info!("shutting down");
         self.reloader.stop_checks();

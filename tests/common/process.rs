@@ -67,10 +67,8 @@ pub fn try_spawn_serve_with_env(
         };
         if v["message"] == "tollgate listening" {
             let addr = v["listen"].as_str().unwrap().parse().unwrap();
-            // admin_listen is logged as Debug of Option<SocketAddr>: `Some(127.0.0.1:1234)`.
-            let admin = v["admin_listen"]
-                .as_str()
-                .and_then(|s| s.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok());
+            // admin_listen is the address as text, absent without an admin listener.
+            let admin = v["admin_listen"].as_str().map(|s| s.parse().unwrap());
             break (addr, admin);
         }
     };

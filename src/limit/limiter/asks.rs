@@ -3,6 +3,7 @@
 //! why the request is refused (400) before any policy is asked.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use super::Limiter;
 use crate::config::Mode;
@@ -29,17 +30,20 @@ impl From<KeyError> for Refusal {
 }
 
 impl Limiter {
-    /// Step 1: one ask per applicable policy, or why the request is refused.
+    /// Step 1: one ask per applicable policy (and the first policy that exempted the
+    /// client, for the access log), or why the request is refused.
     pub(super) fn asks(
         &self,
         limits: &RouteLimits,
         client: IpAddr,
         facts: &RequestFacts<'_>,
-    ) -> Result<Vec<Ask>, Refusal> {
+    ) -> Result<(Vec<Ask>, Option<Arc<str>>), Refusal> {
         let mut asks = Vec::with_capacity(limits.entries.len());
+        let mut exempted = None;
         for (slot, e) in limits.entries.iter().enumerate() {
             if self.exempts(e.policy, client, facts) {
                 limits.counters[slot].count_exempt();
+                exempted.get_or_insert_with(|| self.sites.policies[e.policy].label.clone());
                 continue;
             }
             // A tiered policy is asked as the variant this client's tier names. What
@@ -68,7 +72,7 @@ impl Limiter {
                 Err(_) => {}
             }
         }
-        Ok(asks)
+        Ok((asks, exempted))
     }
 
     /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated
