@@ -53,8 +53,9 @@ pub(super) struct Check<'a> {
 pub(super) enum Stop {
     /// An enforcing policy denied: the end decides the rest.
     Denied,
-    /// The store failed and the route fails closed: answer this (503).
-    Refused(Admission),
+    /// The store failed and the route fails closed: answer this (503). Boxed: the walk's
+    /// every step returns a `ControlFlow<Stop>`, which stays small for the usual case.
+    Refused(Box<Admission>),
 }
 
 impl Check<'_> {

@@ -148,12 +148,12 @@ impl Check<'_> {
                 key: idx.first().map(|&i| self.asks[i].key.clone()),
                 retry_after: Some(self.sites.unavailable_retry),
             };
-            return ControlFlow::Break(Stop::Refused(Admission {
+            return ControlFlow::Break(Stop::Refused(Box::new(Admission {
                 unavailable: Some(self.sites.unavailable_retry),
                 unavailable_policies: policies,
                 decision,
                 ..Admission::default()
-            }));
+            })));
         }
         ControlFlow::Continue(())
     }

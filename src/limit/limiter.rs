@@ -407,7 +407,7 @@ impl Limiter {
         match check.walk().await {
             ControlFlow::Break(Stop::Refused(refused)) => {
                 check.give_back_all();
-                refused
+                *refused
             }
             _ => check.end(),
         }
