@@ -1,4 +1,4 @@
-//! Red-team attempts on the peer transport (wire version 6, keyed BLAKE3), on real loopback
+//! Red-team attempts on the peer transport (wire version 7, keyed BLAKE3), on real loopback
 //! sockets against the library's own `PeerServer` and `PeerClient`: replays (same and other
 //! peer, across the replay guard's windows, at the clock-skew edges, after a restart),
 //! reflection, reply splicing and forgery, malformed and stalled frames, version and key
@@ -425,8 +425,8 @@ fn remac(message: &Bytes, mac: impl Fn(&[u8]) -> [u8; 32]) -> Bytes {
 }
 
 /// A reply (genuine, for a request this node accepted) sent as a request, and a request of
-/// another wire version (the HMAC-SHA256 v5, or a future v7) correctly re-MACed, are not
-/// messages here: 400, the connection closed, the handler never called.
+/// another wire version (the HMAC-SHA256 v5, v6 without `sync`, or a future v8) correctly
+/// re-MACed, are not messages here: 400, the connection closed, the handler never called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_as_requests_and_other_versions_are_refused_held() {
     let peer = node().await;
@@ -437,7 +437,7 @@ async fn replies_as_requests_and_other_versions_are_refused_held() {
     assert_eq!(post(at, &reply).await, 400, "a reply is not a request");
 
     let key = blake3::derive_key(KEY_CONTEXT, SECRET);
-    for version in [5u8, 7, 0] {
+    for version in [5u8, 6, 8, 0] {
         let (_, m) = sealed(at, 0, 10 + u64::from(version), "downgrade");
         let mut m = BytesMut::from(&m[..]);
         m[32] = version;

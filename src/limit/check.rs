@@ -11,7 +11,8 @@
 //!    spent — `check_local.rs`; then **central** — one script call decides and spends every
 //!    central key (or the route's `on_store_error` decides when the store cannot, for
 //!    leased keys too) — `check_store.rs`;
-//! 4. **local** — local and split keys (and the store-outage L/N fallback, and the
+//! 4. **local** — (a stale gossip view first hears the peers' counts of its gossip keys:
+//!    `check_gossip.rs`) local, split and gossip keys (and the store-outage L/N fallback, and the
 //!    local-first mirrors) are decided and spent under their shard locks — `check_local.rs`;
 //! 5. **the end** ([`Check::end`]) — the all-or-nothing rule ([`keeps`]) over what the
 //!    store and the lease books spent: a denied request gives everything back, a shadow
@@ -64,6 +65,7 @@ impl Check<'_> {
         self.lease().await?;
         self.central().await?;
         self.owner().await?;
+        self.gossip().await;
         self.local();
         ControlFlow::Continue(())
     }

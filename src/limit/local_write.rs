@@ -1,5 +1,6 @@
 //! Writing a key's state back after a decision, and making room in a full shard: the local
-//! site's memory bound (`max_keys`). A child of `local.rs` (it writes the shards directly).
+//! site's memory bound (`max_keys`); and bringing a key down to a peer's count of it (a
+//! gossip node catching up). A child of `local.rs` (it writes the shards directly).
 
 use std::hash::BuildHasher;
 use std::num::NonZeroU32;
@@ -8,10 +9,18 @@ use compact_str::CompactString;
 use hashbrown::HashTable;
 
 use super::{CheckItem, Entry, LocalStore, SHARDS, Shard};
+use crate::limit::algorithm::Snapshot;
 use crate::limit::clock::Nanos;
 use crate::limit::policy::{AnyAlgorithm, AnyState};
 
 impl LocalStore {
+    /// Spend what `item`'s key lacks to be as spent as `target` (a peer's count of it), in
+    /// one step under its shard lock: many requests catching up the same key at once
+    /// spend the difference once, not once each.
+    pub fn catch_up(&self, item: &CheckItem, target: Snapshot) {
+        self.update(item, |alg, state, now| raise(alg, state, target, now));
+    }
+
     pub(super) fn write(
         &self,
         shard: &mut Shard,
@@ -84,4 +93,33 @@ impl LocalStore {
             .keys_removed(policy, (before - table.len()) as i64);
         self.gauges.evicted(policy, evicted);
     }
+}
+
+/// `state` spent down to `target`, or `None` when it is already as spent: first to the
+/// target's cells left; then, for a target past empty, one cell per `period / limit` it is
+/// further from full (gcra and token bucket carry a debt that way; a sliding window's
+/// count says no more than its remaining).
+fn raise(
+    alg: &AnyAlgorithm,
+    state: Option<AnyState>,
+    target: Snapshot,
+    now: Nanos,
+) -> Option<AnyState> {
+    let mine = alg.peek(state, now);
+    let mut cost = mine.remaining.saturating_sub(target.remaining);
+    if target.remaining == 0 && matches!(alg, AnyAlgorithm::Gcra(_) | AnyAlgorithm::TokenBucket(_))
+    {
+        let q = alg.quota();
+        let per_cell = (crate::limit::clock::duration_to_nanos(q.period) / q.limit.max(1)).max(1);
+        let after = match cost {
+            0 => mine,
+            c => alg.peek(Some(alg.debit(state, clamp(c), now)), now),
+        };
+        cost += target.reset_after.saturating_sub(after.reset_after) / per_cell;
+    }
+    (cost > 0).then(|| alg.debit(state, clamp(cost), now))
+}
+
+fn clamp(cells: u64) -> u32 {
+    u32::try_from(cells).unwrap_or(u32::MAX)
 }

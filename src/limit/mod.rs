@@ -13,6 +13,7 @@ mod ask;
 mod carry;
 mod check;
 mod check_cache;
+mod check_gossip;
 mod check_local;
 mod check_peer;
 mod check_report;

@@ -1,5 +1,6 @@
 //! What this node answers on its peer listener: the owner's decisions for the keys it owns
-//! (`ask`, `refund`), the other nodes' gossiped spends (`gossip`), and `ping`.
+//! (`ask`, `refund`), the other nodes' gossiped spends (`gossip`), its count of a gossip key
+//! for a peer catching up (`sync`), and `ping`.
 //!
 //! Everything lands in this node's own local state (`local.rs`), in the same tables its
 //! own requests use: an owner's key is decided in one place whoever asks, and a gossiped
@@ -17,7 +18,9 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 use super::codec::{Answer, KeyItem, fingerprint};
+use super::fresh::Freshness;
 use super::report::Report;
+use super::ring::Ring;
 
 /// A gossip report's answer when this node refuses it (no such gossip policy here, or other
 /// numbers).
@@ -35,6 +38,11 @@ pub struct FleetHandler {
     /// This node's `peer_listen`, the answer to a ping: a pinger that dialled another
     /// address learns that the fleet names this node two ways.
     me: Bytes,
+    /// Hears every message (silence makes the gossip view stale).
+    fresh: Arc<Freshness>,
+    /// A peer that asks to sync is alive and reaching us: it goes back into the live set,
+    /// so our next push reaches it (what it missed before, the sync's answer carries).
+    ring: Arc<Ring>,
 }
 
 /// What the handler decides with, for one config.
@@ -67,10 +75,18 @@ impl View {
 }
 
 impl FleetHandler {
-    pub fn new(local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>, me: SocketAddr) -> Self {
+    pub fn new(
+        local: Arc<LocalStore>,
+        policies: Arc<[PolicyRuntime]>,
+        me: SocketAddr,
+        fresh: Arc<Freshness>,
+        ring: Arc<Ring>,
+    ) -> Self {
         FleetHandler {
             view: ArcSwap::from_pointee(View::new(local, policies)),
             me: Bytes::from(me.to_string()),
+            fresh,
+            ring,
         }
     }
 
@@ -141,6 +157,23 @@ impl FleetHandler {
         true
     }
 
+    /// This node's count of a peer's gossip key, spending nothing: an `Admitted` answer
+    /// carrying its remaining and reset.
+    fn sync(&self, view: &View, data: Bytes) -> Answer {
+        let Some(item) = self.item(view, data, Site::Gossip) else {
+            return Answer::Unknown;
+        };
+        let s = view
+            .local
+            .peek(item.policy, &item.key, item.headroom, false);
+        Answer::Admitted {
+            remaining: s.remaining,
+            reset_after: s.reset_after,
+            wait: 0,
+            next_after: s.next_after,
+        }
+    }
+
     /// Decide one asked key as its owner: spend if it conforms.
     fn ask(&self, view: &View, data: Bytes) -> Answer {
         let Some(item) = self.item(view, data, Site::Owner) else {
@@ -175,7 +208,12 @@ impl FleetHandler {
 }
 
 impl PeerHandler for FleetHandler {
-    async fn handle(&self, _from: SocketAddr, request: Request) -> Response {
+    async fn handle(&self, from: SocketAddr, request: Request) -> Response {
+        self.fresh.heard();
+        if request.items.iter().any(|i| i.op == Op::Sync) && self.ring.answered(from) {
+            // It was counted out: it may have missed our pushes, and we its.
+            self.fresh.mark();
+        }
         let view = self.view.load();
         let items = request
             .items
@@ -194,6 +232,7 @@ impl PeerHandler for FleetHandler {
                     }
                     Bytes::new()
                 }
+                Op::Sync => self.sync(&view, item.data).encode(),
                 Op::Gossip if self.gossip(&view, item.data) => Bytes::new(),
                 Op::Gossip => Bytes::from_static(REFUSED),
                 Op::Ping => self.me.clone(),

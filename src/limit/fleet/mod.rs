@@ -6,6 +6,8 @@
 //! - [`handler`]: what this node answers its peers, from its own local state.
 //! - [`gossip`]: the cells this node admitted since its last push.
 //! - [`report`]: how a push carries them to the peers (one report per policy).
+//! - [`fresh`] and [`sync`]: a node whose view went stale (it stalled, its peers fell
+//!   silent, a peer rejoined) hears its peers' counts of a gossip key before deciding it.
 //! - [`FleetSite`]: the request path's door to all of it (used by `check_peer.rs` and the
 //!   local step), and the background loop that pushes gossip and pings the peers.
 //!
@@ -16,10 +18,12 @@
 //! answer brings it back.
 
 mod codec;
+mod fresh;
 mod gossip;
 mod handler;
 mod report;
 pub mod ring;
+mod sync;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -86,6 +90,8 @@ pub struct FleetSite {
     metrics: PeerMetrics,
     handler: Arc<FleetHandler>,
     outbox: gossip::Outbox,
+    /// Whether the gossip view is stale, and the keys caught up since.
+    fresh: Arc<fresh::Freshness>,
     /// Last time (Unix ms) a fleet configuration error was logged.
     mismatch_logged: std::sync::atomic::AtomicU64,
     gossip_interval: Duration,
@@ -125,14 +131,21 @@ impl FleetSite {
             live.clone(),
         );
         let ring = Arc::new(Ring::new(me, &cluster.peers, live));
-        let observed = ring.clone();
+        let fresh = Arc::new(fresh::Freshness::new(
+            cluster.gossip_interval,
+            cluster.heartbeat,
+        ));
+        let (observed, stale) = (ring.clone(), fresh.clone());
         // The ring counts failed messages, not failed calls: one lost message that carried
-        // many asks is one failure of its peer.
+        // many asks is one failure of its peer. A peer back in the live set may have
+        // counted us out meanwhile and not pushed to us: our gossip view is stale.
         let observer: Observer = Box::new(move |peer, answered| match answered {
-            true => drop(observed.answered(peer)),
+            true if observed.answered(peer) => stale.mark(),
+            true => {}
             false => drop(observed.failed(peer)),
         });
-        Some(Arc::new(FleetSite {
+        let handler = FleetHandler::new(local, policies.clone(), me, fresh.clone(), ring.clone());
+        let site = Arc::new(FleetSite {
             ring,
             client: PeerClient::observed(
                 me,
@@ -144,11 +157,14 @@ impl FleetSite {
             secret,
             metrics,
             mismatch_logged: std::sync::atomic::AtomicU64::new(0),
-            handler: Arc::new(FleetHandler::new(local, policies, me)),
+            handler: Arc::new(handler),
             outbox,
+            fresh,
             gossip_interval: cluster.gossip_interval,
             heartbeat: cluster.heartbeat,
-        }))
+        });
+        site.set_window(&policies);
+        Some(site)
     }
 
     /// Listen on `peer_listen` (a fixed port: the other nodes' `peers` name it).
@@ -241,6 +257,7 @@ impl FleetSite {
     /// pushed under the names it was recorded with, at the numbers running then.
     pub fn rebind(self: &Arc<Self>, local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) {
         self.push_gossip();
+        self.set_window(&policies);
         self.handler.rebind(local, policies);
     }
 
@@ -259,6 +276,7 @@ impl FleetSite {
                 _ = ping.tick() => self.ping_all(),
                 _ = shutdown.recv() => break,
             }
+            self.fresh.tick();
             let now = self.ring.live_count();
             if now != live {
                 live = now;

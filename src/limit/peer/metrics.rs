@@ -32,7 +32,7 @@ struct KindLabels {
 pub struct PeerMetrics {
     calls: Family<OpLabels, Counter>,
     /// `calls` for each op, looked up once: a call costs an atomic add, not a map lookup.
-    by_op: [Counter; 5],
+    by_op: [Counter; 6],
     errors: Family<KindLabels, Counter>,
     latency: Histogram,
 }
@@ -40,8 +40,15 @@ pub struct PeerMetrics {
 impl PeerMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let calls: Family<OpLabels, Counter> = Family::default();
-        let by_op = [Op::Ask, Op::Refund, Op::Gossip, Op::Ping, Op::Debit]
-            .map(|op| calls.get_or_create(&OpLabels { op: op.label() }).clone());
+        let by_op = [
+            Op::Ask,
+            Op::Refund,
+            Op::Gossip,
+            Op::Ping,
+            Op::Debit,
+            Op::Sync,
+        ]
+        .map(|op| calls.get_or_create(&OpLabels { op: op.label() }).clone());
         let m = PeerMetrics {
             calls,
             by_op,
@@ -74,6 +81,7 @@ impl PeerMetrics {
             Op::Gossip => 2,
             Op::Ping => 3,
             Op::Debit => 4,
+            Op::Sync => 5,
         };
         self.by_op[i].inc();
     }

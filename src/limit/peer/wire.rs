@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! mac        32 bytes  BLAKE3-keyed(k, everything below [+ the request's mac, in a reply])
-//! version     u8       6 (`VERSION`)
+//! version     u8       7 (`VERSION`)
 //! kind        u8       1 = request, 2 = reply
 //! timestamp   u64      sender's wall clock, Unix milliseconds
 //! nonce       u64      a per-sender counter: no two requests share a MAC (0 in replies)
@@ -42,8 +42,9 @@ pub use super::mac::{MAC_LEN, MIN_SECRET_BYTES, Secret};
 /// The format version (2: the recipient is signed; 3: gossip as one report per policy; 4:
 /// front-coded report entries, `fleet/report.rs`; 5: ask answers carry `next_after`, and the
 /// `debit` op; 6: keyed BLAKE3 for HMAC-SHA256, and replies name no sender, so an empty
-/// reply's MAC is one BLAKE3 block): nodes of two versions refuse each other.
-pub const VERSION: u8 = 6;
+/// reply's MAC is one BLAKE3 block; 7: the `sync` op): nodes of two versions refuse each
+/// other.
+pub const VERSION: u8 = 7;
 
 /// How far a request's timestamp may be from the receiver's clock (either way).
 pub const MAX_SKEW: Duration = Duration::from_secs(5);
@@ -70,6 +71,9 @@ pub enum Op {
     /// Route by key: spend cells at the owner whether or not they conform (a response
     /// reported a higher cost than the request was admitted on).
     Debit,
+    /// Gossip counters: a node catching up after a stall asks for the peer's count of a
+    /// key (nothing spent).
+    Sync,
 }
 
 impl Op {
@@ -81,6 +85,7 @@ impl Op {
             Op::Gossip => "gossip",
             Op::Ping => "ping",
             Op::Debit => "debit",
+            Op::Sync => "sync",
         }
     }
 
@@ -91,6 +96,7 @@ impl Op {
             Op::Gossip => 3,
             Op::Ping => 4,
             Op::Debit => 5,
+            Op::Sync => 6,
         }
     }
 
@@ -101,6 +107,7 @@ impl Op {
             3 => Op::Gossip,
             4 => Op::Ping,
             5 => Op::Debit,
+            6 => Op::Sync,
             _ => return None,
         })
     }

@@ -1,0 +1,60 @@
+//! The limit step's gossip catch-up (see `check.rs` for the walk), before the local step
+//! decides gossip keys: while this node's gossip view is stale (it stalled, its peers fell
+//! silent, a peer rejoined: `fleet/fresh.rs`), a gossip key not yet caught up since then
+//! first hears the peers' counts of it (`fleet/sync.rs`) and this node spends what it
+//! lacks of the most spent of them. Then the local step decides on that view. A fresh view
+//! (nearly always) costs one atomic read or two and nothing else.
+
+use super::check::Check;
+use super::fleet::KeyItem;
+use super::route_limits::Site;
+
+impl Check<'_> {
+    /// Catch up the request's gossip keys if the view is stale; never denies by itself.
+    pub(super) async fn gossip(&mut self) {
+        if !self.asks.iter().any(|a| a.entry.site == Site::Gossip) {
+            return;
+        }
+        let Some(fleet) = self.sites.fleet.clone() else {
+            return;
+        };
+        let Some(epoch) = fleet.catching_up() else {
+            return;
+        };
+        let (idx, items): (Vec<usize>, Vec<KeyItem>) = (0..self.asks.len())
+            .filter(|&i| self.asks[i].entry.site == Site::Gossip)
+            .map(|i| {
+                let ask = &self.asks[i];
+                let spec = self.sites.specs[ask.entry.policy];
+                let mut item = self.gossip_item(i, spec);
+                item.cost = 0;
+                (i, item)
+            })
+            .filter(|(_, item)| !fleet.synced(epoch, item))
+            .unzip();
+        if items.is_empty() {
+            return;
+        }
+        let heard = fleet.pull(&items).await;
+        for ((i, item), h) in idx.into_iter().zip(&items).zip(heard) {
+            if let Some(target) = h.most_spent {
+                let local = self.check_item(&self.asks[i], false);
+                self.sites.local.catch_up(&local, target);
+            }
+            if h.everyone {
+                fleet.caught_up(epoch, item);
+            }
+        }
+    }
+
+    fn gossip_item(&self, i: usize, spec: u64) -> KeyItem {
+        let ask = &self.asks[i];
+        KeyItem {
+            policy: self.sites.policies[ask.entry.policy].name.clone(),
+            spec,
+            headroom: ask.headroom.get(),
+            cost: ask.cost,
+            key: ask.key.clone(),
+        }
+    }
+}
