@@ -70,6 +70,9 @@ pub struct Decision {
     pub key: Option<String>,
     /// When denied: nanoseconds until the request would be admitted.
     pub retry_after: Option<Nanos>,
+    /// The keys of the other policies that decided, in the route's order: with `key`,
+    /// what `tollgate replay` keys a logged request by (`RequestFacts::given`).
+    pub others: Vec<String>,
 }
 
 /// The outcomes of the limit step, as the access log's `decision` names them.

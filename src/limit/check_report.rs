@@ -91,12 +91,17 @@ impl Check<'_> {
                 Decided::ShadowDeny,
                 Decided::Deny,
             ];
+            let others = (self.asks.iter_mut().enumerate())
+                .filter(|(j, a)| *j != i && a.decided.is_some())
+                .map(|(_, a)| std::mem::take(&mut a.key))
+                .collect();
             let ask = &mut self.asks[i];
             admission.decision = Decision {
                 outcome: outcome[usize::from(rank)],
                 policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
                 key: Some(std::mem::take(&mut ask.key)),
                 retry_after,
+                others,
             };
         }
         admission

@@ -147,6 +147,7 @@ impl Check<'_> {
                 policy: policies.first().cloned(),
                 key: idx.first().map(|&i| self.asks[i].key.clone()),
                 retry_after: Some(self.sites.unavailable_retry),
+                others: Vec::new(),
             };
             return ControlFlow::Break(Stop::Refused(Box::new(Admission {
                 unavailable: Some(self.sites.unavailable_retry),

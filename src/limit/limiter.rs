@@ -1,25 +1,19 @@
 //! The limiter: every route's policies, the sites that decide them, and the caches in front.
 //! [`Limiter::check`] (in `check.rs`) is the limit step of the request path.
 
-use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
-
-use http::{HeaderMap, Method};
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::admission::{Admission, Decision, Outcome};
 use super::algorithm::QuotaError;
 use super::carry::{PolicyCarry, describe, refusal};
 use super::central::{CHECK_LUA, CentralSite};
-use super::check::{Check, Stop};
 use super::clock::Clock;
 use super::deny_cache::DenyCache;
 use super::fleet::{FleetSite, fingerprint};
-use super::keys::{KeyBuilder, Target};
+use super::keys::KeyBuilder;
 use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::metrics::{LimitMetrics, PolicyGauges};
@@ -31,7 +25,7 @@ use super::store::metrics::StoreMetrics;
 use super::tiers::TierTable;
 
 mod asks;
-use asks::Refusal;
+mod decide;
 mod nodes;
 use crate::config::{Config, Exempt, StoreKind};
 pub use nodes::set_running_nodes;
@@ -323,93 +317,4 @@ fn build_policies(
         .map(|(i, p)| PolicyRuntime::with_nodes(i, p, &headrooms, nodes))
         .collect::<Result<Vec<_>, _>>()?
         .into())
-}
-
-impl Limiter {
-    /// Decide a request of route `route` whose target is not known: policies keyed on
-    /// `path` or `query:NAME` do not apply. See [`Limiter::check_request`].
-    pub async fn check(
-        &self,
-        route: usize,
-        route_name: &Arc<str>,
-        client: IpAddr,
-        method: &Method,
-        headers: &HeaderMap,
-    ) -> Admission {
-        self.check_request(route, route_name, client, method, None, headers)
-            .await
-    }
-
-    /// Decide a request of route `route` (its index in the config) to `uri` (canonical).
-    pub async fn check_request(
-        &self,
-        route: usize,
-        route_name: &Arc<str>,
-        client: IpAddr,
-        method: &Method,
-        uri: Option<&http::Uri>,
-        headers: &HeaderMap,
-    ) -> Admission {
-        let limits = &self.routes[route];
-        if !limits.require_account && limits.entries.is_empty() {
-            return Admission::default();
-        }
-        // Built once: a token is verified once per request, whatever its parts.
-        let target = uri.map(Target::of).unwrap_or_default();
-        let facts = self.keys.facts(client, route_name, method, target, headers);
-        // An account stated twice, or a token that does not verify, is none.
-        if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
-            return Admission {
-                unauthenticated: true,
-                decision: Decision::of(Outcome::Unauthenticated),
-                ..Admission::default()
-            };
-        }
-        let asks = match self.asks(limits, client, &facts) {
-            Ok((asks, _)) if !asks.is_empty() => asks,
-            Ok((_, exempted)) => {
-                return Admission {
-                    decision: match exempted {
-                        Some(policy) => Decision {
-                            policy: Some(policy),
-                            ..Decision::of(Outcome::Exempt)
-                        },
-                        None => Decision::default(),
-                    },
-                    ..Admission::default()
-                };
-            }
-            // A key part stated ambiguously (400) or from a token that does not verify
-            // (401): nothing asked.
-            Err(Refusal::BadRequest(why)) => {
-                return Admission {
-                    ambiguous: Some(why),
-                    decision: Decision::of(Outcome::Ambiguous),
-                    ..Admission::default()
-                };
-            }
-            Err(Refusal::Unauthenticated) => {
-                return Admission {
-                    unauthenticated: true,
-                    decision: Decision::of(Outcome::Unauthenticated),
-                    ..Admission::default()
-                };
-            }
-        };
-        let mut check = Check {
-            sites: &self.sites,
-            route: limits,
-            route_name,
-            asks,
-            held: Vec::new(),
-            store_deadline: None,
-        };
-        match check.walk().await {
-            ControlFlow::Break(Stop::Refused(refused)) => {
-                check.give_back_all();
-                *refused
-            }
-            _ => check.end(),
-        }
-    }
 }

@@ -364,8 +364,8 @@ fn protected_headers(config: &Config) -> Vec<HeaderName> {
 }
 
 /// One access-log line: the request, its answer, and what the limit step decided
-/// (`decision`, the deciding `policy` and its `key`, `retry_after` in whole seconds as the
-/// header says it); no decision fields for a request that never reached the limit step
+/// (`decision`, the deciding `policy` and its `key`, the other deciding policies' `keys`
+/// space-separated, `retry_after` in whole seconds as the header says it); no decision fields for a request that never reached the limit step
 /// (refused before routing, no route).
 fn access_log(
     route: &str,
@@ -379,6 +379,10 @@ fn access_log(
     let retry_after = decision
         .and_then(|d| d.retry_after)
         .map(|n| n.div_ceil(1_000_000_000));
+    // Joined only when a route's second policy decided too (most have one).
+    let others = decision
+        .filter(|d| !d.others.is_empty())
+        .map(|d| d.others.join(" "));
     info!(
         target: "tollgate::access",
         route,
@@ -391,6 +395,7 @@ fn access_log(
         decision = decision.map(|d| d.outcome.as_str()),
         policy = decision.and_then(|d| d.policy.as_deref()),
         key = decision.and_then(|d| d.key.as_deref()),
+        keys = others.as_deref(),
         retry_after,
     );
 }

@@ -39,6 +39,9 @@ pub(super) struct Fields<'a> {
     /// `status` when it is a whole number 100 to 599 (`parse::status_of`); anything else,
     /// of any JSON type, is none (never a malformed line).
     pub status: Option<u16>,
+    /// The live gateway's keys (`proxy::access_log`).
+    pub key: Option<Cow<'a, [u8]>>,
+    pub keys: Option<Cow<'a, [u8]>>,
 }
 
 /// Reads a line's map, knowing which key is the account.
@@ -70,6 +73,8 @@ impl<'de> Visitor<'de> for LineSeed<'_> {
                 "method" => &mut f.method,
                 "path" => &mut f.path,
                 "client" => &mut f.client,
+                "key" => &mut f.key,
+                "keys" => &mut f.keys,
                 "duration_ms" => {
                     f.duration_ms = map.next_value::<Option<f64>>()?;
                     continue;
@@ -207,6 +212,8 @@ pub fn parse<'a>(line: &'a [u8], account_field: &str) -> Result<Option<Record<'a
         account: f.account.filter(|a| !a.is_empty()),
         duration,
         status: f.status,
+        key: f.key,
+        keys: f.keys,
     }))
 }
 

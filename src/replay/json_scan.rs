@@ -150,6 +150,8 @@ pub(super) fn slot<'f, 'a>(f: &'f mut Fields<'a>, key: &[u8], account_field: &st
         b"method" => Slot::Text(&mut f.method),
         b"path" => Slot::Text(&mut f.path),
         b"client" => Slot::Text(&mut f.client),
+        b"key" => Slot::Text(&mut f.key),
+        b"keys" => Slot::Text(&mut f.keys),
         b"duration_ms" => Slot::Duration,
         b"status" => Slot::Status,
         k if k == account_field.as_bytes() => Slot::Text(&mut f.account),

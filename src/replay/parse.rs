@@ -30,6 +30,10 @@ pub struct Record<'a> {
     /// The logged response status (`$status`, JSON `status`) when it is one (100 to 599):
     /// what `count = { statuses }` policies settle on.
     pub status: Option<u16>,
+    /// tollgate's own JSON log: the deciding policy's `key` and the other policies' `keys`
+    /// (space-separated), as the live gateway keyed them: replay keys those policies so.
+    pub key: Option<Cow<'a, [u8]>>,
+    pub keys: Option<Cow<'a, [u8]>>,
 }
 
 /// A logged status as `count` reads it: three digits, 100 to 599; anything else is none.
@@ -129,6 +133,8 @@ pub fn combined(line: &[u8]) -> Result<Record<'_>, Malformed> {
         account: (user != b"-" && !user.is_empty()).then(|| unescape(user)),
         duration: None,
         status: status.and_then(status_of),
+        key: None,
+        keys: None,
     })
 }
 

@@ -175,12 +175,18 @@ impl Replayer {
             return;
         };
         let index = entry.index;
+        // The keys the live gateway logged (its own JSON log): those policies are keyed so.
+        let key = r.key.as_deref().and_then(|k| std::str::from_utf8(k).ok());
+        let keys = r.keys.as_deref().and_then(|k| std::str::from_utf8(k).ok());
+        let given: smallvec::SmallVec<[&str; 4]> = (key.into_iter())
+            .chain(keys.into_iter().flat_map(|k| k.split(' ')))
+            .collect();
         let mut admission = self
             .limiter
-            .check(index, &entry.name, r.client, &method, &self.headers)
+            .check_given(index, &entry.name, r.client, &method, &self.headers, &given)
             .await;
         let counted = std::mem::take(&mut admission.counted);
-        self.count(index, r, &method, admission);
+        self.count(index, r, &method, admission, &given);
         // `count = { statuses }` policies settle on the logged status, as they would on
         // the upstream's; a line without one keeps its spends (as a request that ended
         // without a head does).
@@ -207,7 +213,7 @@ impl Replayer {
     }
 
     /// Count what the limiter decided; remember denied keys and held permits.
-    fn count(&mut self, route: usize, r: &Record<'_>, m: &Method, a: Admission) {
+    fn count(&mut self, route: usize, r: &Record<'_>, m: &Method, a: Admission, given: &[&str]) {
         let rt = &mut self.tally.routes[route];
         rt.requests += 1;
         if a.unauthenticated {
@@ -244,7 +250,7 @@ impl Replayer {
             bin.denied_requests += u64::from(a.denied);
             denied_by.iter().for_each(|&i| bin.denied[i] += 1);
         }
-        self.remember_keys(&denied_by, route, r.client, m);
+        self.remember_keys(&denied_by, route, r.client, m, given);
         if !a.permits.is_empty() {
             let end = self.now.saturating_add(r.duration.unwrap_or(0) as i64);
             self.seq += 1;
@@ -258,14 +264,22 @@ impl Replayer {
 
     /// Count the keys of the policies that denied, built as the limiter builds them
     /// (accounts and header values hashed with the config's key).
-    fn remember_keys(&mut self, denied_by: &[usize], route: usize, client: IpAddr, m: &Method) {
+    fn remember_keys(
+        &mut self,
+        denied_by: &[usize],
+        route: usize,
+        client: IpAddr,
+        m: &Method,
+        given: &[&str],
+    ) {
         if denied_by.is_empty() {
             return;
         }
         let route = &self.config.routes[route].name;
-        let facts = self
+        let mut facts = self
             .keys
             .facts(client, route, m, Default::default(), &self.headers);
+        facts.give(given);
         for &i in denied_by {
             if let Ok(Some(key)) = self.keys.key(&self.policies[i], &facts) {
                 *self.tally.denied_keys.entry((i, key)).or_insert(0) += 1;

@@ -163,6 +163,27 @@ pub struct RequestFacts<'a> {
     pub target: Target<'a>,
     /// For `header:NAME` and `cookie:NAME` parts.
     pub headers: &'a HeaderMap,
+    /// Keys a live gateway logged for this request (`tollgate replay` of tollgate's own
+    /// log, [`RequestFacts::give`]): a policy whose key is among them is keyed so. Empty
+    /// on the request path.
+    pub given: &'a [&'a str],
+}
+
+impl<'a> RequestFacts<'a> {
+    /// Key as `given` says (see the field); an account-keyed given key also names the
+    /// request's account (its keyed hash), so `require_account` and other account-keyed
+    /// policies see it.
+    pub fn give(&mut self, given: &'a [&'a str]) {
+        self.given = given;
+        if self.account.is_none() {
+            self.account = given.iter().find_map(|k| {
+                let hash = k.split(":acct:").nth(1)?.get(..32)?;
+                hash.bytes()
+                    .all(|b| b.is_ascii_hexdigit())
+                    .then(|| Ok(hash.to_owned()))
+            });
+        }
+    }
 }
 
 impl KeyBuilder {
@@ -251,6 +272,7 @@ impl KeyBuilder {
             method,
             target,
             headers,
+            given: &[],
         }
     }
 
@@ -301,6 +323,12 @@ impl KeyBuilder {
         policy: &PolicyRuntime,
         facts: &RequestFacts<'_>,
     ) -> Result<Option<String>, KeyError> {
+        if let Some(k) = facts.given.iter().find(|k| {
+            k.strip_prefix(&*policy.name)
+                .is_some_and(|rest| rest.starts_with(':'))
+        }) {
+            return Ok(Some((*k).to_owned()));
+        }
         let mut key = String::with_capacity(64);
         key.push_str(&policy.name);
         for part in &policy.key {
