@@ -44,6 +44,14 @@ fn forged() -> Vec<(String, String)> {
         "X-Forwarded-Scheme",
         "X-Original-Forwarded-For",
         "X-ProxyUser-Ip",
+        // The red team's (issue 30 review): gunicorn's SCRIPT_NAME path rewrite, Tornado's
+        // X-Scheme, gunicorn's X-Forwarded-Protocol, nginx setups' X-Original-URI, XFCC.
+        "Script-Name",
+        "X-Scheme",
+        "X-Forwarded-Protocol",
+        "X-Original-URI",
+        "X-Forwarded-Uri",
+        "X-Forwarded-Client-Cert",
     ] {
         names.push(vendor.to_owned());
         names.push(vendor.replace('-', "_"));

@@ -48,6 +48,11 @@ pub(super) fn canonicalize<B>(
         // the padded bytes would give `victim ` a budget of its own.
         return Err(bad("a header value starts or ends with whitespace".into()));
     }
+    if req.version() == Version::HTTP_2 && !lengths_are_numbers(req.headers()) {
+        // hyper's HTTP/1.1 parser refuses these itself; over HTTP/2 an empty or odd
+        // `content-length` reached the upstream, where each server reads it its own way.
+        return Err(bad("content-length must be a number".into()));
+    }
     if has_looped(req.headers(), pseudonym) {
         return Err(GatewayError::LoopDetected {
             pseudonym: pseudonym.to_owned(),
@@ -179,6 +184,12 @@ fn padded_value(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Whether every `content-length` line is a plain decimal number.
+fn lengths_are_numbers(headers: &HeaderMap) -> bool {
+    (headers.get_all(header::CONTENT_LENGTH).iter())
+        .all(|v| !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit))
+}
+
 /// Whether any `Via` entry (`1.1 name`, `HTTP/1.1 name (comment)`) names `pseudonym`.
 fn has_looped(headers: &HeaderMap, pseudonym: &str) -> bool {
     headers
@@ -271,6 +282,15 @@ mod tests {
         r.headers_mut()
             .insert("x-api-key", "vic tim".parse().unwrap());
         assert!(canon(r).is_ok());
+        for length in ["", "1x", "-1"] {
+            let mut r = req(Version::HTTP_2, "http://a/", &[]);
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, length.parse().unwrap());
+            assert!(
+                canon(r).unwrap_err().contains("content-length"),
+                "{length:?}"
+            );
+        }
     }
 
     #[test]

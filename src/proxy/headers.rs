@@ -19,6 +19,9 @@ fn is_hop_by_hop(name: &str) -> bool {
         "connection"
             | "keep-alive"
             | "proxy-connection"
+            // httpoxy: CGI hands `Proxy:` to the backend as `HTTP_PROXY`, which many HTTP
+            // clients take as their outbound proxy. No request has a reason to carry it.
+            | "proxy"
             | "proxy-authenticate"
             | "proxy-authorization"
             | "te"
@@ -247,6 +250,7 @@ mod tests {
         h.insert("x-secret", "1".parse().unwrap());
         h.insert("keep-alive", "timeout=5".parse().unwrap());
         h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        h.insert("proxy", "http://evil.example:8080".parse().unwrap()); // httpoxy
         h.insert("x-keep", "1".parse().unwrap());
         remove_hop_by_hop(&mut h, None, &[]);
         assert_eq!(h.len(), 1);

@@ -46,8 +46,9 @@ pub enum GatewayError {
     /// The upstream switched protocols the client did not ask for (or is not allowed).
     #[error("upstream `{upstream}` answered 101 to a request that did not ask for {what}")]
     UnexpectedUpgrade { upstream: String, what: String },
-    /// The route requires an account and the request has none that verifies.
-    #[error("this route requires an account (a valid token)")]
+    /// The route requires an account, or a policy keys on a token, and the request has
+    /// none that verifies.
+    #[error("a valid account (a token that verifies) is required")]
     Unauthenticated,
     /// An enforcing policy denied the request; the report names which and for how long.
     #[error("rate limited")]

@@ -111,8 +111,10 @@ pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<
         if found.is_some() {
             return Err(Ambiguous::Query(name.to_owned()));
         }
+        // `%uXXXX` is a character to classic ASP.NET and four to everyone else.
+        let percent_u = v.windows(2).any(|w| w.eq_ignore_ascii_case(b"%u"));
         let v = decode(v, true);
-        if unclear(&v, false) {
+        if unclear(&v, false) || percent_u {
             return Err(Ambiguous::Unclear(Named::Query(name.to_owned())));
         }
         found = Some(v.into_owned());
@@ -122,7 +124,8 @@ pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<
 
 /// The value of cookie `name` across every `Cookie` line (HTTP/2 sends one per cookie):
 /// trimmed, unquoted and `%XX`-decoded (frameworks that decode would otherwise see one
-/// session under many keys); `+` stays a `+`. Hand-parsed rather than with the `cookie`
+/// session under many keys), `+` read as a space (Rack reads cookies so); a value holding
+/// a `\\` or starting with `j:` is refused (read otherwise by Python's and Express's parsers). Hand-parsed rather than with the `cookie`
 /// crate: it must see every occurrence of the name to refuse a second one, split on `,` as
 /// well as `;` (RFC 2965 parsers do, so `a=1, sid=x; sid=y` holds two `sid`), and treat
 /// a pair without `=` as a name (some parsers do) — the crate's lenient parse would pick
@@ -144,8 +147,11 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Vec<u8>>,
                 .strip_prefix(b"\"")
                 .and_then(|v| v.strip_suffix(b"\""))
                 .unwrap_or(v);
-            let v = decode(v, false);
-            if unclear(&v, false) {
+            // Read otherwise by some backend: a `\` (Python's `http.cookies`, so Werkzeug and
+            // Django, undoes `\x` and `\ooo` escapes; Go drops the cookie) and a `j:` value
+            // (Express's cookie-parser parses it as JSON: `j:"victim"` is `victim`).
+            let v = decode(v, true);
+            if unclear(&v, false) || v.contains(&b'\\') || v.starts_with(b"j:") {
                 return Err(Ambiguous::Unclear(Named::Cookie(name.to_owned())));
             }
             found = Some(v.into_owned());

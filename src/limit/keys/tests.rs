@@ -484,3 +484,46 @@ fn unclear_values_are_refused_in_every_part() {
         "the `k` query parameter must be UTF-8 without whitespace or an invisible character at either end"
     );
 }
+
+/// What the red team found backends read otherwise (issue 30's review): a cookie's
+/// backslash escapes (Python's `http.cookies`), Express's `j:` JSON cookies, Rack's `+` in
+/// a cookie, classic ASP.NET's `%uXXXX` in a query value.
+#[test]
+fn values_some_backend_decodes_further_are_refused_or_folded() {
+    let sid = KeyPart::Cookie("sid".into());
+    let with_cookie = |c: &str| {
+        let mut h = HeaderMap::new();
+        h.insert("cookie", c.parse().unwrap());
+        key_at(sid.clone(), T, &h)
+    };
+    for c in [
+        r#"sid="\victim""#,
+        r#"sid="vic\164im""#,
+        r#"sid=j:"victim""#,
+        "sid=j:[1]",
+        "sid=victim+",
+    ] {
+        assert_eq!(
+            with_cookie(c),
+            Err(Ambiguous::Unclear(parts::Named::Cookie("sid".into()))),
+            "{c}"
+        );
+    }
+    assert_eq!(
+        with_cookie("sid=vic+tim"),
+        with_cookie("sid=vic%20tim"),
+        "Rack's reading"
+    );
+    assert!(with_cookie("sid=vic+tim").unwrap().is_some());
+    for q in ["tenant=vi%u0063tim", "tenant=%U0076ictim"] {
+        let target = Target {
+            path: Some("/"),
+            query: Some(q),
+        };
+        assert_eq!(
+            key_at(KeyPart::Query("tenant".into()), target, &HeaderMap::new()),
+            Err(Ambiguous::Unclear(parts::Named::Query("tenant".into()))),
+            "{q}"
+        );
+    }
+}

@@ -43,9 +43,15 @@ pub const OWN_CLAIMS: [&str; 4] = [
 /// vendor client-IP ones (`X-Client-IP`, `True-Client-IP`, `CF-Connecting-IP`,
 /// `Fastly-Client-IP`, `X-Cluster-Client-IP`, `X-Forwarded`, `Forwarded-For`), cache
 /// poisoning finds `X-Host`, `X-Original-Host` and `X-Forwarded-Server` honoured; proxies
-/// write `X-Original-Forwarded-For` (ingress-nginx) and `X-ProxyUser-Ip` (Google). No client
-/// has a reason to send any of them, so every spelling is kept only from a trusted proxy.
-pub const CLAIMS: [&str; 20] = [
+/// write `X-Original-Forwarded-For` (ingress-nginx) and `X-ProxyUser-Ip` (Google); gunicorn
+/// rewrites the path from a `SCRIPT_NAME` header (`forwarder_headers`) and reads
+/// `X-Forwarded-Protocol`, Tornado `X-Scheme`, nginx and Traefik setups `X-Original-URI` /
+/// `X-Forwarded-Uri`, App Engine and Fly their client-IP headers, and Envoy, Spring and
+/// nginx setups take a client certificate from `X-Forwarded-Client-Cert` / `SSL-Client-Cert`.
+/// No client has a reason to send any of them, so they are kept only from a trusted proxy.
+/// A list of names can never be complete: backends should read only the headers their proxy
+/// writes (README, "Security model").
+pub const CLAIMS: [&str; 37] = [
     "x-forwarded-host",
     "x-forwarded-port",
     "x-forwarded-prefix",
@@ -66,6 +72,23 @@ pub const CLAIMS: [&str; 20] = [
     "x-cluster-client-ip",
     "x-original-forwarded-for",
     "x-proxyuser-ip",
+    "x-forwarded-protocol",
+    "x-forwarded-uri",
+    "x-forwarded-path",
+    "x-original-uri",
+    "x-scheme",
+    "x-url-scheme",
+    "front-end-https",
+    "script-name",
+    "x-script-name",
+    "path-info",
+    "fly-client-ip",
+    "x-appengine-user-ip",
+    "x-forwarded-client-cert",
+    "x-client-cert",
+    "ssl-client-cert",
+    "x-ssl-client-cert",
+    "x-envoy-external-address",
 ];
 
 /// Method overrides (Rails, Laravel/Symfony, Express `method-override`, ASP.NET): dropped in
