@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 
 use crate::body::{ResponseBody, full};
@@ -161,7 +162,7 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         "/metrics" => text(
             StatusCode::OK,
             encode(&state.registry),
-            "text/plain; version=0.0.4; charset=utf-8",
+            prometheus_text::CONTENT_TYPE,
         ),
         "/routes" => get_json(req.method(), &state.views.load().routes),
         "/config" => get_json(req.method(), &state.views.load().config),
@@ -198,11 +199,15 @@ fn error_json(e: String) -> serde_json::Value {
     serde_json::json!({ "result": "error", "error": e })
 }
 
-/// Prometheus text exposition of everything registered.
+/// Everything registered, in the Prometheus text format (0.0.4) that the content type
+/// names: its counter families are named with `_total`, as their samples are. (The
+/// OpenMetrics encoder, which this once used under the same content type, names a counter
+/// family without the suffix, so a Prometheus reading it as 0.0.4 text saw untyped samples
+/// without help, and `promtool check metrics` refused them.)
 fn encode(registry: &Registry) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    let _ = prometheus_text::encode(&mut out, registry);
     out
 }
 
@@ -237,4 +242,31 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::metrics::counter::Counter;
+
+    use super::*;
+
+    /// A counter's family is named as its sample is, and nothing but 0.0.4 text is written
+    /// (no OpenMetrics `# EOF`).
+    #[test]
+    fn a_counter_family_is_named_with_its_total() {
+        let mut registry = Registry::default();
+        let c = Counter::<u64>::default();
+        registry.register("tollgate_things", "Things", c.clone());
+        c.inc();
+        let text = encode(&registry);
+        assert!(
+            text.starts_with(
+                "# HELP tollgate_things_total Things.\n\
+                 # TYPE tollgate_things_total counter\n\
+                 tollgate_things_total 1\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+    }
 }
