@@ -3,13 +3,15 @@
 //! health-checked upstream serves allowed and denied requests, so the request, decision,
 //! store and health families all have samples; a node of a fleet of two (`tollgate serve`
 //! processes, an owner and a gossip policy) adds the peer and gossip families. Each family
-//! must be typed under the name the README promises (its samples' name, `_total` and all).
+//! must be typed under the name the README promises (its samples' name, `_total` and all),
+//! and `build_info` and the `process_*` metrics must be there with plausible values.
 
 mod common;
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::config::{ConfigBuilder, policy, route};
 use common::peers;
@@ -55,6 +57,16 @@ fn assert_promtool_accepts(text: &str) {
     }
 }
 
+/// The value of the one sample named exactly `name` (no labels).
+fn sample(metrics: &str, name: &str) -> f64 {
+    let prefix = format!("{name} ");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no sample {name} in\n{metrics}"));
+    line[prefix.len()..].trim().parse().expect("a number")
+}
+
 /// The families every gateway exports, as the README names them, with their types. (A
 /// family with no series yet is not written at all: `tollgate_timeouts_total` before a
 /// first cut, the `*_errors_total` before a first error.)
@@ -75,6 +87,30 @@ fn assert_typed(metrics: &str, families: &[(&str, &str)]) {
         let line = format!("# TYPE {name} {kind}\n");
         assert!(metrics.contains(&line), "no {line:?} in\n{metrics}");
     }
+}
+
+/// `tollgate_build_info` says 1 and names this crate's version; the process metrics
+/// describe a live process started within the last hour.
+fn assert_build_and_process(metrics: &str) {
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let build = metrics
+        .lines()
+        .find(|l| l.starts_with("tollgate_build_info{"))
+        .unwrap_or_else(|| panic!("no tollgate_build_info in\n{metrics}"));
+    assert!(build.contains(&version), "{build}");
+    assert!(build.ends_with("} 1"), "{build}");
+
+    let rss = sample(metrics, "process_resident_memory_bytes");
+    assert!(rss > 0.0, "rss {rss}");
+    assert!(sample(metrics, "process_virtual_memory_bytes") >= rss);
+    let fds = sample(metrics, "process_open_fds");
+    assert!(fds > 0.0, "open fds {fds}");
+    assert!(sample(metrics, "process_max_fds") >= fds);
+    assert!(sample(metrics, "process_cpu_seconds_total") >= 0.0);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start = sample(metrics, "process_start_time_seconds");
+    let age = now.as_secs_f64() - start;
+    assert!((-1.0..3600.0).contains(&age), "started {age} s ago");
 }
 
 /// A policy of 2 requests an hour per client IP, decided at `site`.
@@ -139,6 +175,7 @@ async fn a_gateway_with_a_store_exports_what_promtool_accepts() {
     );
     assert_no_key(&metrics);
     assert_promtool_accepts(&metrics);
+    assert_build_and_process(&metrics);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,4 +210,9 @@ async fn a_fleet_node_exports_what_promtool_accepts() {
     );
     assert_no_key(&metrics);
     assert_promtool_accepts(&metrics);
+    assert_build_and_process(&metrics);
+    // A second scrape reads /proc again: the CPU counter does not go back.
+    let cpu = sample(&metrics, "process_cpu_seconds_total");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(sample(&metrics_text(admin).await, "process_cpu_seconds_total") >= cpu);
 }

@@ -3,9 +3,12 @@
 //! (`/limits/{policy}`, `limits.rs`), and `POST /reload`; all but health behind the optional
 //! bearer token of `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
-//! the gateway's own state from its operators.
+//! the gateway's own state from its operators. `/metrics` also says which build runs
+//! (`build_info.rs`) and what the process costs (`process.rs`).
 
+mod build_info;
 mod limits;
+mod process;
 mod views;
 
 use std::sync::Arc;
@@ -199,6 +202,13 @@ fn error_json(e: String) -> serde_json::Value {
     serde_json::json!({ "result": "error", "error": e })
 }
 
+/// Register what `/metrics` says of the process itself, beside the gateway's own metrics:
+/// `tollgate_build_info` and the `process_*` metrics (read at each scrape).
+pub fn register(registry: &mut Registry) {
+    build_info::register(registry);
+    registry.register_collector(Box::new(process::ProcessCollector));
+}
+
 /// Everything registered, in the Prometheus text format (0.0.4) that the content type
 /// names: its counter families are named with `_total`, as their samples are. (The
 /// OpenMetrics encoder, which this once used under the same content type, names a counter
@@ -251,13 +261,14 @@ mod tests {
     use super::*;
 
     /// A counter's family is named as its sample is, and nothing but 0.0.4 text is written
-    /// (no OpenMetrics `# EOF`).
+    /// (no OpenMetrics `# EOF`); build and process metrics come along.
     #[test]
     fn a_counter_family_is_named_with_its_total() {
         let mut registry = Registry::default();
         let c = Counter::<u64>::default();
         registry.register("tollgate_things", "Things", c.clone());
         c.inc();
+        register(&mut registry);
         let text = encode(&registry);
         assert!(
             text.starts_with(
@@ -268,5 +279,13 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("# EOF"), "{text}");
+        assert!(
+            text.contains("# TYPE tollgate_build_info gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE process_cpu_seconds_total counter\n"),
+            "{text}"
+        );
     }
 }
