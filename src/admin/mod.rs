@@ -3,9 +3,12 @@
 //! (`/limits/{policy}`, `limits.rs`), and `POST /reload`; all but health behind the optional
 //! bearer token of `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
-//! the gateway's own state from its operators.
+//! the gateway's own state from its operators. `/metrics` also says which build runs
+//! (`build_info.rs`) and what the process costs (`process.rs`).
 
+mod build_info;
 mod limits;
+mod process;
 mod views;
 
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 
 use crate::body::{ResponseBody, full};
@@ -161,7 +165,7 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         "/metrics" => text(
             StatusCode::OK,
             encode(&state.registry),
-            "text/plain; version=0.0.4; charset=utf-8",
+            prometheus_text::CONTENT_TYPE,
         ),
         "/routes" => get_json(req.method(), &state.views.load().routes),
         "/config" => get_json(req.method(), &state.views.load().config),
@@ -198,11 +202,22 @@ fn error_json(e: String) -> serde_json::Value {
     serde_json::json!({ "result": "error", "error": e })
 }
 
-/// Prometheus text exposition of everything registered.
+/// Register what `/metrics` says of the process itself, beside the gateway's own metrics:
+/// `tollgate_build_info` and the `process_*` metrics (read at each scrape).
+pub fn register(registry: &mut Registry) {
+    build_info::register(registry);
+    registry.register_collector(Box::new(process::ProcessCollector));
+}
+
+/// Everything registered, in the Prometheus text format (0.0.4) that the content type
+/// names: its counter families are named with `_total`, as their samples are. (The
+/// OpenMetrics encoder, which this once used under the same content type, names a counter
+/// family without the suffix, so a Prometheus reading it as 0.0.4 text saw untyped samples
+/// without help, and `promtool check metrics` refused them.)
 fn encode(registry: &Registry) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    let _ = prometheus_text::encode(&mut out, registry);
     out
 }
 
@@ -237,4 +252,40 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::metrics::counter::Counter;
+
+    use super::*;
+
+    /// A counter's family is named as its sample is, and nothing but 0.0.4 text is written
+    /// (no OpenMetrics `# EOF`); build and process metrics come along.
+    #[test]
+    fn a_counter_family_is_named_with_its_total() {
+        let mut registry = Registry::default();
+        let c = Counter::<u64>::default();
+        registry.register("tollgate_things", "Things", c.clone());
+        c.inc();
+        register(&mut registry);
+        let text = encode(&registry);
+        assert!(
+            text.starts_with(
+                "# HELP tollgate_things_total Things.\n\
+                 # TYPE tollgate_things_total counter\n\
+                 tollgate_things_total 1\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(
+            text.contains("# TYPE tollgate_build_info gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE process_cpu_seconds_total counter\n"),
+            "{text}"
+        );
+    }
 }

@@ -135,6 +135,7 @@ impl Server {
             Arc::new(metrics),
             &mut registry,
         );
+        crate::admin::register(&mut registry);
         let plain = bind("listen", config.server.listen).await?;
         let tls = match &config.server.tls {
             Some(t) => Some((
