@@ -27,8 +27,10 @@ use super::tiers::TierTable;
 mod asks;
 mod decide;
 mod nodes;
+mod status;
 use crate::config::{Config, Exempt, StoreKind};
 pub use nodes::set_running_nodes;
+pub use status::{DecisionTotals, FleetView};
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
