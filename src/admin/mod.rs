@@ -1,11 +1,15 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
 //! running config with its secrets masked (`/config`) and one key's state, read or reset
-//! (`/limits/{policy}`, `limits.rs`), and `POST /reload`; all but health behind the optional
-//! bearer token of `[server] admin_token_env`. Served on their own listener
+//! (`/limits/{policy}`, `limits.rs`), `POST /reload`, and what the dashboard shows: the
+//! last 15 minutes of decisions (`/activity`, `activity.rs`) and the store and fleet
+//! (`/status`, `status.rs`). All but health are behind the optional bearer token of
+//! `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
 
+pub mod activity;
 mod limits;
+mod status;
 mod views;
 
 use std::sync::Arc;
@@ -35,6 +39,10 @@ pub struct State {
     pub limiter: Arc<ArcSwap<Limiter>>,
     /// `POST /reload`: the server's reload.
     pub reload: Reload,
+    /// `/activity`: the sampler's readings of the decision counters.
+    pub activity: Arc<activity::ActivityLog>,
+    /// `[store] kind`, for `/status` (the store is not reloaded).
+    pub store_kind: &'static str,
 }
 
 /// Reloads the config and says how it went (the server's reloader).
@@ -165,6 +173,12 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         ),
         "/routes" => get_json(req.method(), &state.views.load().routes),
         "/config" => get_json(req.method(), &state.views.load().config),
+        "/activity" => json_value(req.method(), &state.activity.render()),
+        "/status" => {
+            let ready = state.ready.load(Ordering::Acquire);
+            let view = status::render(&state.limiter.load(), state.store_kind, ready);
+            json_value(req.method(), &view)
+        }
         "/reload" if req.method() == Method::POST => reload(state),
         "/reload" => method_not_allowed("POST"),
         p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
@@ -217,6 +231,13 @@ fn get_json(method: &Method, body: &Bytes) -> Response<ResponseBody> {
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// [`get_json`] of a body rendered now.
+fn json_value(method: &Method, value: &serde_json::Value) -> Response<ResponseBody> {
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    get_json(method, &Bytes::from(body))
 }
 
 /// 405 with the methods the path answers.

@@ -42,6 +42,7 @@ use tracing::info;
 use cuts::Cuts;
 use stall::StreamExec;
 
+pub use crate::admin::activity::Sampler;
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
@@ -107,6 +108,10 @@ pub struct Server {
     ready: Arc<AtomicBool>,
     /// Worker threads serving connections (default: one per core).
     workers: usize,
+    /// Reads the decision counters into `/activity`'s ring.
+    sampler: Sampler,
+    /// The sampler ticks on its own every 10 s (false: a test ticks it, `sample_by_hand`).
+    sample_on_timer: bool,
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
@@ -157,7 +162,10 @@ impl Server {
             }
             _ => None,
         };
+        let sampler = Sampler::new(Arc::default(), reloader.limiter.clone());
         Ok(Server {
+            sampler,
+            sample_on_timer: true,
             config,
             plain,
             tls,
@@ -175,6 +183,14 @@ impl Server {
     /// The running limiter, for tests that inspect limiter state.
     pub fn limiter(&self) -> Arc<Limiter> {
         self.reloader.limiter.load_full()
+    }
+
+    /// `/activity`'s sampler, ticked by the caller only (no timer): a test decides which
+    /// requests fall in which 10-second bucket without waiting for the clock.
+    pub fn sample_by_hand(mut self) -> (Self, Sampler) {
+        self.sample_on_timer = false;
+        let sampler = self.sampler.clone();
+        (self, sampler)
     }
 
     /// Reload the config file whenever `hangups` yields (`tollgate serve` feeds it SIGHUP).
@@ -246,9 +262,15 @@ impl Server {
                 token: self.config.server.admin_token.clone(),
                 limiter: self.reloader.limiter.clone(),
                 reload: Arc::new(move || reload::outcome(reloader.reload("POST /reload"))),
+                activity: self.sampler.log.clone(),
+                store_kind: self.config.store.kind.name(),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, self.cuts.clone(), stop));
+        }
+        if self.sample_on_timer {
+            let stop = Shutdown::new(notify.subscribe());
+            tasks.spawn(self.sampler.clone().run(stop));
         }
         if let Some(hangups) = self.hangups {
             let stop = Shutdown::new(notify.subscribe());
