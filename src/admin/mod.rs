@@ -1,13 +1,15 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
 //! running config with its secrets masked (`/config`) and one key's state, read or reset
 //! (`/limits/{policy}`, `limits.rs`), `POST /reload`, and what the dashboard shows: the
-//! last 15 minutes of decisions (`/activity`, `activity.rs`) and the store and fleet
-//! (`/status`, `status.rs`). All but health are behind the optional bearer token of
+//! last 15 minutes of decisions (`/activity`, `activity.rs`), the store and fleet
+//! (`/status`, `status.rs`) and the page itself (`/dashboard`, `dashboard.rs`). All but
+//! health and the page (which holds no data) are behind the optional bearer token of
 //! `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
 
 pub mod activity;
+mod dashboard;
 mod limits;
 mod status;
 mod views;
@@ -142,7 +144,8 @@ impl Views {
 /// Answer one admin request.
 pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
     let path = req.uri().path();
-    let open = matches!(path, "/healthz" | "/readyz");
+    // The dashboard page is static and holds no data: it asks for the token itself.
+    let open = matches!(path, "/healthz" | "/readyz" | "/dashboard");
     if let (false, Some(token)) = (open, &state.token) {
         let given = req.headers().get(header::AUTHORIZATION);
         if !given.is_some_and(|v| token.admits(v.as_bytes())) {
@@ -179,6 +182,7 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
             let view = status::render(&state.limiter.load(), state.store_kind, ready);
             json_value(req.method(), &view)
         }
+        "/dashboard" => dashboard::page(req.method()),
         "/reload" if req.method() == Method::POST => reload(state),
         "/reload" => method_not_allowed("POST"),
         p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
