@@ -32,6 +32,7 @@ impl Check<'_> {
                 (false, _) => Outcome::Deny,
             };
             counters.count(outcome);
+            (self.sites.top).record(ask.entry.policy, &ask.key, outcome, ask.entry.mode);
             if outcome == Outcome::ShadowDeny {
                 self.sites
                     .log_shadow_denial(policy, self.route_name, &ask.key);

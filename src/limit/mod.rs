@@ -30,6 +30,7 @@ pub mod policy;
 mod route_limits;
 mod sites;
 mod tiers;
+pub mod top;
 
 pub use admission::{Admission, PolicyReport};
 pub use carry::PolicyCarry;
