@@ -1,11 +1,13 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
 //! running config with its secrets masked (`/config`) and one key's state, read or reset
-//! (`/limits/{policy}`, `limits.rs`), and `POST /reload`; all but health behind the optional
+//! (`/limits/{policy}`, `limits.rs`), who is being denied (`/limits/{policy}/top`, `/shadow`,
+//! `top.rs`), and `POST /reload`; all but health behind the optional
 //! bearer token of `[server] admin_token_env`. Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
 
 mod limits;
+mod top;
 mod views;
 
 use std::sync::Arc;
@@ -167,6 +169,13 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         "/config" => get_json(req.method(), &state.views.load().config),
         "/reload" if req.method() == Method::POST => reload(state),
         "/reload" => method_not_allowed("POST"),
+        "/shadow" => top::shadow(&state.limiter.load(), &req),
+        p if let Some(policy) = p
+            .strip_prefix("/limits/")
+            .and_then(|p| p.strip_suffix("/top")) =>
+        {
+            top::answer(&state.limiter.load(), policy, &req)
+        }
         p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
