@@ -1,10 +1,11 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
 //! running config with its secrets masked (`/config`) and one key's state, read or reset
-//! (`/limits/{policy}`, `limits.rs`), `POST /reload`, and what the dashboard shows: the
-//! last 15 minutes of decisions (`/activity`, `activity.rs`), the store and fleet
-//! (`/status`, `status.rs`) and the page itself (`/dashboard`, `dashboard.rs`). All but
-//! health and the page (which holds no data) are behind the optional bearer token of
-//! `[server] admin_token_env`. Served on their own listener
+//! (`/limits/{policy}`, `limits.rs`), who is being denied (`/limits/{policy}/top`,
+//! `/shadow`, `top.rs`), `POST /reload`, and what the dashboard shows: the last 15 minutes
+//! of decisions (`/activity`, `activity.rs`), the store and fleet (`/status`, `status.rs`)
+//! and the page itself (`/dashboard`, `dashboard.rs`). All but health and the page (which
+//! holds no data) are behind the optional bearer token of `[server] admin_token_env`.
+//! Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators.
 
@@ -12,6 +13,7 @@ pub mod activity;
 mod dashboard;
 mod limits;
 mod status;
+mod top;
 mod views;
 
 use std::sync::Arc;
@@ -185,6 +187,13 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         "/dashboard" => dashboard::page(req.method()),
         "/reload" if req.method() == Method::POST => reload(state),
         "/reload" => method_not_allowed("POST"),
+        "/shadow" => top::shadow(&state.limiter.load(), &req),
+        p if let Some(policy) = p
+            .strip_prefix("/limits/")
+            .and_then(|p| p.strip_suffix("/top")) =>
+        {
+            top::answer(&state.limiter.load(), policy, &req)
+        }
         p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }

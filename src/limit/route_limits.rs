@@ -113,6 +113,15 @@ impl RouteLimits {
     }
 }
 
+impl RouteLimits {
+    /// This route asks limiter policy `policy` in shadow mode.
+    pub fn runs_in_shadow(&self, policy: usize) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.policy == policy && e.mode == Mode::Shadow)
+    }
+}
+
 /// Where `spec` is decided; `redis`: the store is Redis (else central is local).
 pub(super) fn site_of(spec: &config::Policy, redis: bool) -> Site {
     match spec.site {

@@ -19,6 +19,7 @@ mod cuts;
 pub(crate) mod listener;
 mod reload;
 mod reload_request;
+mod shadow_report;
 mod stall;
 mod tls;
 mod tracked;
@@ -54,6 +55,7 @@ use activity::Timeouts;
 use listener::Listener;
 use reload::Reloader;
 pub use reload_request::{AskError, request_reload};
+pub use shadow_report::{ReportError, ShadowReportArgs, shadow_report};
 use workers::{ConnSettings, Workers};
 
 /// Why the server could not start.
