@@ -74,6 +74,10 @@ enum Command {
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
     },
+    /// What the policies in shadow mode would have denied, from a running gateway's admin
+    /// listener (GET /shadow): per policy, would-be denials, keys, top keys' share and
+    /// suggested limits.
+    ShadowReport(tollgate::server::ShadowReportArgs),
     /// Run the shipped config against a built-in sample upstream and show what happens.
     Demo,
     /// Compare the decision sites (central, static L/N, leases, owner, gossip) on one virtual-clock trace.
@@ -309,6 +313,7 @@ fn main() -> ExitCode {
             )
         }
         Command::Reload { config } => reload(&config),
+        Command::ShadowReport(args) => tollgate::server::shadow_report(args),
         Command::Simulate(args) => report(simulate(args)),
         Command::Replay(args) => tollgate::replay::cli(args),
         #[cfg(feature = "dev-certs")]

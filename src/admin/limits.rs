@@ -25,16 +25,7 @@ pub async fn answer<B>(limiter: &Limiter, req: &Request<B>) -> Response<Response
         Err(e) => return problem(StatusCode::BAD_REQUEST, &e),
     };
     match limiter.inspect(policy, &query, reset).await {
-        Ok(view) => {
-            let mut body = serde_json::to_vec_pretty(&view).unwrap_or_default();
-            body.push(b'\n');
-            let mut resp = Response::new(full(bytes::Bytes::from(body)));
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            resp
-        }
+        Ok(view) => json(&view),
         Err(e @ InspectError::NoPolicy(_)) => problem(StatusCode::NOT_FOUND, &e.to_string()),
         Err(e @ InspectError::BadKey(_)) => problem(StatusCode::BAD_REQUEST, &e.to_string()),
         Err(e @ InspectError::Unavailable(_)) => {
@@ -92,7 +83,19 @@ fn unknown(name: &str) -> String {
     )
 }
 
-fn problem(status: StatusCode, detail: &str) -> Response<ResponseBody> {
+/// 200 with `view` as pretty JSON.
+pub(super) fn json(view: &impl serde::Serialize) -> Response<ResponseBody> {
+    let mut body = serde_json::to_vec_pretty(view).unwrap_or_default();
+    body.push(b'\n');
+    let mut resp = Response::new(full(bytes::Bytes::from(body)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+pub(super) fn problem(status: StatusCode, detail: &str) -> Response<ResponseBody> {
     let body = serde_json::json!({
         "title": status.canonical_reason().unwrap_or(""),
         "status": status.as_u16(),

@@ -1,14 +1,22 @@
 //! The admin endpoints: health, readiness, metrics, the routing table (`/routes`), the
 //! running config with its secrets masked (`/config`) and one key's state, read or reset
-//! (`/limits/{policy}`, `limits.rs`), and `POST /reload`; all but health behind the optional
-//! bearer token of `[server] admin_token_env`. Served on their own listener
+//! (`/limits/{policy}`, `limits.rs`), who is being denied (`/limits/{policy}/top`,
+//! `/shadow`, `top.rs`), `POST /reload`, and what the dashboard shows: the last 15 minutes
+//! of decisions (`/activity`, `activity.rs`), the store and fleet (`/status`, `status.rs`)
+//! and the page itself (`/dashboard`, `dashboard.rs`). All but health and the page (which
+//! holds no data) are behind the optional bearer token of `[server] admin_token_env`.
+//! Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators. `/metrics` also says which build runs
 //! (`build_info.rs`) and what the process costs (`process.rs`).
 
+pub mod activity;
 mod build_info;
+mod dashboard;
 mod limits;
 mod process;
+mod status;
+mod top;
 mod views;
 
 use std::sync::Arc;
@@ -39,6 +47,10 @@ pub struct State {
     pub limiter: Arc<ArcSwap<Limiter>>,
     /// `POST /reload`: the server's reload.
     pub reload: Reload,
+    /// `/activity`: the sampler's readings of the decision counters.
+    pub activity: Arc<activity::ActivityLog>,
+    /// `[store] kind`, for `/status` (the store is not reloaded).
+    pub store_kind: &'static str,
 }
 
 /// Reloads the config and says how it went (the server's reloader).
@@ -138,7 +150,8 @@ impl Views {
 /// Answer one admin request.
 pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
     let path = req.uri().path();
-    let open = matches!(path, "/healthz" | "/readyz");
+    // The dashboard page is static and holds no data: it asks for the token itself.
+    let open = matches!(path, "/healthz" | "/readyz" | "/dashboard");
     if let (false, Some(token)) = (open, &state.token) {
         let given = req.headers().get(header::AUTHORIZATION);
         if !given.is_some_and(|v| token.admits(v.as_bytes())) {
@@ -169,8 +182,22 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         ),
         "/routes" => get_json(req.method(), &state.views.load().routes),
         "/config" => get_json(req.method(), &state.views.load().config),
+        "/activity" => json_value(req.method(), &state.activity.render()),
+        "/status" => {
+            let ready = state.ready.load(Ordering::Acquire);
+            let view = status::render(&state.limiter.load(), state.store_kind, ready);
+            json_value(req.method(), &view)
+        }
+        "/dashboard" => dashboard::page(req.method()),
         "/reload" if req.method() == Method::POST => reload(state),
         "/reload" => method_not_allowed("POST"),
+        "/shadow" => top::shadow(&state.limiter.load(), &req),
+        p if let Some(policy) = p
+            .strip_prefix("/limits/")
+            .and_then(|p| p.strip_suffix("/top")) =>
+        {
+            top::answer(&state.limiter.load(), policy, &req)
+        }
         p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
@@ -232,6 +259,13 @@ fn get_json(method: &Method, body: &Bytes) -> Response<ResponseBody> {
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// [`get_json`] of a body rendered now.
+fn json_value(method: &Method, value: &serde_json::Value) -> Response<ResponseBody> {
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    get_json(method, &Bytes::from(body))
 }
 
 /// 405 with the methods the path answers.

@@ -96,12 +96,7 @@ pub fn config(config: &Config) -> Value {
         },
         "policies": config.policies.iter().map(|p| policy(config, p)).collect::<Vec<_>>(),
         "store": {
-            "kind": match store.kind {
-                StoreKind::Memory => "memory",
-                StoreKind::Redis => "redis",
-                StoreKind::RedisCluster => "redis-cluster",
-                StoreKind::RedisSentinel => "redis-sentinel",
-            },
+            "kind": store.kind.name(),
             "urls": store.urls.iter().map(|u| mask_userinfo(u)).collect::<Vec<_>>(),
             "password": store.password.as_ref().map(|_| MASK),
             "username": store.username,

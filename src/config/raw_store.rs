@@ -72,6 +72,18 @@ pub enum StoreKind {
     RedisSentinel,
 }
 
+impl StoreKind {
+    /// As the config spells it (`/config` and `/status` show it so).
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+            StoreKind::RedisCluster => "redis-cluster",
+            StoreKind::RedisSentinel => "redis-sentinel",
+        }
+    }
+}
+
 /// `store.breaker`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -51,6 +51,7 @@ impl Check<'_> {
                 deciding = Some((rank, wait, i, retry));
             }
             counters.count(outcome);
+            (self.sites.top).record(ask.entry.policy, &ask.key, outcome, ask.entry.mode);
             if outcome == Outcome::ShadowDeny {
                 self.sites
                     .log_shadow_denial(policy, self.route_name, &ask.key);

@@ -23,12 +23,15 @@ use super::sites::{Logs, Sites};
 use super::store::RedisStore;
 use super::store::metrics::StoreMetrics;
 use super::tiers::TierTable;
+use super::top::{Seed, TopKeys};
 
 mod asks;
 mod decide;
 mod nodes;
+mod status;
 use crate::config::{Config, Exempt, StoreKind};
 pub use nodes::set_running_nodes;
+pub use status::{DecisionTotals, FleetView};
 
 /// Why the limiter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +111,7 @@ impl Limiter {
             }
             .with_gauges(gauges.clone()),
         );
+        let top = Seed::new(clock.clone());
         let local = Arc::new(LocalStore::new(policies.clone(), clock, gauges.clone()));
         let fleet = FleetSite::new(
             &config.cluster,
@@ -122,6 +126,7 @@ impl Limiter {
             central,
             lease,
             fleet,
+            top,
         };
         Ok(Self::assemble(
             config,
@@ -177,6 +182,7 @@ impl Limiter {
             central: self.sites.central.clone(),
             lease,
             fleet,
+            top: self.sites.top.seed(),
         };
         let (metrics, gauge) = (self.metrics.clone(), self.nodes_gauge.clone());
         let mut limiter = Self::assemble(config, keys, parts, gauge, metrics, gauges);
@@ -198,13 +204,16 @@ impl Limiter {
             central,
             lease,
             fleet,
+            top,
         } = parts;
-        let routes = config
+        let routes: Vec<RouteLimits> = config
             .routes
             .iter()
             .map(|r| RouteLimits::new(r, &policies, central.is_some(), &metrics))
             .collect();
+        let shadow = |i| routes.iter().any(|r| r.runs_in_shadow(i));
         let sites = Sites {
+            top: TopKeys::new(top, &policies, shadow),
             logs: Logs::new(policies.len()),
             specs: policies.iter().map(|p| fingerprint(&p.spec)).collect(),
             local,
@@ -299,6 +308,7 @@ struct Parts {
     central: Option<Arc<CentralSite>>,
     lease: Arc<LeaseSite>,
     fleet: Option<Arc<FleetSite>>,
+    top: Seed,
 }
 
 /// Every policy of `config` at `nodes` gateways, then the variants of its tiered ones.

@@ -111,6 +111,16 @@ impl OutcomeCounters {
         .inc();
     }
 
+    /// What has been counted so far (three atomic loads): the activity sampler
+    /// (`admin/activity.rs`) reads these off the request path instead of counting twice.
+    pub fn totals(&self) -> OutcomeTotals {
+        OutcomeTotals {
+            allow: self.allow.get(),
+            deny: self.deny.get(),
+            shadow_deny: self.shadow_deny.get(),
+        }
+    }
+
     /// The store failed and the route failed open (`true`) or closed (`false`).
     pub fn count_store_error(&self, open: bool) {
         if open {
@@ -120,6 +130,14 @@ impl OutcomeCounters {
         }
         .inc();
     }
+}
+
+/// One (route, policy)'s decisions since start, as [`OutcomeCounters::totals`] read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeTotals {
+    pub allow: u64,
+    pub deny: u64,
+    pub shadow_deny: u64,
 }
 
 /// Per-policy state size, indexed by policy; handles cached so the hot path skips lookups.

@@ -31,6 +31,7 @@ pub mod policy;
 mod route_limits;
 mod sites;
 mod tiers;
+pub mod top;
 
 pub use admission::{Admission, Decision, Outcome as DecisionOutcome, PolicyReport};
 pub use carry::PolicyCarry;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::metrics::{LimitMetrics, OutcomeCounters};
+use super::metrics::{LimitMetrics, OutcomeCounters, OutcomeTotals};
 use super::policy::PolicyRuntime;
 use crate::config::{self, Mode, OnStoreError, Route};
 
@@ -62,9 +62,14 @@ pub(super) struct PolicyEntry {
 /// A route's policies and what to do when the store fails.
 #[derive(Clone)]
 pub(super) struct RouteLimits {
+    /// The route's name: what its decision counters are labelled with.
+    pub name: Arc<str>,
     pub entries: Vec<PolicyEntry>,
     /// Decision counters, aligned with `entries`.
     pub counters: Vec<OutcomeCounters>,
+    /// What each counter held when this config was built (a pair a reload adds may have
+    /// counted before, on an older config): `/activity` counts a new pair from here.
+    pub counted_before: Vec<OutcomeTotals>,
     pub on_store_error: OnStoreError,
     /// 401 for a request without a (verified) account, before any policy.
     pub require_account: bool,
@@ -93,15 +98,27 @@ impl RouteLimits {
                 .collect()
         };
         let name: Arc<str> = Arc::from(route.name.as_str());
+        let counters: Vec<OutcomeCounters> = entries
+            .iter()
+            .map(|e| metrics.counters(&name, &policies[e.policy].name))
+            .collect();
         RouteLimits {
-            counters: entries
-                .iter()
-                .map(|e| metrics.counters(&name, &policies[e.policy].name))
-                .collect(),
+            counted_before: counters.iter().map(OutcomeCounters::totals).collect(),
+            counters,
+            name,
             entries,
             on_store_error: route.on_store_error,
             require_account: route.require_account,
         }
+    }
+}
+
+impl RouteLimits {
+    /// This route asks limiter policy `policy` in shadow mode.
+    pub fn runs_in_shadow(&self, policy: usize) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.policy == policy && e.mode == Mode::Shadow)
     }
 }
 

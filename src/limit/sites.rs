@@ -32,6 +32,8 @@ pub(super) struct Sites {
     /// `Retry-After` of a fail-closed 503: the breaker's cooldown.
     pub unavailable_retry: Nanos,
     pub logs: Logs,
+    /// Who is being denied: every decision is counted here (`top/`).
+    pub top: super::top::TopKeys,
 }
 
 /// Log lines an attack could otherwise flood: at most one a second each.

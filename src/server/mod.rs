@@ -19,6 +19,7 @@ mod cuts;
 pub(crate) mod listener;
 mod reload;
 mod reload_request;
+mod shadow_report;
 mod stall;
 mod tls;
 mod tracked;
@@ -42,6 +43,7 @@ use tracing::info;
 use cuts::Cuts;
 use stall::StreamExec;
 
+pub use crate::admin::activity::Sampler;
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
 use crate::limit::membership::Membership;
@@ -53,6 +55,7 @@ use activity::Timeouts;
 use listener::Listener;
 use reload::Reloader;
 pub use reload_request::{AskError, request_reload};
+pub use shadow_report::{ReportError, ShadowReportArgs, shadow_report};
 use workers::{ConnSettings, Workers};
 
 /// Why the server could not start.
@@ -107,6 +110,10 @@ pub struct Server {
     ready: Arc<AtomicBool>,
     /// Worker threads serving connections (default: one per core).
     workers: usize,
+    /// Reads the decision counters into `/activity`'s ring.
+    sampler: Sampler,
+    /// The sampler ticks on its own every 10 s (false: a test ticks it, `sample_by_hand`).
+    sample_on_timer: bool,
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
@@ -158,7 +165,10 @@ impl Server {
             }
             _ => None,
         };
+        let sampler = Sampler::new(Arc::default(), reloader.limiter.clone());
         Ok(Server {
+            sampler,
+            sample_on_timer: true,
             config,
             plain,
             tls,
@@ -176,6 +186,14 @@ impl Server {
     /// The running limiter, for tests that inspect limiter state.
     pub fn limiter(&self) -> Arc<Limiter> {
         self.reloader.limiter.load_full()
+    }
+
+    /// `/activity`'s sampler, ticked by the caller only (no timer): a test decides which
+    /// requests fall in which 10-second bucket without waiting for the clock.
+    pub fn sample_by_hand(mut self) -> (Self, Sampler) {
+        self.sample_on_timer = false;
+        let sampler = self.sampler.clone();
+        (self, sampler)
     }
 
     /// Reload the config file whenever `hangups` yields (`tollgate serve` feeds it SIGHUP).
@@ -247,9 +265,15 @@ impl Server {
                 token: self.config.server.admin_token.clone(),
                 limiter: self.reloader.limiter.clone(),
                 reload: Arc::new(move || reload::outcome(reloader.reload("POST /reload"))),
+                activity: self.sampler.log.clone(),
+                store_kind: self.config.store.kind.name(),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, self.cuts.clone(), stop));
+        }
+        if self.sample_on_timer {
+            let stop = Shutdown::new(notify.subscribe());
+            tasks.spawn(self.sampler.clone().run(stop));
         }
         if let Some(hangups) = self.hangups {
             let stop = Shutdown::new(notify.subscribe());

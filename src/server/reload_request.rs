@@ -1,11 +1,12 @@
 //! `tollgate reload -c FILE`: ask the gateway running FILE to reload it, through its admin
-//! listener's `POST /reload` (the answer says what happened, which a signal cannot).
+//! listener's `POST /reload` (the answer says what happened, which a signal cannot); and the
+//! one admin request [`ask`] that `tollgate shadow-report` uses too.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, header};
+use http::{Method, Request, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -23,7 +24,7 @@ pub enum AskError {
         "{0}: [server] admin_listen has port 0 (the port is chosen at start), so it does not say where to ask; give it a fixed port, or send the running process SIGHUP (kill -HUP <pid>)"
     )]
     AnyPort(String),
-    #[error("admin listener {addr}: {reason} (is the gateway running with this config?)")]
+    #[error("admin listener {addr}: {reason} (is the gateway running there?)")]
     Unreachable { addr: SocketAddr, reason: String },
 }
 
@@ -46,6 +47,18 @@ pub async fn request_reload(config: &Config) -> Result<(u16, String), AskError> 
             SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
         });
     }
+    let token = config.server.admin_token.as_ref().map(|t| t.secret());
+    ask(addr, Method::POST, "/reload", token).await
+}
+
+/// One request to an admin listener at `addr` (with `token` as its bearer token): the
+/// answer's status and body. `tollgate reload` and `tollgate shadow-report` ask with it.
+pub(super) async fn ask(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+) -> Result<(u16, String), AskError> {
     let failed = |reason: String| AskError::Unreachable { addr, reason };
     let exchange = async {
         let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
@@ -53,9 +66,12 @@ pub async fn request_reload(config: &Config) -> Result<(u16, String), AskError> 
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let mut req = Request::post("/reload").header(header::HOST, addr.to_string());
-        if let Some(token) = &config.server.admin_token {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {}", token.secret()));
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, addr.to_string());
+        if let Some(token) = token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
         let req = req
             .body(Full::new(Bytes::new()))

@@ -1,6 +1,7 @@
 //! Test harness: real upstream servers, a real gateway on port 0, and real clients.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod config;
 pub mod drop_reply;
 pub mod faulty;
@@ -110,6 +111,8 @@ pub async fn echo_upstream() -> SocketAddr {
 pub struct Gateway {
     pub addrs: tollgate::server::Addrs,
     pub limiter: Arc<tollgate::limit::Limiter>,
+    /// `/activity`'s sampler when the test ticks it ([`Gateway::start_sampled_by_hand`]).
+    pub sampler: Option<tollgate::server::Sampler>,
     stop: Option<oneshot::Sender<()>>,
     pub task: Option<JoinHandle<()>>,
 }
@@ -125,20 +128,28 @@ impl Gateway {
         toml: &str,
         clock: Arc<dyn tollgate::limit::clock::Clock>,
     ) -> Gateway {
-        Self::start_with(toml, clock, None).await
+        Self::start_with(toml, clock, None, false).await
+    }
+
+    /// Start with `/activity`'s sampler ticked by the test only (`gw.sampler`), never by
+    /// the 10-second timer: the test says which requests fall in which bucket.
+    pub async fn start_sampled_by_hand(toml: &str) -> Gateway {
+        let clock = Arc::new(tollgate::limit::clock::SystemClock::new());
+        Self::start_with(toml, clock, None, true).await
     }
 
     /// Start with `workers` worker threads (default: one per core), so that every
     /// connection is served by the same worker (and its one store connection) with 1.
     pub async fn start_with_workers(toml: &str, workers: usize) -> Gateway {
         let clock = Arc::new(tollgate::limit::clock::SystemClock::new());
-        Self::start_with(toml, clock, Some(workers)).await
+        Self::start_with(toml, clock, Some(workers), false).await
     }
 
     async fn start_with(
         toml: &str,
         clock: Arc<dyn tollgate::limit::clock::Clock>,
         workers: Option<usize>,
+        by_hand: bool,
     ) -> Gateway {
         let origin = repo_path("inline-test.toml");
         let raw = tollgate::config::parse_str(toml, &origin).expect("test config parses");
@@ -149,6 +160,11 @@ impl Gateway {
         if let Some(n) = workers {
             server = server.workers(n);
         }
+        let mut sampler = None;
+        if by_hand {
+            let (s, by_hand) = server.sample_by_hand();
+            (server, sampler) = (s, Some(by_hand));
+        }
         let addrs = server.addrs();
         let limiter = server.limiter().clone();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -158,6 +174,7 @@ impl Gateway {
         Gateway {
             addrs,
             limiter,
+            sampler,
             stop: Some(stop),
             task: Some(task),
         }

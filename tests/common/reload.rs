@@ -20,16 +20,32 @@ pub struct Served {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     pub path: PathBuf,
+    /// `/activity`'s sampler, when the test ticks it ([`serve_sampled_by_hand`]).
+    pub sampler: Option<tollgate::server::Sampler>,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 pub async fn serve_with(toml: &str, clock: &ManualClock, workers: usize) -> Served {
+    serve_as(toml, clock, workers, false).await
+}
+
+/// [`serve`] with `/activity`'s sampler ticked by the test only (`Served::sampler`).
+pub async fn serve_sampled_by_hand(toml: &str, clock: &ManualClock) -> Served {
+    serve_as(toml, clock, 2, true).await
+}
+
+async fn serve_as(toml: &str, clock: &ManualClock, workers: usize, by_hand: bool) -> Served {
     let path = process::temp_file("reload.toml", toml);
     let cfg = tollgate::config::load_file(&path).expect("valid test config");
-    let server = tollgate::server::Server::bind_with_clock(cfg, Arc::new(clock.clone()))
+    let mut server = tollgate::server::Server::bind_with_clock(cfg, Arc::new(clock.clone()))
         .await
         .expect("binds")
         .workers(workers);
+    let mut sampler = None;
+    if by_hand {
+        let (s, by_hand) = server.sample_by_hand();
+        (server, sampler) = (s, Some(by_hand));
+    }
     let addrs = server.addrs();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(server.run(async {
@@ -39,6 +55,7 @@ pub async fn serve_with(toml: &str, clock: &ManualClock, workers: usize) -> Serv
         addr: addrs.listen,
         admin: addrs.admin_listen.unwrap(),
         path,
+        sampler,
         _stop: stop,
     }
 }

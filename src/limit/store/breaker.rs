@@ -179,9 +179,34 @@ impl Breakers {
         !self.read().slots.is_empty()
     }
 
+    /// Each breaker and whether it is open (or probing), for `GET /status`: per master
+    /// once a cluster's slot map is learned (sorted by address), else the one breaker in
+    /// front of the whole store, named `store`.
+    pub fn states(&self) -> Vec<(String, bool)> {
+        let map = self.read();
+        if map.nodes.is_empty() {
+            return vec![("store".to_string(), self.whole.is_open())];
+        }
+        let mut states: Vec<(String, bool)> = map
+            .nodes
+            .iter()
+            .map(|(node, b)| (node.clone(), b.is_open()))
+            .collect();
+        states.sort();
+        states
+    }
+
     /// Whether any node's breaker is open, for the gauge.
     pub fn any_open(&self) -> bool {
         self.whole.is_open() || self.read().nodes.values().any(|b| b.is_open())
+    }
+}
+
+impl super::RedisStore {
+    /// Each store node's breaker and whether it is open ([`Breakers::states`]); here, not
+    /// in `mod.rs`, beside what it reads.
+    pub fn breaker_states(&self) -> Vec<(String, bool)> {
+        self.shared.breakers.states()
     }
 }
 

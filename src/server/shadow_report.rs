@@ -1,0 +1,196 @@
+//! `tollgate shadow-report --admin URL [--token-env VAR] [--json]`: what the policies in
+//! shadow mode would have denied, as the table people write by hand before enforcing them,
+//! from a running gateway's `GET /shadow` (asked as `tollgate reload` asks: [`ask`]).
+
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use http::{Method, Uri};
+use serde_json::Value;
+
+use super::reload_request::{AskError, ask};
+
+/// `tollgate shadow-report` options.
+#[derive(Debug, clap::Args)]
+pub struct ShadowReportArgs {
+    /// The gateway's admin listener (`[server] admin_listen`), e.g. http://127.0.0.1:9901.
+    #[arg(long)]
+    admin: String,
+    /// Environment variable holding the admin bearer token (as `[server] admin_token_env`).
+    #[arg(long)]
+    token_env: Option<String>,
+    /// Print the JSON the gateway answered instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Why there is no report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("--admin {0}: give the admin listener as http://HOST:PORT")]
+    BadUrl(String),
+    #[error("--admin {0}: cannot resolve: {1}")]
+    Resolve(String, String),
+    #[error("--token-env {0}: the variable is not set")]
+    NoToken(String),
+    #[error(transparent)]
+    Ask(#[from] AskError),
+    #[error("GET /shadow answered {0}: {1}")]
+    Refused(u16, String),
+    #[error("GET /shadow answered something that is not the shadow report: {0}")]
+    BadAnswer(String),
+}
+
+/// Run `tollgate shadow-report`: the table (or JSON) on stdout, exit 0; else the reason on
+/// stderr, exit 1.
+pub fn shadow_report(args: ShadowReportArgs) -> ExitCode {
+    let asked = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(fetch(&args)).map_err(|e| e.to_string()));
+    match asked {
+        Ok(view) if args.json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&view).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(view) => {
+            print!("{}", table(&view));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `GET /shadow` from `--admin`, parsed.
+async fn fetch(args: &ShadowReportArgs) -> Result<Value, ReportError> {
+    let addr = resolve(&args.admin).await?;
+    let token = match &args.token_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| ReportError::NoToken(var.to_string()))?),
+        None => None,
+    };
+    let (status, body) = ask(addr, Method::GET, "/shadow", token.as_deref()).await?;
+    if status != 200 {
+        return Err(ReportError::Refused(status, body.trim().to_string()));
+    }
+    let view: Value =
+        serde_json::from_str(&body).map_err(|e| ReportError::BadAnswer(e.to_string()))?;
+    if !view["policies"].is_array() {
+        return Err(ReportError::BadAnswer("no `policies` list".into()));
+    }
+    Ok(view)
+}
+
+/// `http://HOST:PORT` (or `HOST:PORT`) as one address.
+async fn resolve(admin: &str) -> Result<SocketAddr, ReportError> {
+    let bad = || ReportError::BadUrl(admin.to_string());
+    let with_scheme = match admin.contains("://") {
+        true => admin.to_string(),
+        false => format!("http://{admin}"),
+    };
+    let uri: Uri = with_scheme.parse().map_err(|_| bad())?;
+    if uri.scheme_str() != Some("http") || !matches!(uri.path(), "" | "/") {
+        return Err(bad());
+    }
+    let host = uri.host().ok_or_else(bad)?.trim_matches(['[', ']']);
+    let port = uri.port_u16().unwrap_or(80);
+    let resolve_error = |e: String| ReportError::Resolve(admin.to_string(), e);
+    tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| resolve_error(e.to_string()))?
+        .next()
+        .ok_or_else(|| resolve_error("no address".into()))
+}
+
+/// The report as a Markdown table: one row per shadow policy and window, then each
+/// policy's top keys over 15 minutes.
+pub fn table(view: &Value) -> String {
+    let empty = Vec::new();
+    let policies = view["policies"].as_array().unwrap_or(&empty);
+    if policies.is_empty() {
+        return "no policy runs in shadow mode\n".into();
+    }
+    let mut out = String::from(
+        "| policy | window | would-be denials | keys | top keys' share (1 / 3 / 10) | suggested limit (only the top 1 / 3 / 10 denied) |\n\
+         | --- | --- | ---: | ---: | --- | --- |\n",
+    );
+    for p in policies {
+        for window in ["1m", "15m"] {
+            row(&mut out, p, window);
+        }
+    }
+    for p in policies {
+        let top = p["windows"]["15m"]["top"].as_array().unwrap_or(&empty);
+        if top.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n{} — top keys over 15m:", text(&p["policy"]));
+        for k in top {
+            let _ = writeln!(
+                out,
+                "  {:>8}  {:>6}  {}",
+                number(&k["would_be_denials"]),
+                percent(&k["share"]),
+                text(&k["key"])
+            );
+        }
+    }
+    out
+}
+
+fn row(out: &mut String, p: &Value, window: &str) {
+    let w = &p["windows"][window];
+    let by_top = w["by_top"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let shares: Vec<String> = by_top.iter().map(|t| percent(&t["share"])).collect();
+    let limits: Vec<String> = by_top
+        .iter()
+        .map(|t| match t["suggested_limit"].as_u64() {
+            Some(n) => n.to_string(),
+            None => "-".into(),
+        })
+        .collect();
+    let period = p["period_seconds"]
+        .as_f64()
+        .filter(|s| *s > 0.0)
+        .map(|s| humantime::format_duration(Duration::from_secs_f64(s)).to_string());
+    let limit = match period {
+        Some(period) => format!(
+            "{} per {period} (now {})",
+            limits.join(" / "),
+            number(&p["limit"])
+        ),
+        None => "- (concurrency)".into(),
+    };
+    let keys = match w["distinct_keys_exact"].as_bool() {
+        Some(false) => format!("~{}", number(&w["distinct_keys"])),
+        _ => number(&w["distinct_keys"]),
+    };
+    let _ = writeln!(
+        out,
+        "| {} | {window} | {} | {keys} | {} | {limit} |",
+        text(&p["policy"]),
+        number(&w["would_be_denials"]),
+        shares.join(" / "),
+    );
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or("?").to_string()
+}
+
+fn number(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "?".into(), |n| n.to_string())
+}
+
+fn percent(v: &Value) -> String {
+    v.as_f64()
+        .map_or_else(|| "?".into(), |s| format!("{:.1} %", s * 100.0))
+}
