@@ -60,7 +60,7 @@ pub enum HeadersWhere {
 #[serde(deny_unknown_fields)]
 pub struct RawPolicy {
     /// Key parts, joined in order: ip, account, route, method, path, header:NAME,
-    /// query:NAME, cookie:NAME, jwt:CLAIM (README "Keys").
+    /// query:NAME, cookie:NAME, jwt:CLAIM (docs/src/api-limits.md, "Keys").
     pub key: Vec<String>,
     pub algorithm: AlgorithmName,
     /// Requests per period (concurrency: requests in flight).
@@ -130,6 +130,19 @@ pub enum AlgorithmName {
     SlidingWindow,
     LeakyBucket,
     Concurrency,
+}
+
+impl AlgorithmName {
+    /// As the config spells it: check's messages name it so, never as the Rust variant.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlgorithmName::Gcra => "gcra",
+            AlgorithmName::TokenBucket => "token_bucket",
+            AlgorithmName::SlidingWindow => "sliding_window",
+            AlgorithmName::LeakyBucket => "leaky_bucket",
+            AlgorithmName::Concurrency => "concurrency",
+        }
+    }
 }
 
 /// Route or policy mode.

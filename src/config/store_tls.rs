@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::raw_store::RawStore;
+use super::raw_store::{RawStore, StoreKind};
 use super::validate::Validator;
 
 /// The store's TLS material, as PEM bytes (what the redis crate takes).
@@ -33,11 +33,17 @@ impl Validator {
         if raw.ca_file.is_none() && raw.client_cert.is_none() && raw.client_key.is_none() {
             return None;
         }
-        if raw.urls.iter().any(|u| !u.starts_with("rediss://")) {
-            self.fail(
-                "store.urls",
-                "ca_file, client_cert and client_key need rediss:// URLs (TLS)",
-            );
+        // A sentinel store reaches its master without TLS, and the memory store has no URL:
+        // keys that would be read and then not used are refused, never silently ignored.
+        if raw.urls.is_empty() || raw.urls.iter().any(|u| !u.starts_with("rediss://")) {
+            let why = match raw.kind {
+                StoreKind::RedisSentinel => {
+                    "ca_file, client_cert and client_key are not supported with kind = \"redis-sentinel\": \
+                     its master connection is plain TCP"
+                }
+                _ => "ca_file, client_cert and client_key need rediss:// URLs (TLS)",
+            };
+            self.fail("store.urls", why);
         }
         let mut pem = |key: &str, value: &Option<String>, cert: bool| {
             let path = self.readable(key, origin, value.as_deref()?)?;

@@ -265,10 +265,10 @@ impl Validator {
             self.fail(
                 &at("algorithm"),
                 format!(
-                    "{:?} cannot be decided at site \"{site}\": only gcra, token_bucket and \
+                    "{} cannot be decided at site \"{site}\": only gcra, token_bucket and \
                      sliding_window can count cells another node spent (a concurrency slot or a \
                      queued request lives in one process; use site = \"local\" or \"central\")",
-                    p.algorithm
+                    p.algorithm.name()
                 ),
             );
         }
@@ -298,8 +298,8 @@ impl Validator {
             self.fail(
                 &at("site"),
                 format!(
-                    "{:?} cannot be leased: leases hand out GCRA cells (use gcra or token_bucket)",
-                    p.algorithm
+                    "{} cannot be leased: leases hand out GCRA cells (use gcra or token_bucket)",
+                    p.algorithm.name()
                 ),
             );
         }

@@ -44,6 +44,13 @@ impl Validator {
             };
             self.fail("store.urls", why);
         }
+        if raw.kind == StoreKind::Redis && raw.urls.len() > 1 {
+            self.fail(
+                "store.urls",
+                "a redis store talks to one server (the first URL): list one, or use \
+                 kind = \"redis-cluster\" (any seed nodes) or \"redis-sentinel\" (failover)",
+            );
+        }
         for (i, u) in raw.urls.iter().enumerate() {
             self.redis_url(&format!("store.urls[{i}]"), u);
         }
