@@ -19,7 +19,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "tollgate",
     version,
-    about = "HTTP reverse proxy with distributed rate limiting"
+    about = "HTTP reverse proxy with distributed rate limiting",
+    after_help = "Docs: docs/src/SUMMARY.md (a book by task; scripts/docs.sh builds it)"
 )]
 struct Cli {
     /// Log format (level comes from RUST_LOG, default info).
@@ -58,18 +59,23 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway.
+    #[command(after_help = "Docs: docs/src/operating.md (the book: scripts/docs.sh)")]
     Serve {
         /// Config file.
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
     },
     /// Validate a config: exit 0 when valid, else print every problem and exit 2.
+    #[command(
+        after_help = "Docs: docs/src/reference/index.md (every key, its default and its error)"
+    )]
     Check {
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
     },
     /// Validate a config, then ask the gateway running it to reload it (POST /reload on its
     /// admin_listen): exit 0 when reloaded, 2 when the file is invalid, 1 otherwise.
+    #[command(after_help = "Docs: docs/src/operating.md#reloading-the-config")]
     Reload {
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
@@ -77,15 +83,20 @@ enum Command {
     /// What the policies in shadow mode would have denied, from a running gateway's admin
     /// listener (GET /shadow): per policy, would-be denials, keys, top keys' share and
     /// suggested limits.
+    #[command(after_help = "Docs: docs/src/shadow-to-enforce.md#watching-shadow-mode-live")]
     ShadowReport(tollgate::server::ShadowReportArgs),
     /// Run the shipped config against a built-in sample upstream and show what happens.
+    #[command(after_help = "Docs: docs/src/getting-started.md#the-two-commands")]
     Demo,
     /// Compare the decision sites (central, static L/N, leases, owner, gossip) on one virtual-clock trace.
+    #[command(after_help = "Docs: docs/src/decision-sites.md#simulator")]
     Simulate(SimulateArgs),
     /// Replay access logs through the router and limiter on a virtual clock: what a config would have allowed and denied.
+    #[command(after_help = "Docs: docs/src/shadow-to-enforce.md#replay-before-shadow")]
     Replay(tollgate::replay::Args),
     /// Write a self-signed development certificate for localhost.
     #[cfg(feature = "dev-certs")]
+    #[command(after_help = "Docs: certs/README.md")]
     Certs {
         /// Folder to write localhost.pem and localhost-key.pem into.
         #[arg(long, default_value = "certs")]

@@ -3,7 +3,7 @@
 //! `/limits/{policy}/top` gives; and with an admin token the page asks for it while every
 //! data endpoint answers 401 without it.
 //!
-//! `UPDATE_SCREENSHOT=1 cargo test --test dashboard` also writes `docs/dashboard.png` (the
+//! `UPDATE_SCREENSHOT=1 cargo test --test dashboard` also writes `docs/src/images/dashboard.png` (the
 //! README's picture); without it the screenshot goes to a temporary file, so a test run
 //! leaves the checkout as it was.
 
@@ -136,7 +136,7 @@ async fn the_page_shows_the_top_keys_in_order_with_their_counts() {
     assert!(dom.contains(">store memory</span>"), "{dom}");
 
     let png = match std::env::var_os("UPDATE_SCREENSHOT") {
-        Some(_) => repo_path("docs/dashboard.png"),
+        Some(_) => repo_path("docs/src/images/dashboard.png"),
         None => std::env::temp_dir().join(format!("tollgate-dashboard-{}.png", std::process::id())),
     };
     screenshot(&format!("http://{admin}/dashboard"), &png, 1280, 900).await;

@@ -10,7 +10,7 @@ use super::{Input, Options, ReplayError, Report};
 /// `tollgate replay -c FILE LOG…`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Config to replay against (decided as one exact local state: see README "Replay before shadow").
+    /// Config to replay against (decided as one exact local state: see docs/src/shadow-to-enforce.md#replay-before-shadow).
     #[arg(short, long, env = "TOLLGATE_CONFIG")]
     pub config: PathBuf,
     /// Access logs, replayed in the order given (oldest first): nginx/Apache combined or
