@@ -213,10 +213,10 @@ fn read_page(path: &Path) -> Page {
 fn explicit_ids(html: &str, anchors: &mut HashSet<String>) {
     for part in html.split("id=").skip(1) {
         let quote = part.chars().next();
-        if let Some(q @ ('"' | '\'')) = quote {
-            if let Some(end) = part[1..].find(q) {
-                anchors.insert(part[1..1 + end].to_string());
-            }
+        if let Some(q @ ('"' | '\'')) = quote
+            && let Some(end) = part[1..].find(q)
+        {
+            anchors.insert(part[1..1 + end].to_string());
         }
     }
 }
