@@ -26,7 +26,7 @@ python3 -c 'import jwt' 2>/dev/null || {
 }
 
 command -v kubernetes-validate >/dev/null 2>&1 || {
-  echo "test.sh: installing kubernetes-validate (tests/examples.rs: the Kubernetes manifests; brings PyYAML)" >&2
+  echo "test.sh: installing kubernetes-validate (tests/examples/: the Kubernetes manifests; brings PyYAML)" >&2
   python3 -m pip install --quiet kubernetes-validate 2>/dev/null || python3 -m pip install --quiet --break-system-packages kubernetes-validate
   command -v kubernetes-validate >/dev/null || { echo "test.sh: kubernetes-validate is still missing after pip install" >&2; exit 1; }
 }
