@@ -6,7 +6,7 @@
 //! a joining node is counted by everyone within one heartbeat, a dying one leaves the set
 //! within three and a node stopping cleanly at once; N is lowered only once the lower count
 //! has held for a few beats ([`next_nodes`]), and each change of N rescales the split
-//! states (`local_reload.rs`). With the memory store there is no shared place to meet: N
+//! states (`local/reload.rs`). With the memory store there is no shared place to meet: N
 //! stays `[cluster] expected_nodes`. While the store is down the last N known is kept.
 //!
 //! Membership is also the fleet's address book when `[cluster] peers` is empty: a node
