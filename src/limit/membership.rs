@@ -18,7 +18,7 @@
 //! While the store is down the last peers known are kept, like N.
 //!
 //! What the member name relies on: a node id is 1 to 200 characters without whitespace
-//! (`validate_store.rs`), so it may itself hold `#` or `@`; the instance is hex and a peer
+//! (`config/validate/store.rs`), so it may itself hold `#` or `@`; the instance is hex and a peer
 //! address (`SocketAddr`'s text: `1.2.3.4:7946`, `[::1]:7946`) has neither. So the script
 //! reads the node id as everything before the last `#`, and the address as what follows an
 //! `@` after that `#`.
