@@ -189,7 +189,7 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
     let load = if a.normal { 0.5 } else { a.load };
     anyhow::ensure!(load > 0.0 && load.is_finite(), "--load must be positive");
     anyhow::ensure!(a.requests > 0, "--requests must be at least 1");
-    // The same ranges as a lease policy's knobs in the config (validate_limits.rs).
+    // The same ranges as a lease policy's knobs in the config (config/validate/limits.rs).
     anyhow::ensure!(
         (1..=100_000).contains(&a.lease_max),
         "--lease-max must be 1 to 100000 (got {})",

@@ -37,7 +37,7 @@ async fn admits(gw: &Gateway, ip: &str) -> bool {
         .limiter
         .check(0, &Arc::from("api"), ip, &Method::GET, &HeaderMap::new())
         .await;
-    !a.denied && a.unavailable.is_none()
+    a.admitted()
 }
 
 /// Load the lease script while the link is fast, so a later call is one round trip.

@@ -79,7 +79,7 @@ impl Validator {
     pub(super) fn exemptions(
         &mut self,
         global: Option<&RawExempt>,
-        policies: &BTreeMap<String, super::raw_limits::RawPolicy>,
+        policies: &BTreeMap<String, super::raw::RawPolicy>,
         account: Option<&Account>,
     ) -> Exemptions {
         let global = global.map_or_else(Exempt::default, |r| self.exempt("exempt", r, account));

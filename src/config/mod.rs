@@ -1,8 +1,10 @@
 //! Configuration: read once at start, before any listener exists.
 //!
-//! Loading is two passes, as in rathole: serde turns the TOML into [`raw::RawConfig`]
-//! (`deny_unknown_fields` catches typos), then [`validate`] turns that into a typed
-//! [`Config`] the rest of the gateway can trust, collecting every problem with its key path.
+//! Loading is two passes, as in rathole, each in its folder: serde turns the TOML into
+//! [`raw::RawConfig`] (`raw/`; `deny_unknown_fields` catches typos), then [`validate`]
+//! (`validate/`) turns that into a typed [`Config`] (`types.rs`) the rest of the gateway can
+//! trust, collecting every problem with its key path. The sections with rules of their own
+//! (`jwt.rs`, `tiers.rs`, `spend.rs`, …) keep both passes in one file.
 
 mod bounds;
 mod error;
@@ -11,9 +13,6 @@ mod health;
 mod jwt;
 mod load;
 mod raw;
-mod raw_limits;
-mod raw_safety;
-mod raw_store;
 mod spend;
 mod store_sentinel;
 mod store_tls;
@@ -21,14 +20,6 @@ mod tiers;
 mod types;
 mod upstream_tls;
 mod validate;
-mod validate_fleet;
-mod validate_keys;
-mod validate_limits;
-mod validate_peers;
-mod validate_routes;
-mod validate_safety;
-mod validate_shares;
-mod validate_store;
 
 pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use error::{ConfigError, Problem};

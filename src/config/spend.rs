@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use http::HeaderName;
 use serde::Deserialize;
 
-use super::raw_limits::{RawCost, RawPolicy};
+use super::raw::{RawCost, RawPolicy};
 use super::validate::Validator;
 use super::{AlgorithmName, Site};
 

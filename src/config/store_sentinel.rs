@@ -1,7 +1,7 @@
 //! `[store] kind = "redis-sentinel"`: the master is found through Redis Sentinel
 //! (`sentinels`, `master_name`) and found again after a failover (`limit/store/sentinel.rs`).
 
-use super::raw_store::{RawStore, StoreKind};
+use super::raw::{RawStore, StoreKind};
 use super::validate::Validator;
 
 impl Validator {

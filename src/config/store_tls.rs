@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::raw_store::{RawStore, StoreKind};
+use super::raw::{RawStore, StoreKind};
 use super::validate::Validator;
 
 /// The store's TLS material, as PEM bytes (what the redis crate takes).

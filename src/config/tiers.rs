@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use http::HeaderName;
 use serde::Deserialize;
 
-use super::raw_limits::RawPolicy;
+use super::raw::RawPolicy;
 use super::validate::Validator;
 use super::{Account, Policy};
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::algorithm::QuotaInfo;
 use super::clock::Nanos;
+use super::counted::Counted;
 use super::permit::Permits;
 
 /// What one enforcing policy says about a request, for the response headers.
@@ -28,32 +29,78 @@ pub struct PolicyReport {
     pub partition: Option<[u8; 16]>,
 }
 
-/// The limit step's answer for one request.
+/// The limit step's answer for one request: what the access log is told ([`Decision`],
+/// for every outcome) and what the request path does ([`Answer`], one variant per outcome).
 #[derive(Debug, Default)]
 pub struct Admission {
-    /// True when an enforcing policy denied: answer 429, do not forward.
-    pub denied: bool,
-    /// Set when the store could not decide and the route fails closed: answer 503 with
-    /// this `Retry-After`.
-    pub unavailable: Option<Nanos>,
-    /// With `unavailable`: the policies the store could not decide.
-    pub unavailable_policies: Vec<Arc<str>>,
+    /// What the access log says the limit step decided.
+    pub decision: Decision,
+    /// What the request path does with the request.
+    pub answer: Answer,
+}
+
+impl Admission {
+    /// Refused before any policy was asked (401, 400): no policy's key is part of it.
+    pub(crate) fn refused(outcome: Outcome, answer: Answer) -> Self {
+        Admission {
+            decision: Decision::of(outcome),
+            answer,
+        }
+    }
+
+    /// Admitted: forwarded (after its delay). For callers that only count admissions; the
+    /// request path `match`es [`Answer`] so that every outcome is answered.
+    pub fn admitted(&self) -> bool {
+        matches!(self.answer, Answer::Admit(_))
+    }
+}
+
+/// One outcome of the limit step, with what answering it needs. An enum, not flags: the
+/// request path answers it with one `match`, so an outcome added here cannot go unanswered.
+#[derive(Debug)]
+pub enum Answer {
+    /// Forward the request (also: no policy applied, or every one exempts the client).
+    Admit(Admitted),
+    /// An enforcing policy denied: answer 429, do not forward. The wait is each denying
+    /// policy's `retry_after` in the report (the 429's `Retry-After` is their longest).
+    Deny {
+        /// Enforcing policies that applied, in the route's order.
+        report: Vec<PolicyReport>,
+    },
+    /// The store could not decide and the route fails closed: answer 503.
+    Unavailable {
+        /// The 503's `Retry-After`.
+        retry_after: Nanos,
+        /// The policies the store could not decide.
+        policies: Vec<Arc<str>>,
+    },
     /// The route requires an account and the request has none (or a token that does not
     /// verify): answer 401, nothing asked.
-    pub unauthenticated: bool,
-    /// Leaky bucket: hold the request this long before forwarding.
-    pub delay: Nanos,
-    /// Enforcing policies that applied, in the route's order.
+    Unauthenticated,
+    /// A key part the route needs is stated ambiguously (an account header on two lines,
+    /// or as a comma list), or a price wrongly: answer 400 with this reason; no policy was
+    /// asked.
+    Ambiguous(String),
+}
+
+impl Default for Answer {
+    /// Admitted by no policy: nothing to report, hold or settle.
+    fn default() -> Self {
+        Answer::Admit(Admitted::default())
+    }
+}
+
+/// What an admitted request carries to the forwarder and through its response.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    /// Enforcing policies that applied, in the route's order: the RateLimit headers.
     pub report: Vec<PolicyReport>,
+    /// Leaky bucket: hold the request this long before forwarding (never `Some(0)`).
+    pub delay: Option<Nanos>,
     /// Concurrency cells to give back when the response ends.
     pub permits: Permits,
     /// `count` policies' spends, settled by the response head's status.
-    pub counted: super::counted::Counted,
-    /// Set when a key part the route needs is stated ambiguously (an account header on two
-    /// lines, or as a comma list): answer 400 naming it; no policy was asked.
-    pub ambiguous: Option<String>,
-    /// What the access log says the limit step decided.
-    pub decision: Decision,
+    pub counted: Counted,
 }
 
 /// The limit step's decision as the access log tells it: which outcome, by which policy,

@@ -1,5 +1,5 @@
 //! What a config reload did to each policy's state, as the reload's log lines and the admin
-//! answer say it. The local tables' part is decided in `local_reload.rs` ([`Carry`]); this
+//! answer say it. The local tables' part is decided in `local/reload.rs` ([`Carry`]); this
 //! adds where the state lives elsewhere: a policy that moved between this process and the
 //! store starts over, and a store policy's keys are read by the store's script with the
 //! new numbers.

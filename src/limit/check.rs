@@ -28,9 +28,10 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::admission::Admission;
+use super::admission::{Admission, Admitted, Answer};
 use super::ask::{Ask, Spent, keeps};
 use super::central::CentralItem;
+use super::check_report::Reported;
 use super::lease::LeaseItem;
 use super::local::CheckItem;
 use super::permit::Permits;
@@ -126,10 +127,21 @@ impl Check<'_> {
             drop(self.permits(held, Vec::new()));
             Permits::default()
         };
-        Admission {
-            counted,
-            ..self.report(permits)
-        }
+        let Reported {
+            report,
+            delay,
+            decision,
+        } = self.report();
+        let answer = match enforce_ok {
+            true => Answer::Admit(Admitted {
+                report,
+                delay: (delay > 0).then_some(delay),
+                permits,
+                counted,
+            }),
+            false => Answer::Deny { report },
+        };
+        Admission { decision, answer }
     }
 
     /// The store refused the request (fails closed): give back every leased cell and every

@@ -1,27 +1,38 @@
-//! The limit step's last act: what was decided becomes the request's [`Admission`] (the
-//! report behind the rate-limit headers, the leaky-bucket delay, the permits), and every
-//! decision is counted and, for shadow denials, logged.
+//! The limit step's last act: what was decided becomes the request's `Admission` (the
+//! report behind the rate-limit headers, the leaky-bucket delay, the access log's
+//! decision; `Check::end` adds the permits), and every decision is counted and, for shadow
+//! denials, logged.
 
-use super::admission::{Admission, Decision, Outcome as Decided, PolicyReport};
+use super::admission::{Decision, Outcome as Decided, PolicyReport};
 use super::algorithm::Verdict;
+use super::ask::{Ask, Decided as AskDecided};
 use super::check::Check;
 use super::clock::Nanos;
 use super::metrics::Outcome;
-use super::permit::Permits;
-use super::policy::AnyAlgorithm;
+use super::policy::{AnyAlgorithm, PolicyRuntime};
 use crate::config::{KeyPart, Mode};
+
+/// What the asks decided, for the request's [`Admission`].
+pub(super) struct Reported {
+    /// The enforcing policies that applied, in the route's order.
+    pub report: Vec<PolicyReport>,
+    /// The longest leaky-bucket delay an enforcing policy asked for (0: none).
+    pub delay: Nanos,
+    pub decision: Decision,
+}
+
+/// The deciding ask so far: its rank (an enforcing denial 3, a shadow denial 2, a delay 1,
+/// else 0), its delay, its index and its `retry_after`.
+type Deciding = (u8, u64, usize, Option<Nanos>);
 
 impl Check<'_> {
     /// Metrics, shadow logs and the report of what was decided. Last: the deciding key is
     /// moved out for the access log.
-    pub(super) fn report(&mut self, permits: Permits) -> Admission {
-        let mut admission = Admission {
-            permits,
-            ..Admission::default()
-        };
+    pub(super) fn report(&mut self) -> Reported {
+        let (mut report, mut delay) = (Vec::new(), 0);
         // The deciding ask, by rank: an enforcing denial, a shadow denial, the longest
         // delay, the first that applied (`decision`).
-        let mut deciding: Option<(u8, u64, usize, Option<Nanos>)> = None;
+        let mut deciding: Option<Deciding> = None;
         for (i, ask) in self.asks.iter().enumerate() {
             let Some(d) = ask.decided else { continue };
             let policy = &self.sites.policies[ask.entry.policy];
@@ -59,53 +70,62 @@ impl Check<'_> {
             if !ask.enforcing() {
                 continue;
             }
-            let retry_after = match d.verdict {
-                Verdict::Allow => None,
-                Verdict::Delay(delay) => {
-                    admission.delay = admission.delay.max(delay);
-                    None
-                }
-                Verdict::Deny { retry_after } => Some(retry_after.max(1)),
-            };
-            admission.denied |= retry_after.is_some();
-            let algorithm = policy.algorithm(ask.headroom);
-            admission.report.push(PolicyReport {
-                name: policy.label.clone(),
-                quota: algorithm.quota(),
-                remaining: d.remaining,
-                reset_after: d.reset_after,
-                next_after: d
-                    .next_after
-                    .unwrap_or_else(|| next_from_reply(algorithm, d.reset_after)),
-                retry_after,
-                partition: partition(&policy.key, &ask.key),
-            });
+            if let Verdict::Delay(d) = d.verdict {
+                delay = delay.max(d);
+            }
+            report.push(policy_report(policy, ask, d));
         }
-        if admission.denied {
-            admission.delay = 0;
-            admission.permits = Permits::default();
+        Reported {
+            report,
+            delay,
+            decision: self.decision(deciding),
         }
-        if let Some((rank, _, i, retry_after)) = deciding {
-            let outcome = [
-                Decided::Allow,
-                Decided::Delay,
-                Decided::ShadowDeny,
-                Decided::Deny,
-            ];
-            let others = (self.asks.iter_mut().enumerate())
-                .filter(|(j, a)| *j != i && a.decided.is_some())
-                .map(|(_, a)| std::mem::take(&mut a.key))
-                .collect();
-            let ask = &mut self.asks[i];
-            admission.decision = Decision {
-                outcome: outcome[usize::from(rank)],
-                policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
-                key: Some(std::mem::take(&mut ask.key)),
-                retry_after,
-                others,
-            };
+    }
+
+    /// The access log's decision: the deciding ask's policy and key, and the other asks'
+    /// keys (moved out: the request is done with them).
+    fn decision(&mut self, deciding: Option<Deciding>) -> Decision {
+        let Some((rank, _, i, retry_after)) = deciding else {
+            return Decision::default();
+        };
+        let outcome = [
+            Decided::Allow,
+            Decided::Delay,
+            Decided::ShadowDeny,
+            Decided::Deny,
+        ];
+        let others = (self.asks.iter_mut().enumerate())
+            .filter(|(j, a)| *j != i && a.decided.is_some())
+            .map(|(_, a)| std::mem::take(&mut a.key))
+            .collect();
+        let ask = &mut self.asks[i];
+        Decision {
+            outcome: outcome[usize::from(rank)],
+            policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
+            key: Some(std::mem::take(&mut ask.key)),
+            retry_after,
+            others,
         }
-        admission
+    }
+}
+
+/// What enforcing policy `policy` said of `ask`, for the RateLimit headers.
+fn policy_report(policy: &PolicyRuntime, ask: &Ask, d: AskDecided) -> PolicyReport {
+    let retry_after = match d.verdict {
+        Verdict::Allow | Verdict::Delay(_) => None,
+        Verdict::Deny { retry_after } => Some(retry_after.max(1)),
+    };
+    let algorithm = policy.algorithm(ask.headroom);
+    PolicyReport {
+        name: policy.label.clone(),
+        quota: algorithm.quota(),
+        remaining: d.remaining,
+        reset_after: d.reset_after,
+        next_after: d
+            .next_after
+            .unwrap_or_else(|| next_from_reply(algorithm, d.reset_after)),
+        retry_after,
+        partition: partition(&policy.key, &ask.key),
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::admission::{Admission, Decision, Outcome};
+use super::admission::{Admission, Answer, Decision, Outcome};
 use super::algorithm::Verdict;
 use super::ask::{Ask, Decided, Spent};
 use super::central::{CentralItem, CentralSite};
@@ -149,12 +149,11 @@ impl Check<'_> {
                 retry_after: Some(self.sites.unavailable_retry),
                 others: Vec::new(),
             };
-            return ControlFlow::Break(Stop::Refused(Box::new(Admission {
-                unavailable: Some(self.sites.unavailable_retry),
-                unavailable_policies: policies,
-                decision,
-                ..Admission::default()
-            })));
+            let answer = Answer::Unavailable {
+                retry_after: self.sites.unavailable_retry,
+                policies,
+            };
+            return ControlFlow::Break(Stop::Refused(Box::new(Admission { decision, answer })));
         }
         ControlFlow::Continue(())
     }

@@ -140,7 +140,7 @@ impl Limiter {
 
     /// The limiter of a reloaded `config` (validated, with this one's `[store]` and
     /// `[cluster]`): the same store, fleet and metrics, this node's current N, and each
-    /// kept policy's very state (`local_reload.rs` says what changed policies keep). The
+    /// kept policy's very state (`local/reload.rs` says what changed policies keep). The
     /// fleet answers peers from the new policies at once; the caller swaps the result in.
     pub fn reload(&self, config: &Config) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
         let keys = KeyBuilder::new(&config.client_ip, config.account.clone());

@@ -91,7 +91,7 @@ struct Entry {
     key: CompactString,
     state: AnyState,
     /// The headroom level that decided it: a reload that changes the policy's numbers
-    /// converts the state with this level's old and new algorithms (`local_reload.rs`).
+    /// converts the state with this level's old and new algorithms (`local/reload.rs`).
     headroom: NonZeroU32,
 }
 
@@ -103,13 +103,13 @@ struct Shard {
 
 /// A shard's lock on a cache line of its own: two threads locking neighbouring shards
 /// must not bounce one line between their cores (false sharing). A spin lock released by
-/// a plain store (`local_lock.rs`: why).
+/// a plain store (`local/lock.rs`: why).
 #[repr(align(64))]
 struct Padded(ShardLock<Shard>);
 
 /// The shards, shared by the local stores of successive configs: a reload builds a new
 /// store on the same shards, and a policy it keeps reads and writes the same tables
-/// (`local_reload.rs`).
+/// (`local/reload.rs`).
 struct Shared {
     shards: Box<[Padded]>,
     hasher: DefaultHashBuilder,
@@ -131,13 +131,9 @@ pub struct LocalStore {
     gauges: Arc<PolicyGauges>,
 }
 
-#[path = "local_inspect.rs"]
 mod inspect;
-#[path = "local_lock.rs"]
 mod lock;
-#[path = "local_reload.rs"]
 mod reload;
-#[path = "local_write.rs"]
 mod write;
 use lock::{Guard, ShardLock};
 pub use reload::Carry;

@@ -6,7 +6,7 @@
 //! a joining node is counted by everyone within one heartbeat, a dying one leaves the set
 //! within three and a node stopping cleanly at once; N is lowered only once the lower count
 //! has held for a few beats ([`next_nodes`]), and each change of N rescales the split
-//! states (`local_reload.rs`). With the memory store there is no shared place to meet: N
+//! states (`local/reload.rs`). With the memory store there is no shared place to meet: N
 //! stays `[cluster] expected_nodes`. While the store is down the last N known is kept.
 //!
 //! Membership is also the fleet's address book when `[cluster] peers` is empty: a node
@@ -18,7 +18,7 @@
 //! While the store is down the last peers known are kept, like N.
 //!
 //! What the member name relies on: a node id is 1 to 200 characters without whitespace
-//! (`validate_store.rs`), so it may itself hold `#` or `@`; the instance is hex and a peer
+//! (`config/validate/store.rs`), so it may itself hold `#` or `@`; the instance is hex and a peer
 //! address (`SocketAddr`'s text: `1.2.3.4:7946`, `[::1]:7946`) has neither. So the script
 //! reads the node id as everything before the last `#`, and the address as what follows an
 //! `@` after that `#`.

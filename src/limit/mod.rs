@@ -33,9 +33,11 @@ mod sites;
 mod tiers;
 pub mod top;
 
-pub use admission::{Admission, Decision, Outcome as DecisionOutcome, PolicyReport};
+pub use admission::{
+    Admission, Admitted, Answer, Decision, Outcome as DecisionOutcome, PolicyReport,
+};
 pub use carry::PolicyCarry;
-pub use counted::SentBytes;
+pub use counted::{Counted, SentBytes};
 pub use limiter::{Limiter, LimiterError, set_running_nodes};
 pub mod central;
 pub(crate) mod deny_cache;

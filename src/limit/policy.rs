@@ -14,7 +14,6 @@ use super::algorithm::QuotaError;
 use super::lease::LeaseParams;
 use crate::config::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
-#[path = "policy_any.rs"]
 mod any;
 pub use any::{AnyAlgorithm, AnyState};
 

@@ -41,7 +41,7 @@ use crate::body::{self, ResponseBody};
 use crate::config::Response as ResponseConfig;
 use crate::config::{Config, KeyPart, MethodOverride, PathRules};
 use crate::limit::keys::canonical;
-use crate::limit::{Decision, Limiter};
+use crate::limit::{Admitted, Decision, Limiter};
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
 use client_ip::TrustedProxies;
@@ -246,7 +246,7 @@ impl Gateway {
             return Err(GatewayError::PayloadTooLarge { limit });
         }
         // 4. limit
-        let mut admission = inner
+        let admission = inner
             .limiter
             .check_request(
                 entry.index,
@@ -257,28 +257,19 @@ impl Gateway {
                 req.headers(),
             )
             .await;
-        *decision = Some(std::mem::take(&mut admission.decision));
-        if let Some(what) = admission.ambiguous {
-            return Err(GatewayError::BadRequest(what));
-        }
-        if admission.unauthenticated {
-            return Err(GatewayError::Unauthenticated);
-        }
-        if let Some(retry_after) = admission.unavailable {
-            return Err(GatewayError::StoreUnavailable {
-                retry_after,
-                policies: admission.unavailable_policies,
-            });
-        }
-        if admission.denied {
-            return Err(GatewayError::RateLimited(admission.report));
-        }
-        if admission.delay > 0 {
+        *decision = Some(admission.decision);
+        let Admitted {
+            report,
+            delay,
+            permits,
+            counted,
+        } = respond::admitted(admission.answer)?;
+        if let Some(delay) = delay {
             // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
-            tokio::time::sleep(Duration::from_nanos(admission.delay)).await;
+            tokio::time::sleep(Duration::from_nanos(delay)).await;
         }
         // 5. forward (a streamed body's bytes counted for `request_bytes` policies)
-        if let Some(sent) = admission.counted.sent_bytes() {
+        if let Some(sent) = counted.sent_bytes() {
             req.extensions_mut().insert(sent);
         }
         let pool = &inner.pools[entry.route.upstream];
@@ -289,22 +280,16 @@ impl Gateway {
             .await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
         // The head's status settles `count` policies (an upstream that failed: ours).
-        let counted = std::mem::take(&mut admission.counted);
         match &result {
             Ok(f) => counted.settle(f.response.status().as_u16(), f.response.headers()),
             Err(e) => counted.settle(e.status().as_u16(), &http::HeaderMap::new()),
         }
         let forwarded = result?;
         let mut resp = forwarded.response;
-        respond::ratelimit::add_headers(
-            resp.headers_mut(),
-            &admission.report,
-            &inner.response,
-            false,
-        );
+        respond::ratelimit::add_headers(resp.headers_mut(), &report, &inner.response, false);
         // Permits, then the upstream slot, are released once the body is done — or, after
         // a protocol switch, once the tunnel is closed (the `101`'s body is empty).
-        let held = (admission.permits, forwarded.slot);
+        let held = (permits, forwarded.slot);
         match forwarded.tunnel {
             Some(tunnel) => {
                 tunnel.spawn(held);

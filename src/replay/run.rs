@@ -22,8 +22,9 @@ use super::time::UnixNanos;
 use crate::config::{Config, Mode, Site, StoreKind};
 use crate::limit::clock::ManualClock;
 use crate::limit::keys::KeyBuilder;
+use crate::limit::permit::Permits;
 use crate::limit::policy::PolicyRuntime;
-use crate::limit::{Admission, Limiter};
+use crate::limit::{Answer, Counted, Limiter};
 use crate::normalize::normalize_path;
 use crate::router::Router;
 
@@ -61,7 +62,7 @@ struct Held {
     /// Tie-break, so equal ends compare in arrival order.
     seq: u64,
     /// Released when dropped.
-    _permits: crate::limit::permit::Permits,
+    _permits: Permits,
 }
 
 impl PartialEq for Held {
@@ -181,12 +182,11 @@ impl Replayer {
         let given: smallvec::SmallVec<[&str; 4]> = (key.into_iter())
             .chain(keys.into_iter().flat_map(|k| k.split(' ')))
             .collect();
-        let mut admission = self
+        let admission = self
             .limiter
             .check_given(index, &entry.name, r.client, &method, &self.headers, &given)
             .await;
-        let counted = std::mem::take(&mut admission.counted);
-        self.count(index, r, &method, admission, &given);
+        let counted = self.count(index, r, &method, admission.answer, &given);
         // `count = { statuses }` policies settle on the logged status, as they would on
         // the upstream's; a line without one keeps its spends (as a request that ended
         // without a head does).
@@ -212,26 +212,41 @@ impl Replayer {
         Some((method, authority.map(canonical_host), path))
     }
 
-    /// Count what the limiter decided; remember denied keys and held permits.
-    fn count(&mut self, route: usize, r: &Record<'_>, m: &Method, a: Admission, given: &[&str]) {
+    /// Count what the limiter decided; remember denied keys and held permits. Returns an
+    /// admitted request's spends, for the logged status to settle.
+    fn count(
+        &mut self,
+        route: usize,
+        r: &Record<'_>,
+        m: &Method,
+        a: Answer,
+        given: &[&str],
+    ) -> Counted {
         let rt = &mut self.tally.routes[route];
         rt.requests += 1;
-        if a.unauthenticated {
-            rt.unauthorized += 1;
-            return;
-        }
-        if a.ambiguous.is_some() {
-            rt.bad_request += 1;
-            return;
-        }
-        if a.denied {
-            rt.denied += 1;
-        } else {
-            rt.allowed += 1;
+        let (denied, report, permits, counted) = match a {
+            Answer::Admit(a) => (false, a.report, a.permits, a.counted),
+            Answer::Deny { report } => (true, report, Permits::default(), Counted::default()),
+            // The replay's store is in memory and never fails; counted as allowed, as always.
+            Answer::Unavailable { .. } => {
+                (false, Vec::new(), Permits::default(), Counted::default())
+            }
+            Answer::Unauthenticated => {
+                rt.unauthorized += 1;
+                return Counted::default();
+            }
+            Answer::Ambiguous(_) => {
+                rt.bad_request += 1;
+                return Counted::default();
+            }
+        };
+        match denied {
+            true => rt.denied += 1,
+            false => rt.allowed += 1,
         }
         let route_policies = &self.config.routes[route].policies;
         let mut denied_by = Vec::new();
-        for p in &a.report {
+        for p in &report {
             let Some(i) = self.policies.iter().position(|q| q.name == p.name) else {
                 continue;
             };
@@ -247,19 +262,20 @@ impl Replayer {
             }
         }
         if let Some(bin) = self.tally.minutes.last_mut() {
-            bin.denied_requests += u64::from(a.denied);
+            bin.denied_requests += u64::from(denied);
             denied_by.iter().for_each(|&i| bin.denied[i] += 1);
         }
         self.remember_keys(&denied_by, route, r.client, m, given);
-        if !a.permits.is_empty() {
+        if !permits.is_empty() {
             let end = self.now.saturating_add(r.duration.unwrap_or(0) as i64);
             self.seq += 1;
             self.held.push(Reverse(Held {
                 end,
                 seq: self.seq,
-                _permits: a.permits,
+                _permits: permits,
             }));
         }
+        counted
     }
 
     /// Count the keys of the policies that denied, built as the limiter builds them

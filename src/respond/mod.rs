@@ -1,4 +1,5 @@
-//! Turning failures into HTTP answers: the one place a [`GatewayError`] becomes a response.
+//! Turning failures into HTTP answers: the one place a [`GatewayError`] becomes a response
+//! (and the one place the limit step's [`Answer`] becomes one, or goes on: [`admitted`]).
 //!
 //! Every step of the request path returns a `GatewayError` when it cannot go on; the service
 //! at the top of the stack calls [`error_response`] once. Bodies are RFC 9457 problem
@@ -16,7 +17,7 @@ pub use grpc::{error_response_grpc, is_grpc};
 
 use crate::body::{ResponseBody, full};
 use crate::config::Response as ResponseConfig;
-use crate::limit::PolicyReport;
+use crate::limit::{Admitted, Answer, PolicyReport};
 
 /// Why the gateway answers a request itself instead of forwarding it.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +125,25 @@ impl GatewayError {
             }
             other => other.to_string(),
         }
+    }
+}
+
+/// The limit step's answer: an admitted request goes on to be forwarded; every other
+/// outcome is the error that answers it. The one place each outcome is answered (no
+/// wildcard arm: a new outcome does not compile until it is answered here).
+pub fn admitted(answer: Answer) -> Result<Admitted, GatewayError> {
+    match answer {
+        Answer::Admit(admitted) => Ok(admitted),
+        Answer::Deny { report } => Err(GatewayError::RateLimited(report)),
+        Answer::Unavailable {
+            retry_after,
+            policies,
+        } => Err(GatewayError::StoreUnavailable {
+            retry_after,
+            policies,
+        }),
+        Answer::Unauthenticated => Err(GatewayError::Unauthenticated),
+        Answer::Ambiguous(why) => Err(GatewayError::BadRequest(why)),
     }
 }
 

@@ -10,7 +10,7 @@ use http::{HeaderMap, Method};
 
 use super::Limiter;
 use super::asks::Refusal;
-use crate::limit::admission::{Admission, Decision, Outcome};
+use crate::limit::admission::{Admission, Answer, Decision, Outcome};
 use crate::limit::check::{Check, Stop};
 use crate::limit::keys::Target;
 
@@ -91,41 +91,30 @@ impl Limiter {
         facts.give(given);
         // An account stated twice, or a token that does not verify, is none.
         if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
-            return Admission {
-                unauthenticated: true,
-                decision: Decision::of(Outcome::Unauthenticated),
-                ..Admission::default()
-            };
+            return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
         }
         let asks = match self.asks(limits, client, &facts) {
             Ok((asks, _)) if !asks.is_empty() => asks,
             Ok((_, exempted)) => {
-                return Admission {
-                    decision: match exempted {
-                        Some(policy) => Decision {
-                            policy: Some(policy),
-                            ..Decision::of(Outcome::Exempt)
-                        },
-                        None => Decision::default(),
+                let decision = match exempted {
+                    Some(policy) => Decision {
+                        policy: Some(policy),
+                        ..Decision::of(Outcome::Exempt)
                     },
-                    ..Admission::default()
+                    None => Decision::default(),
+                };
+                return Admission {
+                    decision,
+                    answer: Answer::default(),
                 };
             }
             // A key part stated ambiguously (400) or from a token that does not verify
             // (401): nothing asked.
             Err(Refusal::BadRequest(why)) => {
-                return Admission {
-                    ambiguous: Some(why),
-                    decision: Decision::of(Outcome::Ambiguous),
-                    ..Admission::default()
-                };
+                return Admission::refused(Outcome::Ambiguous, Answer::Ambiguous(why));
             }
             Err(Refusal::Unauthenticated) => {
-                return Admission {
-                    unauthenticated: true,
-                    decision: Decision::of(Outcome::Unauthenticated),
-                    ..Admission::default()
-                };
+                return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
             }
         };
         let mut check = Check {

@@ -400,5 +400,4 @@ fn take_bytes(body: &mut Bytes) -> Result<Bytes, WireError> {
 }
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;

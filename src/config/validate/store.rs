@@ -3,11 +3,11 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use super::MAX_PERIOD;
-use super::raw::AlgorithmName;
-use super::raw::{RawCluster, RawStore, StoreKind};
-use super::validate::Validator;
-use super::{Cluster, Policy, Store};
+use super::Validator;
+use crate::config::MAX_PERIOD;
+use crate::config::raw::AlgorithmName;
+use crate::config::raw::{RawCluster, RawStore, StoreKind};
+use crate::config::{Cluster, Policy, Store};
 
 /// The most gateways `[cluster] expected_nodes` may name. Each node's share of a gcra or
 /// token_bucket policy runs at `period × N`, which must stay within [`MAX_PERIOD`]: at
@@ -17,7 +17,7 @@ pub const MAX_EXPECTED_NODES: u32 = 10_000;
 impl Validator {
     /// A `redis://` or `rediss://` URL the redis crate reads; refused under `key` (naming
     /// the key, not the value: the URL may carry a password).
-    pub(super) fn redis_url(&mut self, key: &str, u: &str) {
+    pub(in crate::config) fn redis_url(&mut self, key: &str, u: &str) {
         let ok = (u.starts_with("redis://") || u.starts_with("rediss://"))
             && redis::IntoConnectionInfo::into_connection_info(u).is_ok();
         if !ok {
@@ -201,8 +201,8 @@ fn whole_hash_tags(prefix: &str) -> bool {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::raw::RawPolicy;
     use super::*;
+    use crate::config::raw::RawPolicy;
 
     fn cluster_problems(expected_nodes: u32) -> usize {
         let mut v = Validator::default();

@@ -8,9 +8,9 @@
 
 use std::num::NonZeroU32;
 
-use super::raw::{AlgorithmName, OnStoreError, Site};
-use super::validate::Validator;
-use super::{Policy, Route};
+use super::Validator;
+use crate::config::raw::{AlgorithmName, OnStoreError, Site};
+use crate::config::{Policy, Route};
 
 /// What a node's share is taken of (`burst` or `limit`), the whole, and the share.
 fn node_share(p: &Policy, nodes: NonZeroU32) -> (&'static str, NonZeroU32, u32) {
@@ -77,8 +77,8 @@ impl Validator {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::raw::RawPolicy;
     use super::*;
+    use crate::config::raw::RawPolicy;
 
     fn policies(v: &mut Validator, policy: &str) -> Vec<Policy> {
         let raw: BTreeMap<String, RawPolicy> = toml::from_str(policy).expect("a policy table");

@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::raw::RawCluster;
-use super::validate::Validator;
-use super::{Cluster, Policy, Site};
+use super::Validator;
+use crate::config::raw::RawCluster;
+use crate::config::{Cluster, Policy, Site};
 
 /// The shortest accepted peer secret: the 256-bit key the peer MAC (keyed BLAKE3,
 /// `limit/peer/mac.rs`) is derived from; a shorter, human-chosen one could be guessed

@@ -5,9 +5,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::raw::RawCluster;
-use super::validate::Validator;
-use super::{Cluster, Policy, Site, Store, StoreKind};
+use super::Validator;
+use crate::config::raw::RawCluster;
+use crate::config::{Cluster, Policy, Site, Store, StoreKind};
 
 /// What the reach rules look at, from the typed config.
 struct Fleet<'a> {

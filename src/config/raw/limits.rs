@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::raw::defaults;
-use super::raw_store::Site;
+use super::defaults;
+use super::store::Site;
 
 /// `[account]`
 #[derive(Debug, Clone, Deserialize)]
@@ -18,7 +18,7 @@ pub struct RawAccount {
     /// sharing limits must share it. Unset: a built-in key (values are still never stored raw).
     pub hash_key_env: Option<String>,
     /// The account is a claim of a verified token carried in `header` (`Bearer ` optional).
-    pub jwt: Option<super::jwt::RawJwt>,
+    pub jwt: Option<crate::config::jwt::RawJwt>,
 }
 
 /// `[response]`
@@ -92,7 +92,7 @@ pub struct RawPolicy {
     /// lease: a batch covers about this much of the node's own traffic for the key.
     pub lease_target: Option<String>,
     /// Clients this policy never denies (besides `[exempt]`).
-    pub exempt: Option<super::exempt::RawExempt>,
+    pub exempt: Option<crate::config::exempt::RawExempt>,
     /// A trusted request header (set by an auth layer) stating the request's cost.
     pub cost_header: Option<String>,
     /// The most `cost_header` may state.
@@ -100,17 +100,17 @@ pub struct RawPolicy {
     /// A response header (set by the upstream) reporting what the call really cost.
     pub response_cost_header: Option<String>,
     /// Only responses with these statuses keep what their request spent.
-    pub count: Option<super::spend::RawCount>,
+    pub count: Option<crate::config::spend::RawCount>,
     /// A trusted request header (set by an auth layer) naming the client's tier.
     pub tier_header: Option<String>,
     /// A claim of the verified `[account] jwt` token naming the client's tier.
     pub tier_claim: Option<String>,
     /// Tier name → its own `limit` and `burst`.
     #[serde(default)]
-    pub tiers: BTreeMap<String, super::tiers::RawTier>,
+    pub tiers: BTreeMap<String, crate::config::tiers::RawTier>,
     /// Account (raw or `hash:…`) → a tier, or its own `limit` and `burst`.
     #[serde(default)]
-    pub overrides: BTreeMap<String, super::tiers::RawOverride>,
+    pub overrides: BTreeMap<String, crate::config::tiers::RawOverride>,
 }
 
 /// `policies.NAME.cost` as written.

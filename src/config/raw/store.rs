@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::raw::defaults;
+use super::defaults;
 
 /// `[store]`
 #[derive(Debug, Clone, Deserialize)]

@@ -2,18 +2,20 @@
 //!
 //! These structs are the user-facing contract (names never change, keys are only added).
 //! They hold strings where a value needs checking beyond its TOML type (addresses, CIDRs,
-//! durations, URLs), so that the validation pass in `validate.rs` can report *every* problem
+//! durations, URLs), so that the validation pass in `validate/` can report *every* problem
 //! with its key path instead of stopping at the first one, as serde would.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::raw_safety::defaults as safety;
+mod limits;
+mod safety;
+mod store;
 
-pub use super::raw_limits::*;
-pub use super::raw_safety::*;
-pub use super::raw_store::*;
+pub use limits::*;
+pub use safety::*;
+pub use store::*;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -78,13 +80,13 @@ pub struct RawServer {
     #[serde(default = "defaults::shutdown_grace")]
     pub shutdown_grace: String,
     /// A keep-alive or HTTP/2 connection with no request in flight this long is closed.
-    #[serde(default = "safety::idle_timeout")]
+    #[serde(default = "safety::defaults::idle_timeout")]
     pub idle_timeout: String,
     /// No byte of a request body (408) or of an upstream's response body for this long ends it.
-    #[serde(default = "safety::body_timeout")]
+    #[serde(default = "safety::defaults::body_timeout")]
     pub body_timeout: String,
     /// Open client connections per process; past it new ones wait in the backlog.
-    #[serde(default = "safety::max_connections")]
+    #[serde(default = "safety::defaults::max_connections")]
     pub max_connections: u64,
     /// Largest request body in bytes (413); none = unlimited. Routes may override it.
     pub max_body_bytes: Option<u64>,
@@ -150,7 +152,7 @@ pub struct RawUpstream {
     pub urls: Vec<String>,
     /// Requests in flight to this upstream per process (so connections open to it); more
     /// wait for a free one within `upstream_timeout`.
-    #[serde(default = "safety::upstream_max_connections")]
+    #[serde(default = "safety::defaults::upstream_max_connections")]
     pub max_connections: u64,
     /// https: PEM roots to trust instead of the system store.
     pub ca_file: Option<String>,
@@ -198,7 +200,7 @@ pub struct RawRoute {
     #[serde(default)]
     pub on_store_error: OnStoreError,
     /// `Upgrade` protocols forwarded on this route; every other is stripped (`h2c` never).
-    #[serde(default = "safety::upgrades")]
+    #[serde(default = "safety::defaults::upgrades")]
     pub upgrades: Vec<String>,
     /// Overrides `server.max_body_bytes` for this route.
     pub max_body_bytes: Option<u64>,
@@ -259,8 +261,8 @@ pub(super) mod defaults {
     pub fn cgnat_headroom() -> u32 {
         4
     }
-    pub fn cost() -> crate::config::raw_limits::RawCost {
-        crate::config::raw_limits::RawCost::Cells(1)
+    pub fn cost() -> super::RawCost {
+        super::RawCost::Cells(1)
     }
     pub fn max_keys() -> u64 {
         1_000_000

@@ -2,6 +2,15 @@
 //!
 //! It never stops at the first problem: a user fixing a config wants the whole list.
 
+mod fleet;
+mod keys;
+mod limits;
+mod peers;
+mod routes;
+mod safety;
+mod shares;
+mod store;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -12,8 +21,8 @@ use ipnet::IpNet;
 
 use super::load::relative_to;
 use super::raw::RawConfig;
-use super::validate_safety::default_via_pseudonym;
 use super::{AdminToken, Config, ConfigError, Policy, Problem, Response, Server, Tls, Upstream};
+use safety::default_via_pseudonym;
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.
 pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {

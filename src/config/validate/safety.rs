@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use siphasher::sip::SipHasher13;
 
-use super::PathRules;
-use super::raw::{RawRoute, RawServer};
-use super::validate::Validator;
+use super::Validator;
+use crate::config::PathRules;
+use crate::config::raw::{RawRoute, RawServer};
 use crate::normalize::{PathError, normalize_path};
 
 /// Longest timeout tokio's timer (and so `serve`) can run; beyond it `check` refuses, so a

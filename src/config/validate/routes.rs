@@ -7,9 +7,9 @@ use std::net::Ipv6Addr;
 
 use http::Method;
 
-use super::raw::RawConfig;
-use super::validate::Validator;
-use super::{PathRules, Policy, Route, Upstream};
+use super::Validator;
+use crate::config::raw::RawConfig;
+use crate::config::{PathRules, Policy, Route, Upstream};
 
 impl Validator {
     pub(super) fn routes(

@@ -11,13 +11,13 @@ use http::HeaderName;
 use ipnet::IpNet;
 use siphasher::sip128::{Hasher128, SipHasher13};
 
-use super::{MAX_PERIOD, MIN_PERIOD};
+use crate::config::{MAX_PERIOD, MIN_PERIOD};
 
-use super::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
-use super::raw_limits::RawCost;
-use super::types::LeaseKnobs;
-use super::validate::Validator;
-use super::{Account, ClientIp, Policy};
+use super::Validator;
+use crate::config::raw::RawCost;
+use crate::config::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
+use crate::config::types::LeaseKnobs;
+use crate::config::{Account, ClientIp, Policy};
 
 /// Keyed-hash key used when `[account] hash_key_env` is not set. Account values are still
 /// never stored or logged raw, but anyone with this source can test guesses: set your own.
@@ -118,7 +118,7 @@ impl Validator {
             .collect()
     }
 
-    pub(super) fn policy(&mut self, name: &str, p: &RawPolicy) -> Option<Policy> {
+    pub(in crate::config) fn policy(&mut self, name: &str, p: &RawPolicy) -> Option<Policy> {
         let at = |k: &str| format!("policies.{name}.{k}");
         let before = self.problem_count();
         // The name is a header item (an sf-string) and a metric label: keep it plain.
@@ -345,7 +345,7 @@ impl Validator {
         })
     }
 
-    pub(super) fn nonzero_u32(&mut self, key: &str, v: u64) -> Option<NonZeroU32> {
+    pub(in crate::config) fn nonzero_u32(&mut self, key: &str, v: u64) -> Option<NonZeroU32> {
         match u32::try_from(v).ok().and_then(NonZeroU32::new) {
             Some(n) => Some(n),
             None => {

@@ -4,8 +4,8 @@
 
 use http::HeaderName;
 
-use super::validate::Validator;
-use super::{Account, KeyPart, Policy};
+use super::Validator;
+use crate::config::{Account, KeyPart, Policy};
 
 impl Validator {
     /// A policy keyed on `account` needs `[account]`; one keyed on `jwt:CLAIM` needs

@@ -1,4 +1,4 @@
-//! Unit tests of the peer wire format (beside `wire.rs`, which they test from inside).
+//! Unit tests of the peer wire format (a child of `wire.rs`, which they test from inside).
 use super::*;
 
 fn secret(fill: u8) -> Secret {
