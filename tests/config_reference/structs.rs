@@ -2,7 +2,7 @@
 //! its keys as serde spells them, and the walk from a struct to every key it accepts.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::root;
 use crate::syntax::{
@@ -58,16 +58,16 @@ pub fn renamed(name: &str, rule: Option<&str>) -> String {
 /// Every struct deriving `Deserialize` in `src/config/`.
 pub fn config_structs() -> BTreeMap<String, Struct> {
     let dir = root().join("src/config");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("src/config")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .collect();
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
     files.sort();
     let mut structs = BTreeMap::new();
     for path in files {
-        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let file = path
+            .strip_prefix(&dir)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
         parse_structs(
             &file,
             &std::fs::read_to_string(&path).unwrap(),
@@ -75,6 +75,22 @@ pub fn config_structs() -> BTreeMap<String, Struct> {
         );
     }
     structs
+}
+
+/// The `.rs` files under `dir`, at any depth (the config keeps its passes in `raw/` and
+/// `validate/`).
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for path in std::fs::read_dir(dir)
+        .expect("src/config")
+        .flatten()
+        .map(|e| e.path())
+    {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
 }
 
 /// Every struct deriving `Deserialize` in one source file, into `structs`.
