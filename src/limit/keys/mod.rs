@@ -15,8 +15,6 @@ mod names;
 mod parts;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_names;
 mod text;
 mod unclear;
 

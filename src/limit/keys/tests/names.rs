@@ -3,10 +3,10 @@
 
 use http::HeaderMap;
 
-use super::KeyPart;
-use super::parts::Ambiguous;
-use super::tests::{T, key_at};
+use super::{T, key_at};
+use crate::limit::keys::KeyPart;
 use crate::limit::keys::Target;
+use crate::limit::keys::parts::Ambiguous;
 
 /// PHP reads `api.key`, `api key` and `api[key` as `api_key`; PHP and Rails read
 /// `api_key[]` as `api_key` (an array), Rack 2 and `qs` `[api_key]` too: one budget, and two
