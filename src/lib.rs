@@ -22,6 +22,6 @@ pub mod replay;
 mod respond;
 mod router;
 pub mod server;
-pub mod shutdown;
+pub use limit::shutdown;
 pub mod simulate;
 pub mod telemetry;

@@ -9,8 +9,10 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
 use super::method_not_allowed;
 use crate::body::{ResponseBody, full};
+use crate::config::PathRules;
 use crate::limit::Limiter;
 use crate::limit::inspect::{InspectError, KeyQuery};
+use crate::normalize::normalize_path;
 
 /// Answer `/limits/...`.
 pub async fn answer<B>(limiter: &Limiter, req: &Request<B>) -> Response<ResponseBody> {
@@ -54,7 +56,14 @@ fn parse(query: &str) -> Result<KeyQuery, String> {
                     .map_err(|_| format!("method: `{value}` is not a method"))?;
                 q.method = Some(m);
             }
-            "path" => q.path = Some(value),
+            // The default path rules, as the proxy makes a path canonical; a path they
+            // refuse is taken as already canonical.
+            "path" => {
+                q.path = Some(match normalize_path(&value, PathRules::default()) {
+                    Ok(p) => p.into_owned(),
+                    Err(_) => value,
+                })
+            }
             other => {
                 let Some((kind, part)) = other.split_once('.') else {
                     return Err(unknown(other));

@@ -12,6 +12,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
 use super::validate::Validator;
+use super::{Jwt, OnUnverified};
 
 /// `jwt = { ... }` as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -34,21 +35,6 @@ pub struct RawJwt {
     pub on_unverified: OnUnverified,
 }
 
-/// `on_unverified`: a token that is present but fails verification (forged, expired, cut,
-/// `<tok>=`) is never "no key" to a policy keyed on the token (`account` with `jwt`,
-/// `jwt:CLAIM`, `tier_claim`): as no key, the policy would not apply, and a client whose
-/// budget is spent would only have to spoil its token (which the backend may still accept).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnUnverified {
-    /// Answer 401 (`WWW-Authenticate: Bearer`), nothing asked.
-    #[default]
-    Reject,
-    /// Key every such request into one `unverified` bucket per policy (and the policy's
-    /// own numbers for a tier), shared by all of them.
-    Shared,
-}
-
 fn default_claim() -> String {
     "sub".into()
 }
@@ -59,74 +45,6 @@ fn default_leeway() -> String {
 
 /// The longest `leeway`: clock skew is seconds; a day is already a day of expired tokens.
 const LONGEST_LEEWAY: Duration = Duration::from_secs(24 * 3600);
-
-/// A verifier of account tokens.
-pub struct Jwt {
-    /// Keys with their `kid` (tokens naming a kid use only that key) and algorithm.
-    keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
-    validation: Validation,
-    pub claim: String,
-    pub on_unverified: OnUnverified,
-}
-
-impl std::fmt::Debug for Jwt {
-    /// Never the keys.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Jwt")
-            .field("keys", &self.keys.len())
-            .field("claim", &self.claim)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The claims of a token that verified.
-type Claims = serde_json::Map<String, serde_json::Value>;
-
-impl Jwt {
-    /// The claims of `token` when it verifies (signature, `exp`, `nbf`, `iss`/`aud` when
-    /// set); `None` for any token that does not. A request verifies its token once: the
-    /// account and every `jwt:CLAIM` key part read these claims.
-    pub fn claims(&self, token: &str) -> Option<Claims> {
-        let header = jsonwebtoken::decode_header(token).ok()?;
-        let claims = self
-            .keys
-            .iter()
-            .filter(|(kid, _, alg)| {
-                *alg == header.alg && (header.kid.is_none() || *kid == header.kid)
-            })
-            .find_map(|(_, key, alg)| {
-                let mut v = self.validation.clone();
-                v.algorithms = vec![*alg];
-                jsonwebtoken::decode::<serde_json::Value>(token, key, &v).ok()
-            })?
-            .claims;
-        match claims {
-            serde_json::Value::Object(map) => Some(map),
-            _ => None,
-        }
-    }
-
-    /// The account a verified token names: its `claim`, a string or a number.
-    pub fn account(&self, claims: &Claims) -> Option<String> {
-        match claims.get(&self.claim)? {
-            serde_json::Value::Bool(_) => None,
-            v => Self::claim_text(v),
-        }
-    }
-
-    /// A claim as a key value: a non-empty string as it is, a number or a boolean as its
-    /// text (`42`, `true`). `null`, an empty string, an object or an array is no value:
-    /// their text would key on structure (member order, list order) the issuer may change
-    /// at will, and a list claim (`roles`) is no identity.
-    pub fn claim_text(v: &serde_json::Value) -> Option<String> {
-        match v {
-            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            serde_json::Value::Bool(b) => Some(b.to_string()),
-            _ => None,
-        }
-    }
-}
 
 impl Validator {
     /// `leeway` in whole seconds, as the token library takes it: zero allowed (no leeway),
@@ -196,12 +114,12 @@ impl Validator {
         if let Some(i) = &raw.issuer {
             validation.set_issuer(&[i]);
         }
-        Some(Jwt {
+        Some(Jwt::new(
             keys,
             validation,
-            claim: raw.claim.clone(),
-            on_unverified: raw.on_unverified,
-        })
+            raw.claim.clone(),
+            raw.on_unverified,
+        ))
     }
 
     fn jwks(

@@ -10,28 +10,13 @@ use serde::Deserialize;
 
 use super::raw::{RawCost, RawPolicy};
 use super::validate::Validator;
-use super::{AlgorithmName, Site};
+use super::{AlgorithmName, Site, Spend};
 
 /// `count = { statuses = [...] }` as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawCount {
     pub statuses: Vec<u16>,
-}
-
-/// A policy's per-request spending rules, typed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Spend {
-    /// `cost_header` and `max_cost`: the request's cost is this header's value, 1 to the
-    /// bound; absent, the policy's `cost`.
-    pub cost_header: Option<(HeaderName, NonZeroU32)>,
-    /// `count.statuses`, sorted: a response with another status gives its cells back.
-    pub count_statuses: Option<Vec<u16>>,
-    /// `response_cost_header`: the response reports what the call really cost; the spend
-    /// is resized to it when the head arrives.
-    pub response_cost: Option<HeaderName>,
-    /// `cost = "request_bytes"`: a request spends its body's bytes (see `limit/cost.rs`).
-    pub request_bytes: bool,
 }
 
 impl Validator {

@@ -3,29 +3,11 @@
 //! missing or malformed file before the first store call would fail on it; they need
 //! `rediss://` URLs (a TLS setting on a plain connection would be silently unused).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::StoreTls;
 use super::raw::{RawStore, StoreKind};
 use super::validate::Validator;
-
-/// The store's TLS material, as PEM bytes (what the redis crate takes).
-#[derive(Clone, Default)]
-pub struct StoreTls {
-    /// `ca_file`: the only roots trusted; `None`: the system's.
-    pub ca: Option<(PathBuf, Vec<u8>)>,
-    /// `client_cert` and `client_key`, presented when the server asks (mTLS).
-    pub client: Option<(PathBuf, Vec<u8>, PathBuf, Vec<u8>)>,
-}
-
-impl std::fmt::Debug for StoreTls {
-    /// Paths only: the key is a secret.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreTls")
-            .field("ca", &self.ca.as_ref().map(|c| &c.0))
-            .field("client_cert", &self.client.as_ref().map(|c| &c.0))
-            .finish_non_exhaustive()
-    }
-}
 
 impl Validator {
     /// `[store]`'s TLS keys; `None` when none is set.

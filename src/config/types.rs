@@ -6,15 +6,16 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::{HeaderName, Method, Uri};
+use http::{Method, Uri};
 use ipnet::IpNet;
 
 pub use crate::normalize::PathRules;
 
 pub use super::raw::{
-    AlgorithmName, EscapedSlashes, ForwardedHeader, HeadersWhere, MethodOverride, Mode,
-    OnStoreError, PathParameters, Site, StoreKind, UpstreamProtocol,
+    EscapedSlashes, ForwardedHeader, HeadersWhere, MethodOverride, PathParameters, UpstreamProtocol,
 };
+use super::{Account, Cluster, Exemptions, Mode, OnStoreError, Policy, Store, Tiers};
+use crate::limit::spec::{IpKeys, LimiterSpec, RouteSpec};
 
 /// A config that passed validation.
 #[derive(Debug, Clone)]
@@ -40,9 +41,9 @@ pub struct Config {
     /// `[cluster]`.
     pub cluster: Cluster,
     /// `[exempt]` and each policy's `exempt`.
-    pub exempt: super::Exemptions,
+    pub exempt: Exemptions,
     /// Each policy's `tiers` and `overrides`: the variants the limit step chooses from.
-    pub tiers: super::Tiers,
+    pub tiers: Tiers,
 }
 
 impl Config {
@@ -59,36 +60,24 @@ impl Config {
     }
 }
 
-/// `[store]`, typed.
-#[derive(Clone)]
-pub struct Store {
-    pub kind: StoreKind,
-    /// Parsed and checked for the scheme.
-    pub urls: Vec<String>,
-    /// The password read from `password_env`, never printed.
-    pub password: Option<String>,
-    /// The ACL user read from `username_env`.
-    pub username: Option<String>,
-    /// `rediss://` roots and client certificate, when set.
-    pub tls: Option<super::StoreTls>,
-    /// redis-sentinel: the sentinels and the master name they monitor.
-    pub sentinels: Vec<String>,
-    pub master_name: Option<String>,
-    pub timeout: Duration,
-    pub breaker_failures: NonZeroU32,
-    pub breaker_cooldown: Duration,
-    pub key_prefix: String,
-}
-
-impl std::fmt::Debug for Store {
-    /// Never prints the password.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("kind", &self.kind)
-            .field("urls", &self.urls)
-            .field("timeout", &self.timeout)
-            .field("key_prefix", &self.key_prefix)
-            .finish_non_exhaustive()
+/// What the limiter is built from: the config's policies, keys, store and fleet, and each
+/// route's policies.
+impl From<&Config> for LimiterSpec {
+    fn from(config: &Config) -> Self {
+        LimiterSpec {
+            ip_keys: IpKeys {
+                ipv6_prefix: config.client_ip.ipv6_prefix,
+                shared_ranges: config.client_ip.shared_ranges.clone(),
+            },
+            account: config.account.clone(),
+            policies: config.policies.clone(),
+            routes: config.routes.iter().map(Route::limits).collect(),
+            store: config.store.clone(),
+            expected_nodes: config.expected_nodes,
+            cluster: config.cluster.clone(),
+            exempt: config.exempt.clone(),
+            tiers: config.tiers.clone(),
+        }
     }
 }
 
@@ -141,153 +130,11 @@ pub struct ClientIp {
     pub forwarded_header: ForwardedHeader,
 }
 
-/// `[account]`, typed.
-#[derive(Clone)]
-pub struct Account {
-    /// Header carrying the account.
-    pub header: HeaderName,
-    /// Key of the keyed hash applied to account values before they become keys or logs.
-    pub hash_key: [u8; 16],
-    /// `jwt`: the header carries a token whose claim is the account.
-    pub jwt: Option<std::sync::Arc<super::Jwt>>,
-}
-
-impl Account {
-    /// The keyed hash of an account (or header) value, as keys and logs hold it: SipHash-1-3
-    /// with the 128-bit secret, a fast PRF, so keys are unlinkable to the raw value without
-    /// the secret, and 128 bits make collisions between clients negligible. 32 hex digits.
-    pub fn hash(&self, value: &[u8]) -> String {
-        keyed_hash(&self.hash_key, value)
-    }
-}
-
-/// [`Account::hash`] with any 128-bit secret.
-pub fn keyed_hash(secret: &[u8; 16], value: &[u8]) -> String {
-    use siphasher::sip128::{Hasher128, SipHasher13};
-    use std::hash::Hasher;
-    let mut h = SipHasher13::new_with_key(secret);
-    h.write(value);
-    // `hex` rather than `write!("{b:02x}")` per byte: the formatter cost ~200 instructions
-    // a key on the request path (callgrind, `tollgate replay`).
-    hex::encode(h.finish128().as_bytes())
-}
-
-impl std::fmt::Debug for Account {
-    /// Never prints the hash key: it is a secret.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Account")
-            .field("header", &self.header)
-            .finish_non_exhaustive()
-    }
-}
-
 /// `[response]`, typed.
 #[derive(Debug, Clone, Copy)]
 pub struct Response {
     pub headers: HeadersWhere,
     pub legacy_headers: bool,
-}
-
-/// One part of a policy key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPart {
-    /// Client address (IPv6 folded to `ipv6_prefix`).
-    Ip,
-    /// Hashed account value.
-    Account,
-    /// Route name.
-    Route,
-    /// Request method.
-    Method,
-    /// Value of a request header.
-    Header(HeaderName),
-    /// Decoded value of a query parameter (the name as decoded, case-sensitive).
-    Query(String),
-    /// Value of a cookie of the `Cookie` header(s) (the name case-sensitive).
-    Cookie(String),
-    /// A claim of the verified `[account] jwt` token.
-    Jwt(String),
-    /// The canonical path the router matched (case and a trailing `/` folded).
-    Path,
-}
-
-/// One `[policies.NAME]`, typed: every value in range for its algorithm.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    pub name: String,
-    pub key: Vec<KeyPart>,
-    pub algorithm: AlgorithmName,
-    pub limit: NonZeroU32,
-    /// Zero only for concurrency, which has no window.
-    pub period: Duration,
-    /// `limit` when not given; 1 for algorithms without bursts.
-    pub burst: NonZeroU32,
-    pub cost: NonZeroU32,
-    /// leaky_bucket only; zero elsewhere.
-    pub max_delay: Duration,
-    /// Overrides the route's mode when set.
-    pub mode: Option<Mode>,
-    pub max_keys: NonZeroUsize,
-    /// Where the decision is made (central is local when the store is `memory`).
-    pub site: Site,
-    /// central only: deny from node-local state first.
-    pub local_first: bool,
-    /// lease only (defaults elsewhere): batch bound, cell lifetime, traffic per batch.
-    pub lease: LeaseKnobs,
-    /// `cost_header` / `max_cost` and `count`: what a request spends beyond `cost`.
-    pub spend: super::Spend,
-}
-
-/// `lease_max`, `lease_ttl`, `lease_target` of a policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseKnobs {
-    pub max: NonZeroU32,
-    pub ttl: Duration,
-    pub target: Duration,
-}
-
-impl Default for LeaseKnobs {
-    fn default() -> Self {
-        LeaseKnobs {
-            max: NonZeroU32::new(50).unwrap_or(NonZeroU32::MIN),
-            ttl: Duration::from_millis(50),
-            target: Duration::from_millis(20),
-        }
-    }
-}
-
-/// `[cluster]`, typed: who this node is and how it announces itself.
-#[derive(Clone)]
-pub struct Cluster {
-    /// N of the L/N split while membership is unknown (memory store, store down at start).
-    pub expected_nodes: NonZeroU32,
-    /// This node's member name.
-    pub node_id: String,
-    /// Membership renewal interval; a member missing three beats is dropped.
-    pub heartbeat: Duration,
-    /// This node's peer endpoint; when `peers` is not empty it is one of them.
-    pub peer_listen: Option<SocketAddr>,
-    /// The static fleet, this node included, without duplicates; empty: from membership.
-    pub peers: Vec<SocketAddr>,
-    /// The shared secret read from `peer_secret_env` (at least 32 bytes), never printed;
-    /// present whenever `peer_listen` or `peers` is set.
-    pub peer_secret: Option<Vec<u8>>,
-    /// How often gossip sends deltas to the peers (1 ms to 10 s).
-    pub gossip_interval: Duration,
-}
-
-impl std::fmt::Debug for Cluster {
-    /// Never prints the peer secret.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster")
-            .field("expected_nodes", &self.expected_nodes)
-            .field("node_id", &self.node_id)
-            .field("heartbeat", &self.heartbeat)
-            .field("peer_listen", &self.peer_listen)
-            .field("peers", &self.peers)
-            .field("gossip_interval", &self.gossip_interval)
-            .finish_non_exhaustive()
-    }
 }
 
 /// One `[upstreams.NAME]`.
@@ -330,6 +177,19 @@ pub struct Route {
     pub max_body_bytes: Option<u64>,
     /// 401 for a request without a (verified) account.
     pub require_account: bool,
+}
+
+impl Route {
+    /// The policies this route asks, as the limiter takes them.
+    pub fn limits(&self) -> RouteSpec {
+        RouteSpec {
+            name: self.name.clone(),
+            policies: self.policies.clone(),
+            mode: self.mode,
+            on_store_error: self.on_store_error,
+            require_account: self.require_account,
+        }
+    }
 }
 
 /// The admin bearer token: compared in constant time, never printed (`Debug` masks it).

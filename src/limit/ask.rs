@@ -12,7 +12,7 @@ use super::fleet::{Answer, KeyItem};
 use super::lease::LeaseItem;
 use super::local::{ItemResult, Spends};
 use super::route_limits::PolicyEntry;
-use crate::config::Mode;
+use crate::limit::spec::Mode;
 
 /// **The all-or-nothing rule.** A request spends only if every enforcing policy allows it;
 /// a shadow (or other non-enforcing) policy spends only if every policy, shadow ones too,

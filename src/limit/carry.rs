@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::local::Carry;
-use crate::config::{AlgorithmName, Policy, Site};
+use crate::limit::spec::{AlgorithmName, Policy, Site};
 
 /// One policy of the reloaded config and what its keys kept.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use super::ask::{Ask, Decided, local_spends};
 use super::check::Check;
 use super::local::{CheckItem, Spends};
 use super::route_limits::Site;
-use crate::config::Mode;
+use crate::limit::spec::Mode;
 
 /// One item of step 4: which ask it answers, and whether it mirrors a central spend.
 struct LocalAsk {

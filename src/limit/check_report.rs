@@ -10,7 +10,7 @@ use super::check::Check;
 use super::clock::Nanos;
 use super::metrics::Outcome;
 use super::policy::{AnyAlgorithm, PolicyRuntime};
-use crate::config::{KeyPart, Mode};
+use crate::limit::spec::{KeyPart, Mode};
 
 /// What the asks decided, for the request's [`Admission`].
 pub(super) struct Reported {

@@ -16,7 +16,7 @@ use super::check::{Check, Stop};
 use super::check_cache::empty_wait;
 use super::lease::{LeaseItem, Take, Taken};
 use super::route_limits::Site;
-use crate::config::OnStoreError;
+use crate::limit::spec::OnStoreError;
 
 impl Check<'_> {
     /// Take the request's leased cells. An admitted take is the ask's spend (given back if

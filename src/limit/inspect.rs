@@ -6,8 +6,6 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use std::borrow::Cow;
-
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use super::central::CentralItem;
@@ -16,8 +14,7 @@ use super::fleet::{Answer, KeyItem};
 use super::keys::{Claims, KeyError, Target, Token};
 use super::limiter::Limiter;
 use super::route_limits::{Site, site_of};
-use crate::config::{KeyPart, Mode, PathRules};
-use crate::normalize::normalize_path;
+use crate::limit::spec::{KeyPart, Mode};
 
 /// The parts of a key, as a request would bring them.
 #[derive(Debug, Default)]
@@ -30,7 +27,7 @@ pub struct KeyQuery {
     pub method: Option<Method>,
     /// `header:NAME` parts.
     pub headers: Vec<(String, String)>,
-    /// The request path (`path` parts), made canonical here as the proxy makes it.
+    /// The request path (`path` parts), already canonical as the proxy makes it.
     pub path: Option<String>,
     /// `query:NAME` parts: decoded values, encoded again here as a client would send them.
     pub query: Vec<(String, String)>,
@@ -145,15 +142,11 @@ impl Limiter {
         if !q.cookies.is_empty() {
             put("cookie", &cookie_line(&q.cookies))?;
         }
-        let path = q.path.as_deref().map(|p| {
-            // The default path rules; a path they refuse is taken as already canonical.
-            normalize_path(p, PathRules::default()).unwrap_or(Cow::Borrowed(p))
-        });
         let query = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(&q.query)
             .finish();
         let target = Target {
-            path: path.as_deref(),
+            path: q.path.as_deref(),
             query: Some(&query),
         };
         let ip = q.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));

@@ -29,7 +29,7 @@ mod asks;
 mod decide;
 mod nodes;
 mod status;
-use crate::config::{Config, Exempt, StoreKind};
+use crate::limit::spec::{Exempt, LimiterSpec, StoreKind};
 pub use nodes::set_running_nodes;
 pub use status::{DecisionTotals, FleetView};
 
@@ -72,23 +72,24 @@ const DENY_CACHE_KEYS: usize = 100_000;
 
 impl Limiter {
     pub fn new(
-        config: &Config,
+        spec: impl Into<LimiterSpec>,
         clock: Arc<dyn Clock>,
         registry: &mut Registry,
     ) -> Result<Self, LimiterError> {
-        let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
-        let policies = build_policies(config, &keys, config.expected_nodes)?;
+        let spec = &spec.into();
+        let keys = KeyBuilder::new(&spec.ip_keys, spec.account.clone());
+        let policies = build_policies(spec, &keys, spec.expected_nodes)?;
         let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
         let gauges = Arc::new(PolicyGauges::register(registry, &names));
         // One store for every site and membership: the fallback's debts are paid through
         // the central check script's `debit`.
-        let store = match config.store.kind {
+        let store = match spec.store.kind {
             StoreKind::Memory => None,
             _ => {
                 let metrics = StoreMetrics::register(registry);
                 let debit = redis::Script::new(CHECK_LUA);
                 Some(Arc::new(RedisStore::new(
-                    &config.store,
+                    &spec.store,
                     clock.clone(),
                     metrics,
                     debit,
@@ -98,7 +99,7 @@ impl Limiter {
         let central = store.clone().map(|s| Arc::new(CentralSite::new(s)));
         let metrics = LimitMetrics::register(registry);
         let nodes_gauge = Gauge::default();
-        nodes_gauge.set(i64::from(config.expected_nodes.get()));
+        nodes_gauge.set(i64::from(spec.expected_nodes.get()));
         registry.register(
             "tollgate_cluster_nodes",
             "Gateways sharing the limits (N of the L/N split): membership, else expected_nodes",
@@ -106,7 +107,7 @@ impl Limiter {
         );
         let lease = Arc::new(
             match store {
-                Some(s) => LeaseSite::redis(s, clock.clone(), config.store.timeout),
+                Some(s) => LeaseSite::redis(s, clock.clone(), spec.store.timeout),
                 None => LeaseSite::memory(clock.clone()),
             }
             .with_gauges(gauges.clone()),
@@ -114,8 +115,8 @@ impl Limiter {
         let top = Seed::new(clock.clone());
         let local = Arc::new(LocalStore::new(policies.clone(), clock, gauges.clone()));
         let fleet = FleetSite::new(
-            &config.cluster,
-            config.store.timeout,
+            &spec.cluster,
+            spec.store.timeout,
             local.clone(),
             policies.clone(),
             registry,
@@ -129,7 +130,7 @@ impl Limiter {
             top,
         };
         Ok(Self::assemble(
-            config,
+            spec,
             keys,
             parts,
             nodes_gauge,
@@ -142,16 +143,20 @@ impl Limiter {
     /// `[cluster]`): the same store, fleet and metrics, this node's current N, and each
     /// kept policy's very state (`local/reload.rs` says what changed policies keep). The
     /// fleet answers peers from the new policies at once; the caller swaps the result in.
-    pub fn reload(&self, config: &Config) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
-        let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
+    pub fn reload(
+        &self,
+        spec: impl Into<LimiterSpec>,
+    ) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
+        let spec = &spec.into();
+        let keys = KeyBuilder::new(&spec.ip_keys, spec.account.clone());
         let store = self.sites.central.is_some();
-        for new in config.policies.iter().chain(config.tiers.variants()) {
+        for new in spec.policies.iter().chain(spec.tiers.variants()) {
             let old = self.sites.policies.iter().find(|o| *o.name == *new.name);
             if let Some(why) = refusal(old.map(|o| &o.spec), new, store) {
                 return Err(LimiterError::Refused(why));
             }
         }
-        let policies = build_policies(config, &keys, self.nodes())?;
+        let policies = build_policies(spec, &keys, self.nodes())?;
         let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
         let gauges = Arc::new(self.gauges.renamed(&names));
         let rekeyed = |p: &PolicyRuntime| self.keys.rekeys(&keys, &p.key);
@@ -168,7 +173,7 @@ impl Limiter {
         let report = names
             .into_iter()
             .zip(carried)
-            .zip(&config.policies)
+            .zip(&spec.policies)
             .map(|((policy, local), new)| {
                 let old = self.sites.policies.iter().find(|o| o.name == policy);
                 let rekeyed = old.is_some_and(|o| self.keys.rekeys(&keys, &o.key));
@@ -185,13 +190,13 @@ impl Limiter {
             top: self.sites.top.seed(),
         };
         let (metrics, gauge) = (self.metrics.clone(), self.nodes_gauge.clone());
-        let mut limiter = Self::assemble(config, keys, parts, gauge, metrics, gauges);
+        let mut limiter = Self::assemble(spec, keys, parts, gauge, metrics, gauges);
         limiter.nodes_lock = self.nodes_lock.clone();
         Ok((limiter, report))
     }
 
     fn assemble(
-        config: &Config,
+        spec: &LimiterSpec,
         keys: KeyBuilder,
         parts: Parts,
         nodes_gauge: Gauge,
@@ -206,7 +211,7 @@ impl Limiter {
             fleet,
             top,
         } = parts;
-        let routes: Vec<RouteLimits> = config
+        let routes: Vec<RouteLimits> = spec
             .routes
             .iter()
             .map(|r| RouteLimits::new(r, &policies, central.is_some(), &metrics))
@@ -222,15 +227,15 @@ impl Limiter {
             central,
             denied_until: Arc::new(DenyCache::new(
                 DENY_CACHE_KEYS,
-                super::clock::duration_to_nanos(config.store.timeout),
+                super::clock::duration_to_nanos(spec.store.timeout),
             )),
-            unavailable_retry: super::clock::duration_to_nanos(config.store.breaker_cooldown),
+            unavailable_retry: super::clock::duration_to_nanos(spec.store.breaker_cooldown),
             policies,
         };
-        let exempt = config
+        let exempt = spec
             .policies
             .iter()
-            .map(|p| config.exempt.for_policy(&p.name))
+            .map(|p| spec.exempt.for_policy(&p.name))
             .collect();
         Limiter {
             keys,
@@ -241,7 +246,7 @@ impl Limiter {
             metrics,
             gauges,
             exempt,
-            tiers: TierTable::new(config).0,
+            tiers: TierTable::new(spec).0,
         }
     }
 
@@ -313,13 +318,13 @@ struct Parts {
 
 /// Every policy of `config` at `nodes` gateways, then the variants of its tiered ones.
 fn build_policies(
-    config: &Config,
+    spec: &LimiterSpec,
     keys: &KeyBuilder,
     nodes: NonZeroU32,
 ) -> Result<Arc<[PolicyRuntime]>, QuotaError> {
     let headrooms = keys.headrooms();
-    let (_, variants) = TierTable::new(config);
-    Ok(config
+    let (_, variants) = TierTable::new(spec);
+    Ok(spec
         .policies
         .iter()
         .chain(&variants)

@@ -34,9 +34,9 @@ use tracing::{info, warn};
 
 use super::limiter::{Limiter, set_running_nodes};
 use super::membership_count::{Lowering, MISSED_BEATS, next_nodes};
+use super::shutdown::Shutdown;
 use super::store::{RedisStore, StoreError};
-use crate::config::Config;
-use crate::shutdown::Shutdown;
+use crate::limit::spec::Cluster;
 
 /// The membership script; see the file.
 pub const MEMBERSHIP_LUA: &str = include_str!("membership.lua");
@@ -82,19 +82,23 @@ struct Reply {
 }
 
 impl Membership {
-    /// `None` with the memory store: N is `expected_nodes` for good.
-    pub fn new(config: &Config, limiter: Arc<ArcSwap<Limiter>>) -> Option<Membership> {
+    /// This node (`cluster`) in the member set under `key_prefix`; `None` with the memory
+    /// store: N is `expected_nodes` for good.
+    pub fn new(
+        cluster: &Cluster,
+        key_prefix: &str,
+        limiter: Arc<ArcSwap<Limiter>>,
+    ) -> Option<Membership> {
         let running = limiter.load();
         let store = running.store()?.clone();
         let has_fleet = running.fleet().is_some();
         drop(running);
-        let cluster = &config.cluster;
         let mut member = format!("{}#{}", cluster.node_id, instance());
         if let Some(addr) = cluster.peer_listen {
             member.push_str(&format!("@{addr}"));
         }
         Some(Membership {
-            key: format!("{}members", config.store.key_prefix),
+            key: format!("{key_prefix}members"),
             node_id: cluster.node_id.clone(),
             member,
             heartbeat: cluster.heartbeat,

@@ -29,7 +29,9 @@ pub mod metrics;
 pub(crate) mod permit;
 pub mod policy;
 mod route_limits;
+pub mod shutdown;
 mod sites;
+pub mod spec;
 mod tiers;
 pub mod top;
 

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 
 use super::algorithm::QuotaError;
 use super::lease::LeaseParams;
-use crate::config::{AlgorithmName, KeyPart, Mode, Policy, Site};
+use crate::limit::spec::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
 mod any;
 pub use any::{AnyAlgorithm, AnyState};
@@ -215,8 +215,8 @@ fn level(levels: &[(NonZeroU32, AnyAlgorithm)], headroom: NonZeroU32) -> &AnyAlg
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LeaseKnobs;
     use crate::limit::central::CentralItem;
+    use crate::limit::spec::LeaseKnobs;
     use std::time::Duration;
 
     fn policy(key: KeyPart) -> Policy {

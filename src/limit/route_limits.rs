@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::metrics::{LimitMetrics, OutcomeCounters, OutcomeTotals};
 use super::policy::PolicyRuntime;
-use crate::config::{self, Mode, OnStoreError, Route};
+use crate::limit::spec::{self, Mode, OnStoreError, RouteSpec};
 
 /// Where one policy of a route is decided. One variant per site, so that impossible
 /// combinations (leased and central at once, local-first without a store) cannot be built.
@@ -78,7 +78,7 @@ pub(super) struct RouteLimits {
 impl RouteLimits {
     /// `route`'s entries; `redis`: the store is Redis (else central policies decide locally).
     pub fn new(
-        route: &Route,
+        route: &RouteSpec,
         policies: &[PolicyRuntime],
         redis: bool,
         metrics: &LimitMetrics,
@@ -123,15 +123,15 @@ impl RouteLimits {
 }
 
 /// Where `spec` is decided; `redis`: the store is Redis (else central is local).
-pub(super) fn site_of(spec: &config::Policy, redis: bool) -> Site {
+pub(super) fn site_of(spec: &spec::Policy, redis: bool) -> Site {
     match spec.site {
-        config::Site::Central if redis => Site::Central {
+        spec::Site::Central if redis => Site::Central {
             local_first: spec.local_first,
         },
-        config::Site::Local | config::Site::Central => Site::Local,
-        config::Site::Split => Site::Split,
-        config::Site::Lease => Site::Lease,
-        config::Site::Owner => Site::Owner,
-        config::Site::Gossip => Site::Gossip,
+        spec::Site::Local | spec::Site::Central => Site::Local,
+        spec::Site::Split => Site::Split,
+        spec::Site::Lease => Site::Lease,
+        spec::Site::Owner => Site::Owner,
+        spec::Site::Gossip => Site::Gossip,
     }
 }

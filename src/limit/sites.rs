@@ -14,7 +14,7 @@ use super::fleet::FleetSite;
 use super::lease::LeaseSite;
 use super::local::LocalStore;
 use super::policy::PolicyRuntime;
-use crate::config::OnStoreError;
+use crate::limit::spec::OnStoreError;
 
 pub(super) struct Sites {
     pub policies: Arc<[PolicyRuntime]>,

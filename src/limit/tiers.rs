@@ -1,4 +1,4 @@
-//! Step 1, for tiered policies: which variant of the policy (`config/tiers.rs`) a request is
+//! Step 1, for tiered policies: which variant of the policy (`spec/tiers.rs`) a request is
 //! asked under. An override for the request's account wins; else the tier its header or
 //! token claim names; else (no tier, an unknown one, a header stated twice) the policy's own
 //! numbers. The variant is then asked like any policy, on any site.
@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use http::HeaderMap;
 
 use super::keys::{KeyError, RequestFacts, Token};
-use crate::config::{Config, Policy, TierSource};
+use crate::limit::spec::{LimiterSpec, Policy, TierSource};
 
 /// One tiered policy's choices, as indexes into the limiter's policy list.
 #[derive(Debug)]
@@ -28,14 +28,14 @@ pub(super) struct TierTable {
 impl TierTable {
     /// The table for `config`, and the variants to append to its policies (in order, from
     /// index `config.policies.len()`).
-    pub fn new(config: &Config) -> (Self, Vec<Policy>) {
+    pub fn new(spec: &LimiterSpec) -> (Self, Vec<Policy>) {
         let mut variants = Vec::new();
-        let by_base = config
+        let by_base = spec
             .policies
             .iter()
             .map(|p| {
-                let t = config.tiers.by_policy.get(&p.name)?;
-                let first = config.policies.len() + variants.len();
+                let t = spec.tiers.by_policy.get(&p.name)?;
+                let first = spec.policies.len() + variants.len();
                 variants.extend(t.variants.iter().cloned());
                 let at = |(k, i): &(String, usize)| (k.clone(), first + i);
                 Some(Choice {
@@ -80,7 +80,7 @@ impl TierTable {
                 t => t
                     .claims()
                     .and_then(|c| c.get(name))
-                    .and_then(crate::config::Jwt::claim_text),
+                    .and_then(crate::limit::spec::Jwt::claim_text),
             },
             None => None,
         };

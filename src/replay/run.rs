@@ -24,6 +24,7 @@ use crate::limit::clock::ManualClock;
 use crate::limit::keys::KeyBuilder;
 use crate::limit::permit::Permits;
 use crate::limit::policy::PolicyRuntime;
+use crate::limit::spec::LimiterSpec;
 use crate::limit::{Answer, Counted, Limiter};
 use crate::normalize::normalize_path;
 use crate::router::Router;
@@ -108,8 +109,9 @@ impl Replayer {
     /// A replayer for `config` (already made local by [`local_config`]).
     pub fn new(config: Config, host: Option<String>) -> Result<Self, ReplayError> {
         let clock = ManualClock::new();
-        let limiter = Limiter::new(&config, Arc::new(clock.clone()), &mut Registry::default())?;
-        let keys = KeyBuilder::new(&config.client_ip, config.account.clone());
+        let spec = LimiterSpec::from(&config);
+        let keys = KeyBuilder::new(&spec.ip_keys, spec.account.clone());
+        let limiter = Limiter::new(spec, Arc::new(clock.clone()), &mut Registry::default())?;
         let headrooms = keys.headrooms();
         let policies = config
             .policies

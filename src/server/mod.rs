@@ -280,7 +280,11 @@ impl Server {
             tasks.spawn(reload::on_hangup(self.reloader.clone(), hangups, stop));
         }
         let limiter = self.reloader.limiter.clone();
-        if let Some(m) = Membership::new(&self.config, limiter.clone()) {
+        if let Some(m) = Membership::new(
+            &self.config.cluster,
+            &self.config.store.key_prefix,
+            limiter.clone(),
+        ) {
             // One beat before serving, so split policies start at the right N.
             if let Err(e) = m.beat().await {
                 tracing::warn!(error = %e, "first membership heartbeat failed; N = expected_nodes until the store answers");

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+pub use crate::limit::spec::{AlgorithmName, Mode};
+
+use super::Site;
 use super::defaults;
-use super::store::Site;
 
 /// `[account]`
 #[derive(Debug, Clone, Deserialize)]
@@ -119,41 +121,4 @@ pub struct RawPolicy {
 pub enum RawCost {
     Cells(u64),
     Named(String),
-}
-
-/// `policies.NAME.algorithm`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlgorithmName {
-    Gcra,
-    TokenBucket,
-    SlidingWindow,
-    LeakyBucket,
-    Concurrency,
-}
-
-impl AlgorithmName {
-    /// As the config spells it: check's messages name it so, never as the Rust variant.
-    pub fn name(self) -> &'static str {
-        match self {
-            AlgorithmName::Gcra => "gcra",
-            AlgorithmName::TokenBucket => "token_bucket",
-            AlgorithmName::SlidingWindow => "sliding_window",
-            AlgorithmName::LeakyBucket => "leaky_bucket",
-            AlgorithmName::Concurrency => "concurrency",
-        }
-    }
-}
-
-/// Route or policy mode.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Denied requests get 429.
-    #[default]
-    Enforce,
-    /// Decide and count, but forward everything and change nothing the client sees.
-    Shadow,
-    /// Ask no policy.
-    Off,
 }

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+pub use crate::limit::spec::{OnStoreError, Site, StoreKind};
+
 use super::defaults;
 
 /// `[store]`
@@ -56,30 +58,6 @@ impl Default for RawStore {
             timeout: defaults::store_timeout(),
             breaker: RawBreaker::default(),
             key_prefix: defaults::key_prefix(),
-        }
-    }
-}
-
-/// `store.kind`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StoreKind {
-    #[default]
-    Memory,
-    Redis,
-    RedisCluster,
-    /// One master found through Redis Sentinel (and found again after a failover).
-    RedisSentinel,
-}
-
-impl StoreKind {
-    /// As the config spells it (`/config` and `/status` show it so).
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreKind::Memory => "memory",
-            StoreKind::Redis => "redis",
-            StoreKind::RedisCluster => "redis-cluster",
-            StoreKind::RedisSentinel => "redis-sentinel",
         }
     }
 }
@@ -146,38 +124,4 @@ impl Default for RawCluster {
 /// `[cluster] gossip_interval` when not given.
 fn default_gossip_interval() -> String {
     "20ms".into()
-}
-
-/// `policies.NAME.site`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Site {
-    /// In this process only.
-    #[default]
-    Local,
-    /// In the store, shared by every gateway, exact.
-    Central,
-    /// Batches of cells leased from the store and spent locally: ~1/k store calls.
-    Lease,
-    /// limit/N and burst/N on each node (N from membership): no store call.
-    Split,
-    /// Each key decided by one node of the fleet (rendezvous hashing over the live peers),
-    /// exactly; other nodes ask it over the peer transport: no store.
-    Owner,
-    /// Each node counts locally and gossips its deltas every `gossip_interval`; a soft
-    /// limit whose over-admission grows with the gossip delay: no store.
-    Gossip,
-}
-
-/// `routes[].on_store_error`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnStoreError {
-    /// Forward as if allowed (reads that must not break when Redis does).
-    #[default]
-    Open,
-    /// Answer 503 (login, payments: better refused than unlimited).
-    Closed,
-    /// Decide with a local limiter at L/N.
-    Local,
 }

@@ -14,9 +14,9 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use crate::config::{MAX_PERIOD, MIN_PERIOD};
 
 use super::Validator;
+use crate::config::LeaseKnobs;
 use crate::config::raw::RawCost;
 use crate::config::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
-use crate::config::types::LeaseKnobs;
 use crate::config::{Account, ClientIp, Policy};
 
 /// Keyed-hash key used when `[account] hash_key_env` is not set. Account values are still

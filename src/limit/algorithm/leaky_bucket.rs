@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use super::rate::{Rate, saturate};
 use super::{Algorithm, Decision, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
-use crate::config::MAX_PERIOD;
 use crate::limit::clock::duration_to_nanos;
+use crate::limit::spec::MAX_PERIOD;
 
 /// A leaky-bucket policy: `limit` per `period`, queueing up to `max_delay`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub struct LeakyBucketState {
 impl LeakyBucket {
     /// `limit` per `period`, holding requests up to `max_delay`; a zero
     /// `max_delay` turns it into a strict pacer without a queue. Fails for a
-    /// period outside [`crate::config::MIN_PERIOD`]..=[`MAX_PERIOD`] or a longer delay.
+    /// period outside [`crate::limit::spec::MIN_PERIOD`]..=[`MAX_PERIOD`] or a longer delay.
     pub fn new(
         limit: NonZeroU32,
         period: Duration,

@@ -159,11 +159,11 @@ pub struct QuotaInfo {
 /// Why an algorithm could not be built from a quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum QuotaError {
-    /// Below [`crate::config::MIN_PERIOD`] the rate is meaningless next to request latency
+    /// Below [`crate::limit::spec::MIN_PERIOD`] the rate is meaningless next to request latency
     /// and clock resolution, and is almost certainly a unit mistake.
     #[error("period {0:?} is shorter than the minimum of 1ms")]
     PeriodTooShort(Duration),
-    /// Above [`crate::config::MAX_PERIOD`] timestamps could approach `u64` overflow.
+    /// Above [`crate::limit::spec::MAX_PERIOD`] timestamps could approach `u64` overflow.
     #[error("period {0:?} is longer than the maximum of 10 years")]
     PeriodTooLong(Duration),
     /// Same reason as `PeriodTooLong`, for the leaky bucket's queue delay.

@@ -15,8 +15,8 @@ use std::time::Duration;
 use strength_reduce::StrengthReducedU64;
 
 use super::{Nanos, QuotaError};
-use crate::config::{MAX_PERIOD, MIN_PERIOD};
 use crate::limit::clock::duration_to_nanos;
+use crate::limit::spec::{MAX_PERIOD, MIN_PERIOD};
 
 /// Validates a period and returns it in nanoseconds.
 pub(crate) fn period_nanos(period: Duration) -> Result<Nanos, QuotaError> {

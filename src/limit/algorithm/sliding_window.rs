@@ -76,7 +76,7 @@ struct Rolled {
 
 impl SlidingWindow {
     /// About `limit` per trailing `period`; fails only for a period outside
-    /// [`crate::config::MIN_PERIOD`]..=[`crate::config::MAX_PERIOD`].
+    /// [`crate::limit::spec::MIN_PERIOD`]..=[`crate::limit::spec::MAX_PERIOD`].
     pub fn new(limit: NonZeroU32, period: Duration) -> Result<Self, QuotaError> {
         Ok(Self {
             limit,

@@ -63,7 +63,7 @@ pub struct TokenBucketState {
 
 impl TokenBucket {
     /// Capacity `burst`, refilling `limit` per `period`; fails only for a
-    /// period outside [`crate::config::MIN_PERIOD`]..=[`crate::config::MAX_PERIOD`].
+    /// period outside [`crate::limit::spec::MIN_PERIOD`]..=[`crate::limit::spec::MAX_PERIOD`].
     pub fn new(limit: NonZeroU32, period: Duration, burst: NonZeroU32) -> Result<Self, QuotaError> {
         let rate = Rate::new(limit, period)?;
         Ok(Self {

@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{CentralItem, CentralResult, CentralSite, ScriptArg, decode, slot_id};
-use crate::config::Mode;
 use crate::limit::ask::keeps;
+use crate::limit::spec::Mode;
 use crate::limit::store::{StoreError, slot, slot_tag};
 
 impl CentralSite {

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 
 use cluster::by_slot;
 
-use crate::config::{AlgorithmName, Mode, Policy};
 use crate::limit::clock::Nanos;
+use crate::limit::spec::{AlgorithmName, Mode, Policy};
 use crate::limit::store::metrics::StoreMetrics;
 use crate::limit::store::{Debt, RedisStore, StoreError};
 

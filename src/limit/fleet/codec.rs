@@ -19,7 +19,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::config::Policy;
+use crate::limit::spec::Policy;
 
 /// What two nodes must agree on to decide one policy's keys together: its algorithm and
 /// numbers (not its name, key recipe or mode, which are each node's own business). FNV-1a

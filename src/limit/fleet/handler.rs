@@ -25,11 +25,11 @@ use super::ring::Ring;
 /// A gossip report's answer when this node refuses it (no such gossip policy here, or other
 /// numbers).
 pub const REFUSED: &[u8] = b"?";
-use crate::config::Site;
 use crate::limit::algorithm::Verdict;
 use crate::limit::local::{CheckItem, LocalStore, Spends};
 use crate::limit::peer::{Op, PeerHandler, Request, Response};
 use crate::limit::policy::PolicyRuntime;
+use crate::limit::spec::Site;
 
 /// Serves peer messages from this node's local state.
 pub struct FleetHandler {

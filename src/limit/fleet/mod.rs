@@ -33,14 +33,14 @@ use bytes::Bytes;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
-use crate::config::Cluster;
 use crate::limit::local::LocalStore;
 use crate::limit::peer::{
     MAX_BATCH_BYTES, MAX_BATCH_ITEMS, Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer,
     Secret,
 };
 use crate::limit::policy::PolicyRuntime;
-use crate::shutdown::Shutdown;
+use crate::limit::shutdown::Shutdown;
+use crate::limit::spec::Cluster;
 pub use codec::{Answer, KeyItem, fingerprint};
 use handler::FleetHandler;
 use report::ReportWriter;

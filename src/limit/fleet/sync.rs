@@ -16,11 +16,11 @@ use futures_util::future::join_all;
 
 use super::FleetSite;
 use super::codec::{Answer, KeyItem};
-use crate::config::Site;
 use crate::limit::algorithm::Snapshot;
 use crate::limit::clock::Nanos;
 use crate::limit::peer::Op;
 use crate::limit::policy::PolicyRuntime;
+use crate::limit::spec::Site;
 
 /// What the peers said of one key: the most spent of their counts, and whether every peer
 /// asked answered.

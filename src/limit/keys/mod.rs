@@ -25,7 +25,7 @@ use http::{HeaderMap, Method};
 use ipnet::{IpNet, Ipv6Net};
 
 use super::policy::PolicyRuntime;
-use crate::config::{Account, ClientIp, KeyPart, OnUnverified};
+use crate::limit::spec::{Account, IpKeys, KeyPart, OnUnverified};
 pub use parts::Ambiguous;
 use parts::{Credential, cookie, credential, method_part, path_part, query_param, single};
 use text::{ipv4_text, ipv6_net_text, keyed_hash};
@@ -185,10 +185,10 @@ impl<'a> RequestFacts<'a> {
 }
 
 impl KeyBuilder {
-    pub fn new(client_ip: &ClientIp, account: Option<Account>) -> Self {
+    pub fn new(ip_keys: &IpKeys, account: Option<Account>) -> Self {
         KeyBuilder {
-            ipv6_prefix: client_ip.ipv6_prefix,
-            shared_ranges: client_ip.shared_ranges.clone(),
+            ipv6_prefix: ip_keys.ipv6_prefix,
+            shared_ranges: ip_keys.shared_ranges.clone(),
             account,
         }
     }
@@ -388,7 +388,9 @@ impl KeyBuilder {
                     }
                     Token::Ambiguous(a) => return Err(a.clone().into()),
                 };
-                let text = claims.get(claim).and_then(crate::config::Jwt::claim_text);
+                let text = claims
+                    .get(claim)
+                    .and_then(crate::limit::spec::Jwt::claim_text);
                 return hashed(key, "j", text.as_deref().map(str::as_bytes));
             }
             KeyPart::Path => {

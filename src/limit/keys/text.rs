@@ -1,6 +1,6 @@
 //! Text that goes into keys, written by hand byte for byte as the general code writes it:
 //! the client address part (as std's and ipnet's `Display`) and keyed hashes (as
-//! `config::keyed_hash`).
+//! `spec::keyed_hash`).
 //!
 //! Why by hand: `Display` for addresses goes through the formatter's width and padding
 //! machinery and one `write!` per group. Under callgrind (`tollgate replay`) that cost
@@ -100,10 +100,10 @@ fn push_decimal(s: &mut String, n: u8) {
     s.push(char::from(b'0' + n % 10));
 }
 
-/// `config::keyed_hash` (SipHash-1-3, 128 bits, in lower-case hex), with the hex written
+/// `spec::keyed_hash` (SipHash-1-3, 128 bits, in lower-case hex), with the hex written
 /// here: `hex::encode` collects it a `char` at a time through `FromIterator`, ~1 000
 /// instructions a hash under callgrind (an account-keyed request hashes its account once),
-/// against ~200. The tests hold it to `config::keyed_hash`.
+/// against ~200. The tests hold it to `spec::keyed_hash`.
 pub(super) fn keyed_hash(secret: &[u8; 16], value: &[u8]) -> String {
     use siphasher::sip128::{Hasher128, SipHasher13};
     use std::hash::Hasher;
@@ -130,7 +130,7 @@ mod tests {
             let secret: [u8; 16] = std::array::from_fn(|i| (x >> (i % 8 * 8)) as u8 ^ i as u8);
             assert_eq!(
                 keyed_hash(&secret, &value),
-                crate::config::keyed_hash(&secret, &value)
+                crate::limit::spec::keyed_hash(&secret, &value)
             );
             x = x.rotate_left(7) ^ 0x2545_f491_4f6c_dd1d;
         }

@@ -6,11 +6,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::Limiter;
-use crate::config::Mode;
 use crate::limit::ask::Ask;
 use crate::limit::cost::request_cost;
 use crate::limit::keys::{KeyError, RequestFacts};
 use crate::limit::route_limits::{PolicyEntry, RouteLimits};
+use crate::limit::spec::Mode;
 
 /// Why step 1 refuses a request before any policy is asked.
 pub(super) enum Refusal {

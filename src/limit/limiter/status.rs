@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::Limiter;
-use crate::config::Mode;
 use crate::limit::metrics::OutcomeTotals;
+use crate::limit::spec::Mode;
 
 /// One (route, policy)'s decisions since start.
 #[derive(Debug, Clone)]

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::{Entry, LocalStore, SHARDS};
-use crate::config::Site;
 use crate::limit::algorithm::Snapshot;
 use crate::limit::clock::{Clock, Nanos};
 use crate::limit::metrics::PolicyGauges;
 use crate::limit::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
+use crate::limit::spec::Site;
 
 /// What a reload did to one policy's keys here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

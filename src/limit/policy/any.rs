@@ -7,13 +7,13 @@
 
 use std::num::NonZeroU32;
 
-use crate::config::{AlgorithmName, Policy};
 use crate::limit::algorithm::{
     Algorithm, Concurrency, ConcurrencyState, Decision, Gcra, GcraState, LeakyBucket,
     LeakyBucketState, QuotaError, QuotaInfo, SlidingWindow, SlidingWindowState, Snapshot,
     TokenBucket, TokenBucketState, Verdict,
 };
 use crate::limit::clock::Nanos;
+use crate::limit::spec::{AlgorithmName, Policy};
 
 /// Any of the five algorithms (small and `Copy`: the L/N split swaps whole sets of them
 /// when membership changes).

@@ -14,7 +14,7 @@ use tokio::sync::OnceCell;
 use super::BACKGROUND_TIMEOUT;
 use super::repeat::{cluster_connect_wait, cluster_wait};
 use super::sentinel::LazySentinel;
-use crate::config::{Store, StoreKind};
+use crate::limit::spec::{Store, StoreKind};
 
 /// Single server or cluster; both speak `ConnectionLike`.
 #[derive(Clone)]

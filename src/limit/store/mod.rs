@@ -50,8 +50,8 @@ use connection::{Connection, conn_of_thread};
 use debts::Debts;
 use metrics::StoreMetrics;
 
-use crate::config::{Store, StoreKind};
 use crate::limit::clock::{Clock, duration_to_nanos};
+use crate::limit::spec::{Store, StoreKind};
 
 /// How often a worker pings the store while the breaker is open: well inside the 1 s the
 /// README promises for resuming decisions.

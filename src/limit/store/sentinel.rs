@@ -10,7 +10,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, Value};
 use std::sync::Arc;
 
-use crate::config::Store;
+use crate::limit::spec::Store;
 
 /// The sentinels and, once found, a connection to the master they name.
 pub struct LazySentinel {

@@ -33,7 +33,7 @@ use hashbrown::DefaultHashBuilder;
 use super::clock::{Clock, Nanos};
 use super::metrics::Outcome;
 use super::policy::PolicyRuntime;
-use crate::config::Mode;
+use crate::limit::spec::Mode;
 use minutes::{MINUTE, Minutes};
 use table::Event;
 pub use view::{KeyCount, ShadowPolicy, ShadowView, ShadowWindow, TopK, TopView};

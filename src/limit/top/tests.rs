@@ -1,17 +1,17 @@
 //! The top-keys summaries on a manual clock: heavy keys listed with exact counts under key
 //! churn, the Space-Saving bounds, window expiry, bounded size, and the suggestion.
 
-use std::path::Path;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::table::{Event, Table};
 use super::view::suggest;
 use super::{CAPACITY, Seed, TopKeys, Window};
-use crate::config::Mode;
 use crate::limit::clock::ManualClock;
 use crate::limit::metrics::Outcome;
 use crate::limit::policy::PolicyRuntime;
+use crate::limit::spec::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
 /// Two policies as a config gives them: `p` (60 per minute) and `q`, `p` run in shadow.
 fn summaries(clock: &ManualClock) -> TopKeys {
@@ -19,35 +19,30 @@ fn summaries(clock: &ManualClock) -> TopKeys {
 }
 
 fn policies() -> Vec<PolicyRuntime> {
-    let toml = r#"
-[server]
-listen = "127.0.0.1:0"
-[policies.p]
-key = ["ip"]
-algorithm = "gcra"
-limit = 60
-period = "1m"
-[policies.q]
-key = ["ip"]
-algorithm = "gcra"
-limit = 5
-period = "1s"
-[upstreams.app]
-urls = ["http://127.0.0.1:9"]
-[[routes]]
-name = "all"
-upstream = "app"
-policies = ["p", "q"]
-mode = "shadow"
-"#;
-    let origin = Path::new("top-tests.toml");
-    let cfg =
-        crate::config::validate(crate::config::parse_str(toml, origin).unwrap(), origin).unwrap();
-    cfg.policies
-        .iter()
-        .enumerate()
-        .map(|(i, p)| PolicyRuntime::new(i, p, &[]).unwrap())
-        .collect()
+    let gcra = |name: &str, limit: u32, period: Duration| Policy {
+        name: name.into(),
+        key: vec![KeyPart::Ip],
+        algorithm: AlgorithmName::Gcra,
+        limit: NonZeroU32::new(limit).unwrap(),
+        period,
+        burst: NonZeroU32::new(limit).unwrap(),
+        cost: NonZeroU32::MIN,
+        max_delay: Duration::ZERO,
+        mode: None,
+        max_keys: NonZeroUsize::new(1_000_000).unwrap(),
+        site: Site::Local,
+        local_first: false,
+        lease: Default::default(),
+        spend: Default::default(),
+    };
+    [
+        gcra("p", 60, Duration::from_secs(60)),
+        gcra("q", 5, Duration::from_secs(1)),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, p)| PolicyRuntime::new(i, p, &[]).unwrap())
+    .collect()
 }
 
 /// xorshift64: the same churn every run.

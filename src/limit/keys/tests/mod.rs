@@ -14,26 +14,24 @@ pub(super) const T: Target<'static> = Target {
     path: None,
     query: None,
 };
-use crate::config::{AlgorithmName, Policy};
+use crate::limit::spec::{AlgorithmName, IpKeys, Policy};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
 fn builder() -> KeyBuilder {
-    let client_ip = ClientIp {
-        trusted_proxies: vec![],
+    let ip_keys = IpKeys {
         ipv6_prefix: 64,
         shared_ranges: vec![(
             "100.64.0.0/10".parse().unwrap(),
             NonZeroU32::new(4).unwrap(),
         )],
-        ..ClientIp::default()
     };
     let account = Account {
         header: http::HeaderName::from_static("x-api-key"),
         hash_key: [7; 16],
         jwt: None,
     };
-    KeyBuilder::new(&client_ip, Some(account))
+    KeyBuilder::new(&ip_keys, Some(account))
 }
 
 fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
@@ -48,7 +46,7 @@ fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
         max_delay: Duration::ZERO,
         mode: None,
         max_keys: NonZeroUsize::new(10).unwrap(),
-        site: crate::config::Site::Local,
+        site: crate::limit::spec::Site::Local,
         local_first: false,
         lease: Default::default(),
         spend: Default::default(),

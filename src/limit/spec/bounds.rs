@@ -1,5 +1,5 @@
-//! Bounds on configured durations, read by validation here and by the algorithms of the
-//! limit step (which may import `config`; `config` imports nothing of `limit`).
+//! Bounds on a policy's durations: validation refuses a period outside them, and the
+//! algorithms rely on it (no timestamp sum near `u64` overflow).
 
 use std::time::Duration;
 

@@ -1,0 +1,93 @@
+//! One policy as the limiter runs it: its key parts, algorithm and numbers (already in
+//! range: [`super::MIN_PERIOD`]..=[`super::MAX_PERIOD`], non-zero limits), its site and what
+//! a request spends.
+
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::time::Duration;
+
+use http::HeaderName;
+
+use super::{AlgorithmName, Mode, Site};
+
+/// One part of a policy key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// Client address (IPv6 folded to `ipv6_prefix`).
+    Ip,
+    /// Hashed account value.
+    Account,
+    /// Route name.
+    Route,
+    /// Request method.
+    Method,
+    /// Value of a request header.
+    Header(HeaderName),
+    /// Decoded value of a query parameter (the name as decoded, case-sensitive).
+    Query(String),
+    /// Value of a cookie of the `Cookie` header(s) (the name case-sensitive).
+    Cookie(String),
+    /// A claim of the verified `[account] jwt` token.
+    Jwt(String),
+    /// The canonical path the router matched (case and a trailing `/` folded).
+    Path,
+}
+
+/// One `[policies.NAME]`, typed: every value in range for its algorithm.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub name: String,
+    pub key: Vec<KeyPart>,
+    pub algorithm: AlgorithmName,
+    pub limit: NonZeroU32,
+    /// Zero only for concurrency, which has no window.
+    pub period: Duration,
+    /// `limit` when not given; 1 for algorithms without bursts.
+    pub burst: NonZeroU32,
+    pub cost: NonZeroU32,
+    /// leaky_bucket only; zero elsewhere.
+    pub max_delay: Duration,
+    /// Overrides the route's mode when set.
+    pub mode: Option<Mode>,
+    pub max_keys: NonZeroUsize,
+    /// Where the decision is made (central is local when the store is `memory`).
+    pub site: Site,
+    /// central only: deny from node-local state first.
+    pub local_first: bool,
+    /// lease only (defaults elsewhere): batch bound, cell lifetime, traffic per batch.
+    pub lease: LeaseKnobs,
+    /// `cost_header` / `max_cost` and `count`: what a request spends beyond `cost`.
+    pub spend: Spend,
+}
+
+/// `lease_max`, `lease_ttl`, `lease_target` of a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseKnobs {
+    pub max: NonZeroU32,
+    pub ttl: Duration,
+    pub target: Duration,
+}
+
+impl Default for LeaseKnobs {
+    fn default() -> Self {
+        LeaseKnobs {
+            max: NonZeroU32::new(50).unwrap_or(NonZeroU32::MIN),
+            ttl: Duration::from_millis(50),
+            target: Duration::from_millis(20),
+        }
+    }
+}
+
+/// A policy's per-request spending rules, typed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spend {
+    /// `cost_header` and `max_cost`: the request's cost is this header's value, 1 to the
+    /// bound; absent, the policy's `cost`.
+    pub cost_header: Option<(HeaderName, NonZeroU32)>,
+    /// `count.statuses`, sorted: a response with another status gives its cells back.
+    pub count_statuses: Option<Vec<u16>>,
+    /// `response_cost_header`: the response reports what the call really cost; the spend
+    /// is resized to it when the head arrives.
+    pub response_cost: Option<HeaderName>,
+    /// `cost = "request_bytes"`: a request spends its body's bytes (see `limit/cost.rs`).
+    pub request_bytes: bool,
+}
