@@ -32,10 +32,10 @@ command -v kubernetes-validate >/dev/null 2>&1 || {
 }
 
 # Benchmarks first, in test mode (each criterion function runs once): they must build and run.
-cargo test --locked --benches
+cargo test --locked --workspace --benches
 # Then every test: unit, integration (real sockets, real redis-server and Redis Cluster),
 # property tests. The last line sums every runner's result line.
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-cargo test --locked --lib --bins --tests 2>&1 | tee "$log"
+cargo test --locked --workspace --lib --bins --tests 2>&1 | tee "$log"
 awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f; if (p == 0) exit 1 }' "$log"

@@ -15,13 +15,15 @@ mod body;
 pub mod certs;
 pub mod config;
 pub mod demo;
-pub mod limit;
 pub mod normalize;
 mod proxy;
 pub mod replay;
 mod respond;
 mod router;
 pub mod server;
-pub use limit::shutdown;
 pub mod simulate;
 pub mod telemetry;
+
+/// The limiter (crates/tollgate-limit), under the name the request path gives its step.
+pub use tollgate_limit as limit;
+pub use tollgate_limit::shutdown;

@@ -1,0 +1,120 @@
+//! The limit step's node-local parts (see `check.rs` for the walk): what this node can deny
+//! before any store call, and step 4, which decides and spends the local state under its
+//! shard locks.
+
+use super::ask::{Ask, Decided, local_spends};
+use super::check::Check;
+use super::local::{CheckItem, Spends};
+use super::route_limits::Site;
+use crate::spec::Mode;
+
+/// One item of step 4: which ask it answers, and whether it mirrors a central spend.
+struct LocalAsk {
+    ask: usize,
+    mirror: bool,
+}
+
+impl Check<'_> {
+    /// Before the central call: the denied-until cache and the local states that decide
+    /// without the store. Nothing is spent here.
+    pub(super) fn without_store(&mut self) {
+        let l = self.sites;
+        let now = l.local.now();
+        for ask in self.asks.iter_mut() {
+            if matches!(ask.entry.site, Site::Central { .. })
+                && ask.enforcing()
+                && let Some((left, reset_after)) = l.denied_until.denied_for(&ask.key, now)
+            {
+                ask.decided = Some(Decided::denied(left, 0, reset_after));
+            }
+        }
+        if self.blocked() {
+            return;
+        }
+        let idx: Vec<usize> = (0..self.asks.len())
+            .filter(|&i| self.asks[i].entry.site.has_local_state())
+            .collect();
+        if idx.is_empty() {
+            return;
+        }
+        let items: Vec<CheckItem> = idx
+            .iter()
+            .map(|&i| self.check_item(&self.asks[i], self.asks[i].entry.site == Site::Split))
+            .collect();
+        let results = l
+            .local
+            .check(&items, |ds| Spends::from_elem(false, ds.len()));
+        for (&i, r) in idx.iter().zip(&results) {
+            let ask = &mut self.asks[i];
+            if ask.enforcing() && !r.decision.verdict.admits() {
+                ask.decided = Some(Decided::from_local(r));
+            }
+        }
+    }
+
+    /// Step 4: local and split policies, stored ones on the L/N fallback, and local-first
+    /// mirrors of central policies the store admitted, decided and spent all or nothing
+    /// with what the store already decided.
+    pub(super) fn local(&mut self) {
+        let (who, items): (Vec<LocalAsk>, Vec<CheckItem>) = self
+            .asks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, ask)| {
+                let (mirror, split) = match ask.entry.site {
+                    Site::Local | Site::Gossip => (false, false),
+                    Site::Split => (false, true),
+                    _ if ask.fallback => (false, true),
+                    // This node owns it (the owner step decided every remote one).
+                    Site::Owner if ask.decided.is_none() => (false, false),
+                    Site::Central { local_first: true }
+                        if ask.decided.is_some_and(|d| d.committed) =>
+                    {
+                        (true, false)
+                    }
+                    _ => return None,
+                };
+                Some((LocalAsk { ask: i, mirror }, self.check_item(ask, split)))
+            })
+            .unzip();
+        if items.is_empty() {
+            return;
+        }
+        let outside_enforce_ok = !self.blocked();
+        let outside_all_ok = self
+            .asks
+            .iter()
+            .all(|a| a.decided.is_none_or(|d| d.admitted()));
+        let modes: Vec<Mode> = who.iter().map(|w| self.asks[w.ask].entry.mode).collect();
+        let mirror: Vec<bool> = who.iter().map(|w| w.mirror).collect();
+        let results = self.sites.local.check(&items, |ds| {
+            local_spends(ds, &modes, &mirror, outside_enforce_ok, outside_all_ok)
+        });
+        for ((w, item), r) in who.iter().zip(items).zip(&results) {
+            let policy = &self.sites.policies[item.policy];
+            if r.committed
+                && self.asks[w.ask].entry.site == Site::Gossip
+                && let Some(fleet) = &self.sites.fleet
+            {
+                fleet.record(&policy.name, item.headroom.get(), &item.key, item.cost);
+            }
+            if r.committed && policy.algorithm(item.headroom).is_concurrency() {
+                self.held.push(item);
+            }
+            if !w.mirror {
+                self.asks[w.ask].decided = Some(Decided::from_local(r));
+            }
+        }
+    }
+
+    /// `ask` as the local site sees it; `split`: decide at L/N.
+    pub(super) fn check_item(&self, ask: &Ask, split: bool) -> CheckItem {
+        CheckItem {
+            policy: ask.entry.policy,
+            headroom: ask.headroom,
+            key: ask.key.clone(),
+            cost: ask.cost,
+            fallback: split,
+        }
+    }
+}

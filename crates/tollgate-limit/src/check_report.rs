@@ -1,0 +1,164 @@
+//! The limit step's last act: what was decided becomes the request's `Admission` (the
+//! report behind the rate-limit headers, the leaky-bucket delay, the access log's
+//! decision; `Check::end` adds the permits), and every decision is counted and, for shadow
+//! denials, logged.
+
+use super::admission::{Decision, Outcome as Decided, PolicyReport};
+use super::algorithm::Verdict;
+use super::ask::{Ask, Decided as AskDecided};
+use super::check::Check;
+use super::clock::Nanos;
+use super::metrics::Outcome;
+use super::policy::{AnyAlgorithm, PolicyRuntime};
+use crate::spec::{KeyPart, Mode};
+
+/// What the asks decided, for the request's [`Admission`].
+pub(super) struct Reported {
+    /// The enforcing policies that applied, in the route's order.
+    pub report: Vec<PolicyReport>,
+    /// The longest leaky-bucket delay an enforcing policy asked for (0: none).
+    pub delay: Nanos,
+    pub decision: Decision,
+}
+
+/// The deciding ask so far: its rank (an enforcing denial 3, a shadow denial 2, a delay 1,
+/// else 0), its delay, its index and its `retry_after`.
+type Deciding = (u8, u64, usize, Option<Nanos>);
+
+impl Check<'_> {
+    /// Metrics, shadow logs and the report of what was decided. Last: the deciding key is
+    /// moved out for the access log.
+    pub(super) fn report(&mut self) -> Reported {
+        let (mut report, mut delay) = (Vec::new(), 0);
+        // The deciding ask, by rank: an enforcing denial, a shadow denial, the longest
+        // delay, the first that applied (`decision`).
+        let mut deciding: Option<Deciding> = None;
+        for (i, ask) in self.asks.iter().enumerate() {
+            let Some(d) = ask.decided else { continue };
+            let policy = &self.sites.policies[ask.entry.policy];
+            let counters = &self.route.counters[ask.slot];
+            if d.error_open {
+                counters.count_store_error(true);
+                continue;
+            }
+            let outcome = match (d.admitted(), ask.entry.mode) {
+                (true, _) => Outcome::Allow,
+                (false, Mode::Shadow) => Outcome::ShadowDeny,
+                (false, _) => Outcome::Deny,
+            };
+            let (rank, wait) = match (outcome, d.verdict) {
+                (Outcome::Deny, _) => (3, 0),
+                (Outcome::ShadowDeny, _) => (2, 0),
+                (_, Verdict::Delay(delay)) if delay > 0 => (1, delay),
+                _ => (0, 0),
+            };
+            let retry = match d.verdict {
+                Verdict::Deny { retry_after } if outcome == Outcome::Deny => {
+                    Some(retry_after.max(1))
+                }
+                _ => None,
+            };
+            if deciding.is_none_or(|(r, w, ..)| (rank, wait) > (r, w)) {
+                deciding = Some((rank, wait, i, retry));
+            }
+            counters.count(outcome);
+            (self.sites.top).record(ask.entry.policy, &ask.key, outcome, ask.entry.mode);
+            if outcome == Outcome::ShadowDeny {
+                self.sites
+                    .log_shadow_denial(policy, self.route_name, &ask.key);
+            }
+            if !ask.enforcing() {
+                continue;
+            }
+            if let Verdict::Delay(d) = d.verdict {
+                delay = delay.max(d);
+            }
+            report.push(policy_report(policy, ask, d));
+        }
+        Reported {
+            report,
+            delay,
+            decision: self.decision(deciding),
+        }
+    }
+
+    /// The access log's decision: the deciding ask's policy and key, and the other asks'
+    /// keys (moved out: the request is done with them).
+    fn decision(&mut self, deciding: Option<Deciding>) -> Decision {
+        let Some((rank, _, i, retry_after)) = deciding else {
+            return Decision::default();
+        };
+        let outcome = [
+            Decided::Allow,
+            Decided::Delay,
+            Decided::ShadowDeny,
+            Decided::Deny,
+        ];
+        let others = (self.asks.iter_mut().enumerate())
+            .filter(|(j, a)| *j != i && a.decided.is_some())
+            .map(|(_, a)| std::mem::take(&mut a.key))
+            .collect();
+        let ask = &mut self.asks[i];
+        Decision {
+            outcome: outcome[usize::from(rank)],
+            policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
+            key: Some(std::mem::take(&mut ask.key)),
+            retry_after,
+            others,
+        }
+    }
+}
+
+/// What enforcing policy `policy` said of `ask`, for the RateLimit headers.
+fn policy_report(policy: &PolicyRuntime, ask: &Ask, d: AskDecided) -> PolicyReport {
+    let retry_after = match d.verdict {
+        Verdict::Allow | Verdict::Delay(_) => None,
+        Verdict::Deny { retry_after } => Some(retry_after.max(1)),
+    };
+    let algorithm = policy.algorithm(ask.headroom);
+    PolicyReport {
+        name: policy.label.clone(),
+        quota: algorithm.quota(),
+        remaining: d.remaining,
+        reset_after: d.reset_after,
+        next_after: d
+            .next_after
+            .unwrap_or_else(|| next_from_reply(algorithm, d.reset_after)),
+        retry_after,
+        partition: partition(&policy.key, &ask.key),
+    }
+}
+
+/// Until one more cell, from a decision that gives only the time until full (a denial that
+/// waiting never ends, whose `t` is then this): for the rate
+/// algorithms a cell comes every `T = period / limit` and the state is full at
+/// `reset_after`, so one comes after `reset_after mod T` (T when that is 0). Exact for gcra
+/// and token_bucket; a leaky bucket whose `max_delay` is not a multiple of T gains its
+/// slot up to T later. A sliding window's gain depends on its two counts, which the reply
+/// does not carry: its `t` stays the time until full, the one bound the reply gives.
+fn next_from_reply(algorithm: &AnyAlgorithm, reset_after: Nanos) -> Nanos {
+    let q = algorithm.quota();
+    let period = q.period.as_nanos();
+    if reset_after == 0 || period == 0 || q.limit == 0 || algorithm.is_sliding_window() {
+        return reset_after;
+    }
+    // In units of 1/limit ns, T is `period` exactly.
+    let rem = (u128::from(reset_after) * u128::from(q.limit)) % period;
+    let next = if rem == 0 { period } else { rem };
+    u64::try_from(next.div_ceil(u128::from(q.limit))).map_or(reset_after, |n| n.min(reset_after))
+}
+
+/// The `pk` of an account-keyed policy's key: the account's keyed hash (`acct:` and 32
+/// hex digits in the key, after a part separator, `keys.rs`) as 16 bytes; `None` for other
+/// keys.
+fn partition(parts: &[KeyPart], key: &str) -> Option<[u8; 16]> {
+    if !parts.contains(&KeyPart::Account) {
+        return None;
+    }
+    let hex = key.split(":acct:").nth(1)?.get(..32)?;
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}

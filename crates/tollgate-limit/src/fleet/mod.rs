@@ -1,0 +1,399 @@
+//! The two decision sites without a store, where the gateways of a fleet ask each other
+//! over the peer transport (`peer/`): **owner** (route by key: one node decides each key
+//! exactly) and **gossip** (each node counts locally and tells the others what it spent).
+//!
+//! - [`ring`]: who is in the fleet, who answers, and which live peer owns a key.
+//! - [`handler`]: what this node answers its peers, from its own local state.
+//! - [`gossip`]: the cells this node admitted since its last push.
+//! - [`report`]: how a push carries them to the peers (one report per policy).
+//! - [`fresh`] and [`sync`]: a node whose view went stale (it stalled, its peers fell
+//!   silent, a peer rejoined) hears its peers' counts of a gossip key before deciding it.
+//! - [`FleetSite`]: the request path's door to all of it (used by `check_peer.rs` and the
+//!   local step), and the background loop that pushes gossip and pings the peers.
+//!
+//! Failure handling: a call that fails counts against its peer; after
+//! [`ring::DOWN_AFTER`] failures in a row the peer leaves the live set and its keys move to
+//! the peer that scored next for them, which starts them from full (at most one burst of
+//! over-admission per moved key). Every peer, live or not, is pinged each heartbeat; one
+//! answer brings it back.
+
+mod codec;
+mod fresh;
+mod gossip;
+mod handler;
+mod report;
+pub mod ring;
+mod sync;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use prometheus_client::registry::Registry;
+use tracing::warn;
+
+use crate::local::LocalStore;
+use crate::peer::{
+    MAX_BATCH_BYTES, MAX_BATCH_ITEMS, Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer,
+    Secret,
+};
+use crate::policy::PolicyRuntime;
+use crate::shutdown::Shutdown;
+use crate::spec::Cluster;
+pub use codec::{Answer, KeyItem, fingerprint};
+use handler::FleetHandler;
+use report::ReportWriter;
+use ring::Ring;
+
+/// Bytes of one gossip report before the push starts another for the same policy.
+const REPORT_BYTES: usize = 1 << 20;
+
+/// Reports grouped into calls the transport sends whole (each within its batch bounds).
+fn calls(reports: Vec<Bytes>) -> Vec<Vec<Bytes>> {
+    let mut calls: Vec<Vec<Bytes>> = Vec::new();
+    let mut bytes = 0;
+    for r in reports {
+        match calls.last_mut() {
+            Some(call) if call.len() < MAX_BATCH_ITEMS && bytes + r.len() <= MAX_BATCH_BYTES => {
+                bytes += r.len();
+                call.push(r);
+            }
+            _ => {
+                bytes = r.len();
+                calls.push(vec![r]);
+            }
+        }
+    }
+    calls
+}
+
+/// Why the owner of a key could not decide it.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("owner {owner}: {source}")]
+    Peer {
+        owner: SocketAddr,
+        #[source]
+        source: PeerError,
+    },
+    /// The owner runs a config without this owner policy.
+    #[error("owner {owner} does not know policy `{policy}` as an owner policy (configs differ)")]
+    Unknown { owner: SocketAddr, policy: Arc<str> },
+}
+
+/// This node's place in the fleet.
+pub struct FleetSite {
+    pub ring: Arc<Ring>,
+    client: PeerClient,
+    secret: Secret,
+    metrics: PeerMetrics,
+    handler: Arc<FleetHandler>,
+    outbox: gossip::Outbox,
+    /// Whether the gossip view is stale, and the keys caught up since.
+    fresh: Arc<fresh::Freshness>,
+    /// Last time (Unix ms) a fleet configuration error was logged.
+    mismatch_logged: std::sync::atomic::AtomicU64,
+    gossip_interval: Duration,
+    /// How often every peer is pinged.
+    heartbeat: Duration,
+}
+
+impl FleetSite {
+    /// `None` when `[cluster] peer_listen` is not set. Call inside the runtime that is to
+    /// carry peer traffic. `timeout` bounds every call (the store `timeout`).
+    pub fn new(
+        cluster: &Cluster,
+        timeout: Duration,
+        local: Arc<LocalStore>,
+        policies: Arc<[PolicyRuntime]>,
+        registry: &mut Registry,
+    ) -> Option<Arc<FleetSite>> {
+        let me = cluster.peer_listen?;
+        // Validation demands a secret of at least 32 bytes whenever peer_listen is set.
+        let secret = Secret::new(cluster.peer_secret.as_deref()?)?;
+        let metrics = PeerMetrics::register(registry);
+        let outbox = gossip::Outbox::default();
+        registry.register(
+            "tollgate_gossip_dropped",
+            "Cells admitted on gossip keys that were not reported to the peers (outbox full)",
+            outbox.dropped.clone(),
+        );
+        registry.register(
+            "tollgate_gossip_sent_cells",
+            "Cells admitted on gossip keys and pushed to a peer, once per peer",
+            outbox.sent.clone(),
+        );
+        let live = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "tollgate_peers_live",
+            "Peers of the owner and gossip sites this node sees answering, itself included",
+            live.clone(),
+        );
+        let ring = Arc::new(Ring::new(me, &cluster.peers, live));
+        let fresh = Arc::new(fresh::Freshness::new(
+            cluster.gossip_interval,
+            cluster.heartbeat,
+        ));
+        let (observed, stale) = (ring.clone(), fresh.clone());
+        // The ring counts failed messages, not failed calls: one lost message that carried
+        // many asks is one failure of its peer. A peer back in the live set may have
+        // counted us out meanwhile and not pushed to us: our gossip view is stale.
+        let observer: Observer = Box::new(move |peer, answered| match answered {
+            true if observed.answered(peer) => stale.mark(),
+            true => {}
+            false => drop(observed.failed(peer)),
+        });
+        let handler = FleetHandler::new(local, policies.clone(), me, fresh.clone(), ring.clone());
+        let site = Arc::new(FleetSite {
+            ring,
+            client: PeerClient::observed(
+                me,
+                secret.clone(),
+                timeout,
+                metrics.clone(),
+                Some(observer),
+            ),
+            secret,
+            metrics,
+            mismatch_logged: std::sync::atomic::AtomicU64::new(0),
+            handler: Arc::new(handler),
+            outbox,
+            fresh,
+            gossip_interval: cluster.gossip_interval,
+            heartbeat: cluster.heartbeat,
+        });
+        site.set_window(&policies);
+        Some(site)
+    }
+
+    /// Listen on `peer_listen` (a fixed port: the other nodes' `peers` name it).
+    pub async fn serve(&self) -> std::io::Result<PeerServer> {
+        PeerServer::bind(
+            self.ring.me(),
+            self.secret.clone(),
+            self.handler.clone(),
+            self.metrics.clone(),
+        )
+        .await
+    }
+
+    /// Ask `owner` to decide `items` (one message, coalesced with other requests' asks).
+    pub async fn ask(
+        &self,
+        owner: SocketAddr,
+        items: &[KeyItem],
+    ) -> Result<Vec<Answer>, FleetError> {
+        let data = items.iter().map(KeyItem::encode).collect();
+        let replies = match self.client.call(owner, Op::Ask, data).await {
+            Ok(replies) => replies,
+            Err(source) => return Err(FleetError::Peer { owner, source }),
+        };
+        let mut answers = Vec::with_capacity(items.len());
+        for (item, reply) in items.iter().zip(replies) {
+            match Answer::decode(reply) {
+                Some(Answer::Unknown) => {
+                    self.metrics.error("config");
+                    return Err(FleetError::Unknown {
+                        owner,
+                        policy: item.policy.clone(),
+                    });
+                }
+                Some(a) => answers.push(a),
+                None => {
+                    return Err(FleetError::Peer {
+                        owner,
+                        source: PeerError::Decode,
+                    });
+                }
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Give back reservations at their owners, in the background.
+    pub fn refund(self: &Arc<Self>, items: Vec<(SocketAddr, KeyItem)>) {
+        self.send(Op::Refund, items);
+    }
+
+    /// Spend cells at their owners whether or not they conform, in the background.
+    pub fn debit(self: &Arc<Self>, items: Vec<(SocketAddr, KeyItem)>) {
+        self.send(Op::Debit, items);
+    }
+
+    /// `op` for each item at its owner, one message per owner, in the background.
+    fn send(self: &Arc<Self>, op: Op, items: Vec<(SocketAddr, KeyItem)>) {
+        let mut by_owner: Vec<(SocketAddr, Vec<Bytes>)> = Vec::new();
+        for (owner, item) in items {
+            match by_owner.iter_mut().find(|(o, _)| *o == owner) {
+                Some((_, v)) => v.push(item.encode()),
+                None => by_owner.push((owner, vec![item.encode()])),
+            }
+        }
+        for (owner, data) in by_owner {
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                if let Err(e) = client.call(owner, op, data).await {
+                    warn!(peer = %owner, op = op.label(), error = %e, "owner call failed: the key keeps its state until it refills");
+                }
+            });
+        }
+    }
+
+    /// Give back `item`'s cells at `owner` and wait for its answer (the admin API's reset).
+    pub async fn refund_now(&self, owner: SocketAddr, item: KeyItem) -> Result<(), PeerError> {
+        self.client
+            .call(owner, Op::Refund, vec![item.encode()])
+            .await
+            .map(drop)
+    }
+
+    /// This node admitted `cost` cells of a gossip key of `policy`.
+    pub fn record(&self, policy: &Arc<str>, headroom: u32, key: &str, cost: u32) {
+        self.outbox.record(policy, headroom, key, cost);
+    }
+
+    /// A reloaded config: answer peers from its policies and state. Pending gossip is
+    /// pushed under the names it was recorded with, at the numbers running then.
+    pub fn rebind(self: &Arc<Self>, local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) {
+        self.push_gossip();
+        self.set_window(&policies);
+        self.handler.rebind(local, policies);
+    }
+
+    /// Push gossip every `gossip_interval` and ping every peer every heartbeat, until
+    /// `shutdown`. `on_live` hears the live count at start and whenever it has changed
+    /// (looked at on every tick).
+    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown, on_live: impl Fn(usize) + Send) {
+        let mut gossip = tokio::time::interval(self.gossip_interval);
+        gossip.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ping = tokio::time::interval(self.heartbeat);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut live = 0;
+        loop {
+            tokio::select! {
+                _ = gossip.tick() => self.push_gossip(),
+                _ = ping.tick() => self.ping_all(),
+                _ = shutdown.recv() => break,
+            }
+            self.fresh.tick();
+            let now = self.ring.live_count();
+            if now != live {
+                live = now;
+                on_live(now);
+            }
+        }
+    }
+
+    fn push_gossip(self: &Arc<Self>) {
+        let (done, cells) = self.reports();
+        if done.is_empty() {
+            return;
+        }
+        let calls = calls(done);
+        for peer in self.ring.live_others() {
+            self.outbox.sent.inc_by(cells);
+            for chunk in &calls {
+                let me = self.clone();
+                // Not retried: a push that may have landed must not count twice; a lost one
+                // under-counts by one interval, which the documented bound already allows.
+                // Sent, not awaited: no task per peer (a task joining every peer's call
+                // cost more than a task each, and a task each cost a spawn, a timer and a
+                // channel per message: `PeerClient::send`).
+                self.client
+                    .send(peer, Op::Gossip, chunk.clone(), move |answer| {
+                        if let Ok(replies) = answer
+                            && replies.iter().any(|r| r.as_ref() == handler::REFUSED)
+                        {
+                            me.mismatch(peer);
+                        }
+                    });
+            }
+        }
+    }
+
+    /// The outbox taken as finished reports (one per policy, more past [`REPORT_BYTES`]),
+    /// and the cells they carry.
+    fn reports(&self) -> (Vec<Bytes>, u64) {
+        // Per policy name: its report so far, or `None` when this node no longer runs it
+        // as a gossip policy (a reload removed it: its spends are dropped). A push holds one
+        // policy or a few, so a list searched from the last one used beats a map.
+        let mut reports: Vec<(Arc<str>, Option<ReportWriter>)> = Vec::new();
+        let mut last = 0;
+        let mut done: Vec<Bytes> = Vec::new();
+        let mut cells = 0;
+        self.outbox.take(|policy, headroom, key, n| {
+            let same = |(p, _): &(Arc<str>, _)| Arc::ptr_eq(p, policy) || p == policy;
+            if !reports.get(last).is_some_and(same) {
+                last = match reports.iter().position(same) {
+                    Some(i) => i,
+                    None => {
+                        let spec = self.handler.gossip_spec(policy);
+                        let writer = spec.map(|spec| ReportWriter::new(policy, spec));
+                        reports.push((policy.clone(), writer));
+                        reports.len() - 1
+                    }
+                };
+            }
+            let Some(writer) = &mut reports[last].1 else {
+                return;
+            };
+            writer.push(headroom, n, key);
+            cells += n;
+            if writer.bytes() >= REPORT_BYTES {
+                let full = std::mem::replace(writer, ReportWriter::new(policy, writer.spec()));
+                done.push(full.finish());
+            }
+        });
+        done.extend(
+            reports
+                .into_iter()
+                .filter_map(|(_, w)| w.map(ReportWriter::finish)),
+        );
+        (done, cells)
+    }
+
+    /// `peer` refused our gossip: it runs other numbers for a gossip policy (or none).
+    /// Counted, and said at most once a second: the fleet is not sharing that limit.
+    fn mismatch(&self, peer: SocketAddr) {
+        self.metrics.error("config");
+        if self.once_a_second() {
+            tracing::error!(peer = %peer, "peer refused our gossip: its gossip policies differ from ours (name, site or numbers); the fleet is not sharing those limits");
+        }
+    }
+
+    /// Ping every known peer; the ring hears each answer or failure (the client's observer).
+    /// A peer answers with its own `peer_listen`: another name than the one dialled means
+    /// the fleet hashes that node under two names, and keys are decided twice.
+    fn ping_all(self: &Arc<Self>) {
+        for peer in self.ring.others() {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let Ok(replies) = me.client.call(peer, Op::Ping, vec![Bytes::new()]).await else {
+                    return;
+                };
+                let name = replies
+                    .first()
+                    .map(|r| String::from_utf8_lossy(r).into_owned());
+                if name.as_deref() != Some(peer.to_string().as_str()) {
+                    me.metrics.error("config");
+                    if me.once_a_second() {
+                        tracing::error!(dialled = %peer, answered = ?name, "a peer answers under another peer_listen than the one this node lists: the fleet hashes it under two names and its keys are decided twice; make every node's peers list use the address each node has as peer_listen");
+                    }
+                }
+            });
+        }
+    }
+
+    /// True at most once a second (the fleet's configuration errors are logged that often).
+    fn once_a_second(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = crate::peer::wire::now_ms();
+        let last = self.mismatch_logged.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= 1_000
+            && self
+                .mismatch_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}

@@ -1,0 +1,51 @@
+//! The "limit" step of the request path: turning a request into rate-limit keys,
+//! deciding each key against its policy's algorithm, and choosing where that
+//! decision is made (the decision site).
+//!
+//! The [`clock`] every decision is timed by and the per-key [`algorithm`]s are
+//! pure computation, free of I/O and of per-key maps, so the store layer can
+//! choose its own locking and eviction while the admission math stays testable
+//! with explicit timestamps.
+
+pub(crate) mod admission;
+pub mod algorithm;
+mod ask;
+mod carry;
+mod check;
+mod check_cache;
+mod check_gossip;
+mod check_local;
+mod check_peer;
+mod check_report;
+mod check_store;
+pub mod clock;
+mod cost;
+mod counted;
+pub mod inspect;
+pub mod keys;
+pub mod limiter;
+pub mod local;
+pub mod metrics;
+pub mod permit;
+pub mod policy;
+mod route_limits;
+pub mod shutdown;
+mod sites;
+pub mod spec;
+mod tiers;
+pub mod top;
+
+pub use admission::{
+    Admission, Admitted, Answer, Decision, Outcome as DecisionOutcome, PolicyReport,
+};
+pub use carry::PolicyCarry;
+pub use counted::{Counted, SentBytes};
+pub use limiter::{Limiter, LimiterError, set_running_nodes};
+pub mod central;
+pub(crate) mod deny_cache;
+pub mod fleet;
+pub mod lease;
+pub mod membership;
+mod membership_count;
+pub mod peer;
+pub mod store;

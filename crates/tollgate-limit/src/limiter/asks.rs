@@ -1,0 +1,88 @@
+//! Step 1 of the limit step: one ask per applicable policy of the route — exemptions
+//! skipped, a tiered policy's variant picked, the key built and the request priced — or
+//! why the request is refused (400) before any policy is asked.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use super::Limiter;
+use crate::ask::Ask;
+use crate::cost::request_cost;
+use crate::keys::{KeyError, RequestFacts};
+use crate::route_limits::{PolicyEntry, RouteLimits};
+use crate::spec::Mode;
+
+/// Why step 1 refuses a request before any policy is asked.
+pub(super) enum Refusal {
+    /// A key part or a price stated ambiguously or wrongly: 400 with this reason.
+    BadRequest(String),
+    /// A key part comes from a token that does not verify: 401.
+    Unauthenticated,
+}
+
+impl From<KeyError> for Refusal {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::Ambiguous(a) => Refusal::BadRequest(a.reason()),
+            KeyError::Unverified => Refusal::Unauthenticated,
+        }
+    }
+}
+
+impl Limiter {
+    /// Step 1: one ask per applicable policy (and the first policy that exempted the
+    /// client, for the access log), or why the request is refused.
+    pub(super) fn asks(
+        &self,
+        limits: &RouteLimits,
+        client: IpAddr,
+        facts: &RequestFacts<'_>,
+    ) -> Result<(Vec<Ask>, Option<Arc<str>>), Refusal> {
+        let mut asks = Vec::with_capacity(limits.entries.len());
+        let mut exempted = None;
+        for (slot, e) in limits.entries.iter().enumerate() {
+            if self.exempts(e.policy, client, facts) {
+                limits.counters[slot].count_exempt();
+                exempted.get_or_insert_with(|| self.sites.policies[e.policy].label.clone());
+                continue;
+            }
+            // A tiered policy is asked as the variant this client's tier names. What
+            // a client states wrongly (an account for an override, a price) refuses the
+            // request (400) for an enforcing policy; a shadow one then does not apply.
+            let enforcing = e.mode == Mode::Enforce;
+            let policy = match self.tiers.pick(e.policy, facts, || self.keys.unverified()) {
+                Ok(p) => p,
+                Err(why) if enforcing => return Err(why.into()),
+                Err(_) => continue,
+            };
+            let e = &PolicyEntry { policy, ..*e };
+            let policy = &self.sites.policies[e.policy];
+            match self.keys.key(policy, facts) {
+                Ok(Some(key)) => match request_cost(policy, facts.headers) {
+                    Ok(price) => asks.push(Ask::new(*e, slot, key, facts.headroom, price)),
+                    Err(why) if enforcing => return Err(Refusal::BadRequest(why)),
+                    Err(_) => {}
+                },
+                Ok(None) => {}
+                // An enforcing policy needs a part stated ambiguously (400) or read from a
+                // token that does not verify (401): refuse before any policy is asked, so
+                // nothing is spent.
+                Err(why) if enforcing => return Err(why.into()),
+                // A shadow policy must not change what the client sees: it does not apply.
+                Err(_) => {}
+            }
+        }
+        Ok((asks, exempted))
+    }
+
+    /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated
+    /// ambiguously is no account here: it never buys an exemption.
+    fn exempts(&self, policy: usize, client: IpAddr, facts: &RequestFacts<'_>) -> bool {
+        let exempt = &self.exempt[policy];
+        if exempt.is_empty() {
+            return false;
+        }
+        let account = facts.account.as_ref().and_then(|a| a.as_deref().ok());
+        exempt.covers(crate::keys::canonical(client), account)
+    }
+}

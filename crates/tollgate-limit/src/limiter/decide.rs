@@ -1,0 +1,144 @@
+//! The limiter's entry points on the request path (and replay's): the facts of one request,
+//! then its asks (`asks.rs`) and the walk through the sites (`check.rs`), or why it is
+//! answered before any policy is asked (401, 400, no policy applies).
+
+use std::net::IpAddr;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use http::{HeaderMap, Method};
+
+use super::Limiter;
+use super::asks::Refusal;
+use crate::admission::{Admission, Answer, Decision, Outcome};
+use crate::check::{Check, Stop};
+use crate::keys::Target;
+
+impl Limiter {
+    /// Decide a request of route `route` whose target is not known: policies keyed on
+    /// `path` or `query:NAME` do not apply. See [`Limiter::check_request`].
+    pub async fn check(
+        &self,
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Admission {
+        self.check_request(route, route_name, client, method, None, headers)
+            .await
+    }
+
+    /// [`Limiter::check`] of a logged request: policies whose key the live gateway logged
+    /// (`given`) are keyed so (`RequestFacts::given`), for `tollgate replay`.
+    pub async fn check_given(
+        &self,
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        headers: &HeaderMap,
+        given: &[&str],
+    ) -> Admission {
+        let at = At {
+            route,
+            route_name,
+            client,
+            method,
+        };
+        self.decide(at, None, headers, given).await
+    }
+
+    /// Decide a request of route `route` (its index in the config) to `uri` (canonical).
+    pub async fn check_request(
+        &self,
+        route: usize,
+        route_name: &Arc<str>,
+        client: IpAddr,
+        method: &Method,
+        uri: Option<&http::Uri>,
+        headers: &HeaderMap,
+    ) -> Admission {
+        let at = At {
+            route,
+            route_name,
+            client,
+            method,
+        };
+        self.decide(at, uri, headers, &[]).await
+    }
+
+    async fn decide(
+        &self,
+        at: At<'_>,
+        uri: Option<&http::Uri>,
+        headers: &HeaderMap,
+        given: &[&str],
+    ) -> Admission {
+        let At {
+            route,
+            route_name,
+            client,
+            method,
+        } = at;
+        let limits = &self.routes[route];
+        if !limits.require_account && limits.entries.is_empty() {
+            return Admission::default();
+        }
+        // Built once: a token is verified once per request, whatever its parts.
+        let target = uri.map(Target::of).unwrap_or_default();
+        let mut facts = self.keys.facts(client, route_name, method, target, headers);
+        facts.give(given);
+        // An account stated twice, or a token that does not verify, is none.
+        if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
+            return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
+        }
+        let asks = match self.asks(limits, client, &facts) {
+            Ok((asks, _)) if !asks.is_empty() => asks,
+            Ok((_, exempted)) => {
+                let decision = match exempted {
+                    Some(policy) => Decision {
+                        policy: Some(policy),
+                        ..Decision::of(Outcome::Exempt)
+                    },
+                    None => Decision::default(),
+                };
+                return Admission {
+                    decision,
+                    answer: Answer::default(),
+                };
+            }
+            // A key part stated ambiguously (400) or from a token that does not verify
+            // (401): nothing asked.
+            Err(Refusal::BadRequest(why)) => {
+                return Admission::refused(Outcome::Ambiguous, Answer::Ambiguous(why));
+            }
+            Err(Refusal::Unauthenticated) => {
+                return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
+            }
+        };
+        let mut check = Check {
+            sites: &self.sites,
+            route: limits,
+            route_name,
+            asks,
+            held: Vec::new(),
+            store_deadline: None,
+        };
+        match check.walk().await {
+            ControlFlow::Break(Stop::Refused(refused)) => {
+                check.give_back_all();
+                *refused
+            }
+            _ => check.end(),
+        }
+    }
+}
+
+/// Which request of which route a check decides.
+struct At<'a> {
+    route: usize,
+    route_name: &'a Arc<str>,
+    client: IpAddr,
+    method: &'a Method,
+}
