@@ -6,12 +6,12 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 
 use super::algorithm::Verdict;
-use super::central::{CentralItem, CentralResult};
 use super::clock::Nanos;
-use super::fleet::{Answer, KeyItem};
-use super::lease::LeaseItem;
-use super::local::{ItemResult, Spends};
 use super::route_limits::PolicyEntry;
+use super::site::central::{CentralItem, CentralResult};
+use super::site::fleet::{Answer, KeyItem};
+use super::site::lease::LeaseItem;
+use super::site::local::{ItemResult, Spends};
 use crate::spec::Mode;
 
 /// **The all-or-nothing rule.** A request spends only if every enforcing policy allows it;

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::local::Carry;
+use super::site::local::Carry;
 use crate::spec::{AlgorithmName, Policy, Site};
 
 /// One policy of the reloaded config and what its keys kept.

@@ -19,13 +19,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use http::{HeaderMap, HeaderName};
 
 use super::ask::{Spent, keeps};
-use super::central::{CentralItem, CentralSite};
 use super::check::Check;
 use super::deny_cache::DenyCache;
-use super::fleet::{FleetSite, KeyItem};
-use super::lease::{LeaseItem, LeaseSite};
-use super::local::{CheckItem, LocalStore};
 use super::route_limits::Site;
+use super::site::central::{CentralItem, CentralSite};
+use super::site::fleet::{FleetSite, KeyItem};
+use super::site::lease::{LeaseItem, LeaseSite};
+use super::site::local::{CheckItem, LocalStore};
 
 /// One spend, at the site that holds it.
 #[derive(Debug)]

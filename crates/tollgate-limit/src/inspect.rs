@@ -8,12 +8,12 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use super::central::CentralItem;
 use super::clock::Nanos;
-use super::fleet::{Answer, KeyItem};
 use super::keys::{Claims, KeyError, Target, Token};
 use super::limiter::Limiter;
 use super::route_limits::{Site, site_of};
+use super::site::central::CentralItem;
+use super::site::fleet::{Answer, KeyItem};
 use crate::spec::{KeyPart, Mode};
 
 /// The parts of a key, as a request would bring them.

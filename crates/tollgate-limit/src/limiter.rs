@@ -1,5 +1,5 @@
 //! The limiter: every route's policies, the sites that decide them, and the caches in front.
-//! [`Limiter::check`] (in `check.rs`) is the limit step of the request path.
+//! [`Limiter::check`] (in `check/`) is the limit step of the request path.
 
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -9,17 +9,17 @@ use prometheus_client::registry::Registry;
 
 use super::algorithm::QuotaError;
 use super::carry::{PolicyCarry, describe, refusal};
-use super::central::{CHECK_LUA, CentralSite};
 use super::clock::Clock;
 use super::deny_cache::DenyCache;
-use super::fleet::{FleetSite, fingerprint};
 use super::keys::KeyBuilder;
-use super::lease::LeaseSite;
-use super::local::LocalStore;
 use super::metrics::{LimitMetrics, PolicyGauges};
 use super::policy::PolicyRuntime;
 use super::route_limits::RouteLimits;
-use super::sites::{Logs, Sites};
+use super::site::central::{CHECK_LUA, CentralSite};
+use super::site::fleet::{FleetSite, fingerprint};
+use super::site::lease::LeaseSite;
+use super::site::local::LocalStore;
+use super::site::{Logs, Sites};
 use super::store::RedisStore;
 use super::store::metrics::StoreMetrics;
 use super::tiers::TierTable;

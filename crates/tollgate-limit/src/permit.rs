@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use super::central::{CentralItem, CentralSite};
-use super::local::{CheckItem, LocalStore};
+use super::site::central::{CentralItem, CentralSite};
+use super::site::local::{CheckItem, LocalStore};
 
 /// The in-flight cells of one request; released on drop.
 #[derive(Default)]

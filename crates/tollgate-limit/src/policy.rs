@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::algorithm::QuotaError;
-use super::lease::LeaseParams;
+use super::site::lease::LeaseParams;
 use crate::spec::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
 mod any;
@@ -215,7 +215,7 @@ fn level(levels: &[(NonZeroU32, AnyAlgorithm)], headroom: NonZeroU32) -> &AnyAlg
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::central::CentralItem;
+    use crate::site::central::CentralItem;
     use crate::spec::LeaseKnobs;
     use std::time::Duration;
 

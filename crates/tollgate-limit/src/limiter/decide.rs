@@ -1,5 +1,5 @@
 //! The limiter's entry points on the request path (and replay's): the facts of one request,
-//! then its asks (`asks.rs`) and the walk through the sites (`check.rs`), or why it is
+//! then its asks (`asks.rs`) and the walk through the sites (`check/`), or why it is
 //! answered before any policy is asked (401, 400, no policy applies).
 
 use std::net::IpAddr;

@@ -1,6 +1,6 @@
 //! Who is being limited, live: per policy, a bounded summary of the keys this node denied
 //! (and would have denied in shadow mode) over the last minute and fifteen minutes. The
-//! limit step's last act (`check_report.rs`) records every decision here, whatever its site
+//! limit step's last act (`check/report.rs`) records every decision here, whatever its site
 //! decided it (local, split, central, lease, owner, gossip); the admin API reads it
 //! (`GET /limits/{policy}/top`, `GET /shadow`).
 //!

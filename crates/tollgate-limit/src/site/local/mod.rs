@@ -21,10 +21,10 @@ use compact_str::CompactString;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 
-use super::algorithm::{Decision, Snapshot, Verdict};
-use super::clock::{Clock, Nanos};
-use super::metrics::PolicyGauges;
-use super::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
+use crate::algorithm::{Decision, Snapshot, Verdict};
+use crate::clock::{Clock, Nanos};
+use crate::metrics::PolicyGauges;
+use crate::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
 
 /// Number of lock shards: enough that two cores rarely contend, few enough to sweep.
 pub const SHARDS: usize = 64;

@@ -8,20 +8,20 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::admission::{Admission, Answer, Decision, Outcome};
-use super::algorithm::Verdict;
-use super::ask::{Ask, Decided, Spent};
-use super::central::{CentralItem, CentralSite};
-use super::check::{Check, Stop};
-use super::check_cache::empty_wait;
-use super::lease::{LeaseItem, Take, Taken};
-use super::route_limits::Site;
+use crate::admission::{Admission, Answer, Decision, Outcome};
+use crate::algorithm::Verdict;
+use crate::ask::{Ask, Decided, Spent};
+use crate::check::cache::empty_wait;
+use crate::check::{Check, Stop};
+use crate::route_limits::Site;
+use crate::site::central::{CentralItem, CentralSite};
+use crate::site::lease::{LeaseItem, Take, Taken};
 use crate::spec::OnStoreError;
 
 impl Check<'_> {
     /// Take the request's leased cells. An admitted take is the ask's spend (given back if
     /// the request ends denied, see `Check::end`).
-    pub(super) async fn lease(&mut self) -> ControlFlow<Stop> {
+    pub(crate) async fn lease(&mut self) -> ControlFlow<Stop> {
         let idx: Vec<usize> = self.indexes(|s| s == Site::Lease);
         if idx.is_empty() {
             return ControlFlow::Continue(());
@@ -64,7 +64,7 @@ impl Check<'_> {
     }
 
     /// Without the store, then one script call for every central key.
-    pub(super) async fn central(&mut self) -> ControlFlow<Stop> {
+    pub(crate) async fn central(&mut self) -> ControlFlow<Stop> {
         let Some(site) = self.sites.central.clone() else {
             return ControlFlow::Continue(());
         };
@@ -122,7 +122,7 @@ impl Check<'_> {
 
     /// The store (or a key's owner) could not decide the asks `idx`: apply the route's
     /// `on_store_error`.
-    pub(super) fn store_failed(
+    pub(crate) fn store_failed(
         &mut self,
         err: &dyn std::fmt::Display,
         idx: &[usize],
@@ -161,7 +161,7 @@ impl Check<'_> {
     /// Central and leased keys step 4 decided on the L/N fallback and spent: owed to the
     /// store, so that it counts them once this node reaches it again. Concurrency owes
     /// nothing (its fallback slot is released when the request ends).
-    pub(super) fn owe_fallback(&self) {
+    pub(crate) fn owe_fallback(&self) {
         let Some(site) = &self.sites.central else {
             return;
         };

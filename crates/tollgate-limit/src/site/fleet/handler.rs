@@ -26,9 +26,9 @@ use super::ring::Ring;
 /// numbers).
 pub const REFUSED: &[u8] = b"?";
 use crate::algorithm::Verdict;
-use crate::local::{CheckItem, LocalStore, Spends};
 use crate::peer::{Op, PeerHandler, Request, Response};
 use crate::policy::PolicyRuntime;
+use crate::site::local::{CheckItem, LocalStore, Spends};
 use crate::spec::Site;
 
 /// Serves peer messages from this node's local state.

@@ -1,11 +1,11 @@
-//! The limit step's node-local parts (see `check.rs` for the walk): what this node can deny
+//! The limit step's node-local parts (see `check/mod.rs` for the walk): what this node can deny
 //! before any store call, and step 4, which decides and spends the local state under its
 //! shard locks.
 
-use super::ask::{Ask, Decided, local_spends};
-use super::check::Check;
-use super::local::{CheckItem, Spends};
-use super::route_limits::Site;
+use crate::ask::{Ask, Decided, local_spends};
+use crate::check::Check;
+use crate::route_limits::Site;
+use crate::site::local::{CheckItem, Spends};
 use crate::spec::Mode;
 
 /// One item of step 4: which ask it answers, and whether it mirrors a central spend.
@@ -17,7 +17,7 @@ struct LocalAsk {
 impl Check<'_> {
     /// Before the central call: the denied-until cache and the local states that decide
     /// without the store. Nothing is spent here.
-    pub(super) fn without_store(&mut self) {
+    pub(crate) fn without_store(&mut self) {
         let l = self.sites;
         let now = l.local.now();
         for ask in self.asks.iter_mut() {
@@ -55,7 +55,7 @@ impl Check<'_> {
     /// Step 4: local and split policies, stored ones on the L/N fallback, and local-first
     /// mirrors of central policies the store admitted, decided and spent all or nothing
     /// with what the store already decided.
-    pub(super) fn local(&mut self) {
+    pub(crate) fn local(&mut self) {
         let (who, items): (Vec<LocalAsk>, Vec<CheckItem>) = self
             .asks
             .iter()
@@ -108,7 +108,7 @@ impl Check<'_> {
     }
 
     /// `ask` as the local site sees it; `split`: decide at L/N.
-    pub(super) fn check_item(&self, ask: &Ask, split: bool) -> CheckItem {
+    pub(crate) fn check_item(&self, ask: &Ask, split: bool) -> CheckItem {
         CheckItem {
             policy: ask.entry.policy,
             headroom: ask.headroom,

@@ -123,8 +123,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::lease::ask::RefillAsk;
-    use crate::lease::{Grant, LeaseParams, Returned};
+    use crate::site::lease::ask::RefillAsk;
+    use crate::site::lease::{Grant, LeaseParams, Returned};
 
     const ONE: RefillAsk = RefillAsk {
         want: 1,

@@ -5,11 +5,11 @@
 use std::num::NonZeroU32;
 
 /// A member is dropped after this many missed heartbeats (its TTL, `membership.rs`).
-pub(super) const MISSED_BEATS: u32 = 3;
+pub(crate) const MISSED_BEATS: u32 = 3;
 
 /// Lower counts than N seen on beats in a row: the highest of them, and how many beats.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Lowering {
+pub(crate) struct Lowering {
     highest: NonZeroU32,
     beats: u32,
 }
@@ -21,7 +21,7 @@ pub(super) struct Lowering {
 /// limit), and only once seen on `MISSED_BEATS + 1` such beats in a row: by then every
 /// live member has renewed itself. So a member that dies is dropped from N within two of
 /// its TTLs, and N never drops on a store's hiccup.
-pub(super) fn next_nodes(
+pub(crate) fn next_nodes(
     current: NonZeroU32,
     seen: NonZeroU32,
     intact: bool,

@@ -8,7 +8,7 @@
 //! - [`report`]: how a push carries them to the peers (one report per policy).
 //! - [`fresh`] and [`sync`]: a node whose view went stale (it stalled, its peers fell
 //!   silent, a peer rejoined) hears its peers' counts of a gossip key before deciding it.
-//! - [`FleetSite`]: the request path's door to all of it (used by `check_peer.rs` and the
+//! - [`FleetSite`]: the request path's door to all of it (used by `check/peer.rs` and the
 //!   local step), and the background loop that pushes gossip and pings the peers.
 //!
 //! Failure handling: a call that fails counts against its peer; after
@@ -33,13 +33,13 @@ use bytes::Bytes;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
-use crate::local::LocalStore;
 use crate::peer::{
     MAX_BATCH_BYTES, MAX_BATCH_ITEMS, Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer,
     Secret,
 };
 use crate::policy::PolicyRuntime;
 use crate::shutdown::Shutdown;
+use crate::site::local::LocalStore;
 use crate::spec::Cluster;
 pub use codec::{Answer, KeyItem, fingerprint};
 use handler::FleetHandler;

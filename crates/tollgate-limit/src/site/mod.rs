@@ -2,21 +2,26 @@
 //! the deny cache and the rate-limited logs. The limiter owns one; each `Check` borrows it,
 //! so the check files read exactly what they use and nothing else of the limiter.
 
+pub mod central;
+pub mod fleet;
+pub mod lease;
+pub mod local;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing::{error, warn};
 
-use super::central::CentralSite;
-use super::clock::Nanos;
-use super::deny_cache::DenyCache;
-use super::fleet::FleetSite;
-use super::lease::LeaseSite;
-use super::local::LocalStore;
-use super::policy::PolicyRuntime;
+use crate::clock::Nanos;
+use crate::deny_cache::DenyCache;
+use crate::policy::PolicyRuntime;
+use crate::site::central::CentralSite;
+use crate::site::fleet::FleetSite;
+use crate::site::lease::LeaseSite;
+use crate::site::local::LocalStore;
 use crate::spec::OnStoreError;
 
-pub(super) struct Sites {
+pub(crate) struct Sites {
     pub policies: Arc<[PolicyRuntime]>,
     /// Each policy's fingerprint (`fleet::fingerprint`), as owner asks carry it.
     pub specs: Arc<[u64]>,
@@ -33,11 +38,11 @@ pub(super) struct Sites {
     pub unavailable_retry: Nanos,
     pub logs: Logs,
     /// Who is being denied: every decision is counted here (`top/`).
-    pub top: super::top::TopKeys,
+    pub top: crate::top::TopKeys,
 }
 
 /// Log lines an attack could otherwise flood: at most one a second each.
-pub(super) struct Logs {
+pub(crate) struct Logs {
     /// Per policy: last time (clock nanos) a shadow denial was logged.
     shadow_logged: Vec<AtomicU64>,
     /// Last time a store error was logged.

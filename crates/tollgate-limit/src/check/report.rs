@@ -3,17 +3,17 @@
 //! decision; `Check::end` adds the permits), and every decision is counted and, for shadow
 //! denials, logged.
 
-use super::admission::{Decision, Outcome as Decided, PolicyReport};
-use super::algorithm::Verdict;
-use super::ask::{Ask, Decided as AskDecided};
-use super::check::Check;
-use super::clock::Nanos;
-use super::metrics::Outcome;
-use super::policy::{AnyAlgorithm, PolicyRuntime};
+use crate::admission::{Decision, Outcome as Decided, PolicyReport};
+use crate::algorithm::Verdict;
+use crate::ask::{Ask, Decided as AskDecided};
+use crate::check::Check;
+use crate::clock::Nanos;
+use crate::metrics::Outcome;
+use crate::policy::{AnyAlgorithm, PolicyRuntime};
 use crate::spec::{KeyPart, Mode};
 
 /// What the asks decided, for the request's [`Admission`].
-pub(super) struct Reported {
+pub(crate) struct Reported {
     /// The enforcing policies that applied, in the route's order.
     pub report: Vec<PolicyReport>,
     /// The longest leaky-bucket delay an enforcing policy asked for (0: none).
@@ -28,7 +28,7 @@ type Deciding = (u8, u64, usize, Option<Nanos>);
 impl Check<'_> {
     /// Metrics, shadow logs and the report of what was decided. Last: the deciding key is
     /// moved out for the access log.
-    pub(super) fn report(&mut self) -> Reported {
+    pub(crate) fn report(&mut self) -> Reported {
         let (mut report, mut delay) = (Vec::new(), 0);
         // The deciding ask, by rank: an enforcing denial, a shadow denial, the longest
         // delay, the first that applied (`decision`).

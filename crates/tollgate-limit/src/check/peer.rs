@@ -11,15 +11,15 @@ use std::ops::ControlFlow;
 
 use futures_util::future::join_all;
 
-use super::ask::{Ask, Decided, Spent};
-use super::check::{Check, Stop};
-use super::fleet::{Answer, KeyItem};
-use super::route_limits::Site;
+use crate::ask::{Ask, Decided, Spent};
+use crate::check::{Check, Stop};
+use crate::route_limits::Site;
+use crate::site::fleet::{Answer, KeyItem};
 
 impl Check<'_> {
     /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
     /// request before any call.
-    pub(super) async fn owner(&mut self) -> ControlFlow<Stop> {
+    pub(crate) async fn owner(&mut self) -> ControlFlow<Stop> {
         // Most requests have no owner key: they pay one scan of their asks, nothing more.
         if !self.asks.iter().any(|a| a.entry.site == Site::Owner) {
             return ControlFlow::Continue(());
@@ -133,7 +133,7 @@ impl Check<'_> {
     }
 
     /// The owner keys spent at other nodes, taken out of their asks (to give back).
-    pub(super) fn take_owner_spends(&mut self) -> Vec<(SocketAddr, KeyItem)> {
+    pub(crate) fn take_owner_spends(&mut self) -> Vec<(SocketAddr, KeyItem)> {
         self.asks
             .iter_mut()
             .filter_map(|a| match std::mem::take(&mut a.spent) {

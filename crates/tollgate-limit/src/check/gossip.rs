@@ -5,13 +5,13 @@
 //! lacks of the most spent of them. Then the local step decides on that view. A fresh view
 //! (nearly always) costs one atomic read or two and nothing else.
 
-use super::check::Check;
-use super::fleet::KeyItem;
-use super::route_limits::Site;
+use crate::check::Check;
+use crate::route_limits::Site;
+use crate::site::fleet::KeyItem;
 
 impl Check<'_> {
     /// Catch up the request's gossip keys if the view is stale; never denies by itself.
-    pub(super) async fn gossip(&mut self) {
+    pub(crate) async fn gossip(&mut self) {
         if !self.asks.iter().any(|a| a.entry.site == Site::Gossip) {
             return;
         }

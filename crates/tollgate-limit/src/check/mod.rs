@@ -4,42 +4,49 @@
 //!    skipped; a needed header stated ambiguously refuses the request, see
 //!    `keys::Ambiguous`);
 //! 2. **lease** — leased keys spend cells this node already holds (a key with none waits
-//!    for one coordinator call; see `lease/`) — `check_store.rs`;
+//!    for one coordinator call; see `lease/`) — `check/store.rs`;
 //! 3. **without the store** — a central key remembered as denied, or a local state that
 //!    already denies (a local or split policy, or the node-local state in front of a
 //!    `local_first` central policy), denies the request at once: no store call, nothing
-//!    spent — `check_local.rs`; then **central** — one script call decides and spends every
+//!    spent — `check/local.rs`; then **central** — one script call decides and spends every
 //!    central key (or the route's `on_store_error` decides when the store cannot, for
-//!    leased keys too) — `check_store.rs`;
+//!    leased keys too) — `check/store.rs`;
 //! 4. **local** — (a stale gossip view first hears the peers' counts of its gossip keys:
-//!    `check_gossip.rs`) local, split and gossip keys (and the store-outage L/N fallback, and the
-//!    local-first mirrors) are decided and spent under their shard locks — `check_local.rs`;
+//!    `check/gossip.rs`) local, split and gossip keys (and the store-outage L/N fallback, and the
+//!    local-first mirrors) are decided and spent under their shard locks — `check/local.rs`;
 //! 5. **the end** ([`Check::end`]) — the all-or-nothing rule ([`keeps`]) over what the
 //!    store and the lease books spent: a denied request gives everything back, a shadow
 //!    policy that would deny gives back the shadow spends; an admitted one remembers the
-//!    central keys it left empty (`check_cache.rs`) and owes the store what the fallback
-//!    spent (`store/debts.rs`); then `check_report.rs` turns the asks into the request's
+//!    central keys it left empty (`check/cache.rs`) and owes the store what the fallback
+//!    spent (`store/debts.rs`); then `check/report.rs` turns the asks into the request's
 //!    `Admission`, counted and logged.
 //!
 //! Why the local-first state can only deny what the store would deny too: it spends only
 //! when the store admitted, so it counts a subset of what the store counted (this node's
 //! admitted requests), and every algorithm here is monotone — fewer spends never deny more.
 
+mod cache;
+mod gossip;
+mod local;
+mod peer;
+mod report;
+mod store;
+
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::admission::{Admission, Admitted, Answer};
-use super::ask::{Ask, Spent, keeps};
-use super::central::CentralItem;
-use super::check_report::Reported;
-use super::lease::LeaseItem;
-use super::local::CheckItem;
-use super::permit::Permits;
-use super::route_limits::RouteLimits;
-use super::sites::Sites;
+use crate::admission::{Admission, Admitted, Answer};
+use crate::ask::{Ask, Spent, keeps};
+use crate::check::report::Reported;
+use crate::permit::Permits;
+use crate::route_limits::RouteLimits;
+use crate::site::Sites;
+use crate::site::central::CentralItem;
+use crate::site::lease::LeaseItem;
+use crate::site::local::CheckItem;
 
 /// One request's walk through the limit step.
-pub(super) struct Check<'a> {
+pub(crate) struct Check<'a> {
     pub sites: &'a Sites,
     pub route: &'a RouteLimits,
     pub route_name: &'a Arc<str>,
@@ -47,12 +54,12 @@ pub(super) struct Check<'a> {
     /// Local concurrency cells step 4 spent: released when the response ends.
     pub held: Vec<CheckItem>,
     /// The request's one deadline on the store, set when it first reaches the store: the
-    /// lease step and the central step share the `[store] timeout` (`check_store.rs`).
+    /// lease step and the central step share the `[store] timeout` (`check/store.rs`).
     pub store_deadline: Option<tokio::time::Instant>,
 }
 
 /// Why a walk stopped before step 4.
-pub(super) enum Stop {
+pub(crate) enum Stop {
     /// An enforcing policy denied: the end decides the rest.
     Denied,
     /// The store failed and the route fails closed: answer this (503). Boxed: the walk's
@@ -62,7 +69,7 @@ pub(super) enum Stop {
 
 impl Check<'_> {
     /// Steps 2–4, stopping early when an enforcing policy denies or the store refuses.
-    pub(super) async fn walk(&mut self) -> ControlFlow<Stop> {
+    pub(crate) async fn walk(&mut self) -> ControlFlow<Stop> {
         self.lease().await?;
         self.central().await?;
         self.owner().await?;
@@ -87,7 +94,7 @@ impl Check<'_> {
     /// Step 5: what the store and the lease books spent is kept or given back by
     /// [`keeps`]; an admitted request remembers the keys it left empty, owes what the
     /// fallback spent, and holds its concurrency cells until the response ends.
-    pub(super) fn end(mut self) -> Admission {
+    pub(crate) fn end(mut self) -> Admission {
         let enforce_ok = !self.blocked();
         let all_ok = self
             .asks
@@ -146,7 +153,7 @@ impl Check<'_> {
 
     /// The store refused the request (fails closed): give back every leased cell and every
     /// owner's reservation.
-    pub(super) fn give_back_all(&mut self) {
+    pub(crate) fn give_back_all(&mut self) {
         let owners = self.take_owner_spends();
         self.refund_owners(owners);
         let leased: Vec<LeaseItem> = self
@@ -162,7 +169,7 @@ impl Check<'_> {
 
     /// Give back owner reservations at their owners, in the background; this node forgets
     /// what it remembered of those keys (the refund moves them back).
-    fn refund_owners(&self, refunds: Vec<(std::net::SocketAddr, super::fleet::KeyItem)>) {
+    fn refund_owners(&self, refunds: Vec<(std::net::SocketAddr, crate::site::fleet::KeyItem)>) {
         let Some(fleet) = self.sites.fleet.as_ref().filter(|_| !refunds.is_empty()) else {
             return;
         };

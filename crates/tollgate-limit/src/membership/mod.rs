@@ -23,6 +23,8 @@
 //! reads the node id as everything before the last `#`, and the address as what follows an
 //! `@` after that `#`.
 
+mod count;
+
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -32,11 +34,11 @@ use arc_swap::ArcSwap;
 use redis::Script;
 use tracing::{info, warn};
 
-use super::limiter::{Limiter, set_running_nodes};
-use super::membership_count::{Lowering, MISSED_BEATS, next_nodes};
-use super::shutdown::Shutdown;
-use super::store::{RedisStore, StoreError};
+use crate::limiter::{Limiter, set_running_nodes};
+use crate::membership::count::{Lowering, MISSED_BEATS, next_nodes};
+use crate::shutdown::Shutdown;
 use crate::spec::Cluster;
+use crate::store::{RedisStore, StoreError};
 
 /// The membership script; see the file.
 pub const MEMBERSHIP_LUA: &str = include_str!("membership.lua");
