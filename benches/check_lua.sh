@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Redis CPU per request of the central check script, for one or more versions of it.
 #
-#   benches/check_lua.sh [SCRIPT...]    # default: src/limit/central/check.lua
-#   git show HEAD~1:src/limit/central/check.lua >/tmp/old.lua
-#   benches/check_lua.sh /tmp/old.lua src/limit/central/check.lua
+#   benches/check_lua.sh [SCRIPT...]    # default: crates/tollgate-limit/src/site/central/check.lua
+#   git show HEAD~1:crates/tollgate-limit/src/site/central/check.lua >/tmp/old.lua
+#   benches/check_lua.sh /tmp/old.lua crates/tollgate-limit/src/site/central/check.lua
 #
 # Why: Redis runs every central check, so the script's CPU per request is what the store
 # costs per request (the gateway's batching already shares one invocation among the
@@ -34,7 +34,7 @@ OP="${OP:-batch}"
 N="${N:-20000}"
 CONNS="${CONNS:-4}"
 SCRIPTS=("$@")
-[ ${#SCRIPTS[@]} -gt 0 ] || SCRIPTS=("$ROOT/src/limit/central/check.lua")
+[ ${#SCRIPTS[@]} -gt 0 ] || SCRIPTS=("$ROOT/crates/tollgate-limit/src/site/central/check.lua")
 log() { printf '[check_lua.sh] %s\n' "$*" >&2; }
 need() { # need COMMAND PACKAGE
     command -v "$1" >/dev/null 2>&1 && return 0

@@ -304,7 +304,7 @@ NODES_JSON=""
 for i in 0 1 2; do
     NODES_JSON+="${NODES_JSON:+,}{\"name\":\"${NODES[$i]}\",\"port\":${PORTS[$i]},\"rate\":${RATE[$i]},\"pid\":${NODE_PIDS[$i]}}"
 done
-CFG="{\"nodes\":[$NODES_JSON],\"redis_port\":$REDIS_PORT,\"warmup\":$WARMUP,\"duration\":$DURATION,\"arrivals\":\"$ARRIVALS\",\"scripts\":{\"lease\":\"$ROOT/src/limit/lease/lease.lua\",\"membership\":\"$ROOT/src/limit/membership.lua\",\"check\":\"$ROOT/src/limit/central/check.lua\"}}"
+CFG="{\"nodes\":[$NODES_JSON],\"redis_port\":$REDIS_PORT,\"warmup\":$WARMUP,\"duration\":$DURATION,\"arrivals\":\"$ARRIVALS\",\"scripts\":{\"lease\":\"$ROOT/crates/tollgate-limit/src/site/lease/lease.lua\",\"membership\":\"$ROOT/crates/tollgate-limit/src/membership/membership.lua\",\"check\":\"$ROOT/crates/tollgate-limit/src/site/central/check.lua\"}}"
 log "warm-up ${WARMUP}s, then ${DURATION}s at $RATES req/s to A, B, C ($ARRIVALS arrivals)"
 python3 "$TMP/drive.py" "$CFG" >"$TMP/result.json"
 for i in 0 1 2; do kill -0 "${NODE_PIDS[$i]}" 2>/dev/null || die "gateway ${NODES[$i]} died; see $TMP/${NODES[$i]}.log"; done

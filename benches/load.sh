@@ -523,7 +523,7 @@ SCRIPT_FILE=""
 measure_store tollgate-abuse abuse "http://127.0.0.1:$LIMITED_PORT/abuse"
 
 # The store's own ceiling: redis-benchmark running the check script directly.
-SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat "$ROOT/src/limit/central/check.lua")")
+SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat "$ROOT/crates/tollgate-limit/src/site/central/check.lua")")
 EVALSHA_RPS=$(redis-benchmark -p "$REDIS_PORT" -n 200000 -c 50 -q \
     EVALSHA "$SHA" 1 tg:bench:key check 1 100000000 1000000 1000000 1 0 1 2>/dev/null |
     tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($i == "requests") v = $(i - 1) } END { print v }')

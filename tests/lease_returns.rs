@@ -1,4 +1,4 @@
-//! Returns (`src/limit/lease/returns.rs`): cells a node let expire unspent, given back to
+//! Returns (`crates/tollgate-limit/src/site/lease/returns.rs`): cells a node let expire unspent, given back to
 //! the key. The window bound (any window `D` admits at most `burst + (D + ttl) · rate`)
 //! must hold against nodes that spend every cell they keep at the last moment its life
 //! allows and give back every other one, the shape in which a return could let the key

@@ -1,4 +1,4 @@
-//! Returns on real books (`src/limit/lease/book.rs`) and the in-process coordinator: a
+//! Returns on real books (`crates/tollgate-limit/src/site/lease/book.rs`) and the in-process coordinator: a
 //! thin node's spare and its return, a debit ending the run, and fleets of books held to
 //! the window bound.
 
