@@ -11,7 +11,10 @@ pub mod process;
 pub mod readers;
 pub mod redis;
 pub mod reload;
+pub mod returns;
 pub mod sentinel;
+pub mod simulate;
+pub mod wire;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -1,6 +1,6 @@
 //! How mainstream backends read an identity value or a bearer token, for the differential
 //! tests (`tests/differential.rs`, `tests/token_spellings.rs`). Python's readings are real:
-//! `tests/differential/readers.py` runs Werkzeug-style latin-1 headers, `parse_qs` and
+//! `tests/common/readers.py` runs Werkzeug-style latin-1 headers, `parse_qs` and
 //! PyJWT. Go's, .NET's, Java's, Node's and PHP's follow their documented trim sets (no such
 //! toolchain here): `strings.TrimSpace` and `String.Trim()` remove Unicode `White_Space`
 //! (Go stops at a byte that is no UTF-8, .NET has replaced it with U+FFFD), a servlet
@@ -86,7 +86,7 @@ pub fn python(
     let ask = serde_json::json!({
         "headers": hex(headers), "queries": hex(queries), "auth": hex(auth), "secret": secret,
     });
-    let script = super::repo_path("tests/differential/readers.py");
+    let script = super::repo_path("tests/common/readers.py");
     let mut child = Command::new("python3")
         .arg(script)
         .stdin(Stdio::piped())

@@ -1,0 +1,16 @@
+//! The admin listener and what operators read: `/routes`, `/limits`, `/activity`, `/top`,
+//! `/metrics` (through `promtool`), the dashboard in a real browser, and the access log
+//! (its lines, decisions and buffer).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access_decisions;
+mod access_log;
+mod access_log_buffer;
+mod admin_activity;
+mod admin_api;
+mod admin_limits;
+mod admin_top;
+mod dashboard;
+mod metrics_lint;

@@ -1,0 +1,217 @@
+//! check.lua at its edges, against a real Redis: a one-key request whose state lives longer
+//! than 10^17 ms is written as the general path writes it; a concurrency check run twice (the
+//! store sends a check again after a dropped connection) is not denied by its own slot; a
+//! refund's marker lives at most ten minutes whatever the store timeout; a sliding window
+//! admits exactly at every instant. (Each test failed before its fix.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::common::config::one_policy;
+use crate::common::drop_reply::drop_next_reply_proxy;
+use crate::common::redis::RedisServer;
+use prometheus_client::registry::Registry;
+use tollgate::config::Mode;
+use tollgate::limit::Limiter;
+use tollgate::limit::central::{CHECK_LUA, CentralItem};
+use tollgate::limit::clock::SystemClock;
+
+/// 3650 days in µs (the longest period the validation accepts).
+const PERIOD_US: &str = "315360000000000";
+
+/// A GCRA key of 1 per 3650 days, burst 1 000 000, spending `cost`.
+fn gcra(cost: &str) -> Vec<&str> {
+    vec!["1", "1", PERIOD_US, "1000000", cost, "0", "1", "-"]
+}
+
+/// A valid policy reaches a TTL of 10^18 ms and more (the validation only asks cost <=
+/// burst): alone (check.lua's top path) or beside another key (the general path), the key
+/// is decided and written the same way, with a TTL Redis accepts.
+#[tokio::test]
+async fn a_state_of_ten_to_the_seventeen_ms_is_written_on_every_path() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let script = redis::Script::new(CHECK_LUA);
+    for cost in ["1000000", "500000"] {
+        let alone: redis::RedisResult<Vec<i64>> = script
+            .key(format!("tg:p:ip:1:{cost}"))
+            .arg("check")
+            .arg(gcra(cost))
+            .invoke_async(&mut conn)
+            .await;
+        let mut args = vec!["check"];
+        args.extend(gcra(cost));
+        args.extend(["1", "10", "1000000", "10", "1", "0", "1", "-"]);
+        let together: redis::RedisResult<Vec<i64>> = script
+            .key(format!("tg:p:ip:2:{cost}"))
+            .key(format!("tg:q:ip:2:{cost}"))
+            .arg(args)
+            .invoke_async(&mut conn)
+            .await;
+        let (alone, together) = (alone.expect("alone"), together.expect("together"));
+        assert_eq!(alone[..3], together[..3], "cost {cost}");
+        assert_eq!(alone[0], 1, "cost {cost}: admitted");
+        for key in [format!("tg:p:ip:1:{cost}"), format!("tg:p:ip:2:{cost}")] {
+            let pttl: i64 = redis.cli(&["PTTL", &key]).parse().expect("a TTL");
+            // 10^17 ms and more, cut to check.lua's longest: 2^46 ms, 2 230 years.
+            assert!(pttl > 70_000_000_000_000, "{key}: PTTL {pttl}");
+        }
+    }
+}
+
+/// Limit 1: the first run takes the slot and its reply is lost; the store sends the check
+/// again, which must count that slot as its own (else the request is denied and the slot
+/// stays held for five minutes with nothing to release it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_check_sent_again_is_not_denied_by_its_own_slot() {
+    let redis = RedisServer::start();
+    let armed = Arc::new(AtomicBool::new(false));
+    let proxy = drop_next_reply_proxy(redis.addr(), armed.clone()).await;
+    let cfg = one_policy(
+        proxy,
+        "2s",
+        "algorithm = \"concurrency\"\nlimit = 1\nsite = \"central\"",
+    );
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let key = site.key("per_ip:ip:192.0.2.1");
+    let item = || CentralItem::new(key.clone(), &cfg.policies[0], 1, 1, Mode::Enforce);
+    // Load the script through the proxy first (one plain call, its slot released).
+    let warm = item();
+    assert!(
+        site.check(std::slice::from_ref(&warm))
+            .await
+            .expect("decided")[0]
+            .committed
+    );
+    site.release(&[warm]).await;
+    let before = redis.scripts_run();
+    armed.store(true, Ordering::SeqCst);
+    let mine = item();
+    let r = site
+        .check(std::slice::from_ref(&mine))
+        .await
+        .expect("decided");
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the check's reply was dropped"
+    );
+    assert_eq!(redis.scripts_run() - before, 2, "the check ran twice");
+    assert!(
+        r[0].admitted && r[0].committed,
+        "denied by its own slot: {r:?}"
+    );
+    assert_eq!(redis.cli(&["ZCARD", &mine.key]), "1", "one slot held");
+    site.release(std::slice::from_ref(&mine)).await;
+    assert_eq!(redis.cli(&["ZCARD", &mine.key]), "0", "and released");
+}
+
+/// `[store] timeout` may be long (the validation takes up to a year); a marker lives at
+/// most ten minutes, so markers (one per refund) cannot pile up for days.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_markers_life_is_bounded_whatever_the_store_timeout() {
+    let redis = RedisServer::start();
+    let policy =
+        "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nburst = 10\nsite = \"central\"";
+    let cfg = one_policy(redis.addr(), "365d", policy);
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let item = CentralItem::new(
+        site.key("per_ip:ip:1"),
+        &cfg.policies[0],
+        1,
+        1,
+        Mode::Enforce,
+    );
+    site.check(std::slice::from_ref(&item))
+        .await
+        .expect("decided");
+    site.refund(std::slice::from_ref(&item)).await;
+    let markers = redis.cli(&["KEYS", "*~refund:*"]);
+    let marker = markers.lines().next().expect("a marker");
+    let pttl: u64 = redis.cli(&["PTTL", marker]).parse().expect("a TTL");
+    assert!(
+        (1..=600_000).contains(&pttl),
+        "marker {marker} lives {pttl} ms"
+    );
+}
+
+/// A concurrency key's `check` of `cost` cells for acquisition `slot`, limit 2: admitted?
+async fn acquire(conn: &mut redis::aio::MultiplexedConnection, slot: &str, cost: &str) -> bool {
+    let reply: Vec<i64> = redis::Script::new(CHECK_LUA)
+        .key("tg:c:ip:1:slots")
+        .arg("check")
+        .arg(&["5", "2", "0", "2", cost, "0", "1", slot][..])
+        .invoke_async(conn)
+        .await
+        .expect("check.lua runs");
+    reply[0] == 1
+}
+
+/// A check of 2 cells run twice holds its 2 cells, not 4; an acquisition holding only its
+/// first cell (a run cut short between its ZADDs) is someone else's to a check of it again:
+/// counting both cells as its own would admit 3 on a limit of 2.
+#[tokio::test]
+async fn a_concurrency_check_counts_as_its_own_only_all_of_its_cells() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    assert!(acquire(&mut conn, "a", "2").await);
+    assert!(
+        acquire(&mut conn, "a", "2").await,
+        "run again: its own cells"
+    );
+    assert_eq!(redis.cli(&["ZCARD", "tg:c:ip:1:slots"]), "2");
+    redis.cli(&["DEL", "tg:c:ip:1:slots"]);
+    let far = "9000000000000000"; // µs, as check.lua scores a cell: far ahead
+    redis.cli(&["ZADD", "tg:c:ip:1:slots", far, "b#1"]);
+    assert!(!acquire(&mut conn, "b", "2").await, "1 held + 2 asked > 2");
+    assert_eq!(redis.cli(&["ZCARD", "tg:c:ip:1:slots"]), "1");
+}
+
+/// A sliding window admits exactly as the Rust algorithm does, at every instant: the
+/// previous window's count weighs `prev · (P − e) / P`, and a request fits when that plus
+/// the current count and its cost is at most the limit, compared in integers. (The script
+/// added its 1 ns EPS to a *cell count* there: a request a thousandth of a cell over the
+/// bound was admitted, at about one instant in a thousand; `check_script.rs` caught one.)
+/// Here the previous window holds 1 of a limit of 1, so a request fits only at the
+/// window's very end; 20 000 calls land about 20 in the last thousandth of a window.
+#[tokio::test]
+async fn a_sliding_window_admits_exactly_at_every_instant() {
+    const P: i64 = 1_000_000; // µs: one-second windows
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let script = redis::Script::new(CHECK_LUA);
+    let (mut near, mut compared) = (0, 0);
+    for _ in 0..20_000 {
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let idx = (secs * 1_000_000 + micros) / P;
+        // The current window holds nothing, the previous one 1 (`window:prev:curr`).
+        let _: () = redis::cmd("SET")
+            .arg("tg:sw:ip:1")
+            .arg(format!("{idx}:1:0"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let r: Vec<i64> = script
+            .key("tg:sw:ip:1")
+            .arg("check")
+            .arg(&["3", "1", &P.to_string(), "1", "1", "0", "1", "-"][..])
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        let now = r[6];
+        if now / P != idx {
+            continue; // the window turned between the SET and the call
+        }
+        let e = now - idx * P;
+        // Exact: 1 · (P − e) + (0 + 1) · P ≤ 1 · P, i.e. only when e = P (never inside).
+        let fits = (P - e) + P <= P;
+        near += usize::from((P - e) * 1000 <= P);
+        compared += 1;
+        assert_eq!(r[0] == 1, fits, "at {e} µs into the window: {r:?}");
+    }
+    assert!(compared > 15_000, "{compared} calls compared");
+    println!("{near} calls in the window's last thousandth");
+}

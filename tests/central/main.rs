@@ -1,0 +1,19 @@
+//! The central site on a real Redis (single and Cluster): `check.lua` against the Rust
+//! algorithms, coalesced checks, deny caching, refunds, Cluster slots and debts, and the
+//! keys every script touches.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod central;
+mod central_batch;
+mod central_fleet;
+mod central_wrong_answers;
+mod check_edges;
+mod check_script;
+mod cluster_debts;
+mod cluster_refund;
+mod cluster_reservation;
+mod deny_cache;
+mod refund_once;
+mod scripts_keys;

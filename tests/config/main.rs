@@ -1,0 +1,12 @@
+//! Configs as they are checked and reloaded: `check` refusing attack configs, reload over
+//! `POST /reload` and `SIGHUP` (refusals, each policy's state across a reload), and the
+//! book's promises (`docs/src/`: links, anchors and ```toml blocks that load).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod check_attacks;
+mod docs;
+mod reload;
+mod reload_refusals;
+mod reload_state;

@@ -1,0 +1,18 @@
+//! Several gateways as a fleet: the `owner` and `gossip` sites on real processes, restarts,
+//! stalls and config skew, request-side features and spend on peer sites, membership
+//! (`membership.lua`, the address book), and the peer transport with its red-team attacks.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod features_fleet;
+mod fleet_config_skew;
+mod fleet_gossip;
+mod fleet_owner;
+mod fleet_restarts;
+mod fleet_stall;
+mod membership_peers;
+mod membership_script;
+mod peer_transport;
+mod peer_wire_attacks;
+mod spend_fleet;

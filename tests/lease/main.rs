@@ -1,0 +1,24 @@
+//! The lease site and the L/N split: node books, batches, calm keys, long cells, returns,
+//! `lease.lua` against the Rust grant rule, faults and outages with real processes, and
+//! the split when membership or a reload changes N.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod lease_batches;
+mod lease_book;
+mod lease_bounds;
+mod lease_calm;
+mod lease_faults;
+mod lease_long;
+mod lease_long_script;
+mod lease_rate;
+mod lease_returns;
+mod lease_returns_fleet;
+mod lease_returns_retry;
+mod lease_returns_script;
+mod lease_script;
+mod lease_split;
+mod lease_split_outage;
+mod split_membership;
+mod split_reload;
