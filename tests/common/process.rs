@@ -92,3 +92,30 @@ pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     std::fs::write(&path, contents).unwrap();
     path
 }
+
+/// The variable that tells a re-run test binary it is the child of [`in_own_process`].
+const OWN_PROCESS: &str = "TOLLGATE_TEST_OWN_PROCESS";
+
+/// For a test that changes process-wide state (a global tracing subscriber, say), which
+/// the other tests of its area binary would share: `true` in a fresh process of this same
+/// test binary running only `name` (the test's path inside the binary, `file::test`), where
+/// the caller then runs its body. In the test binary itself it runs that child, fails if
+/// the child failed or ran no test, and returns `false`: the caller returns at once.
+pub fn in_own_process(name: &str) -> bool {
+    if std::env::var_os(OWN_PROCESS).is_some_and(|v| v == name) {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().expect("the test binary's path"))
+        .args([name, "--exact", "--test-threads=1"])
+        .env(OWN_PROCESS, name)
+        .output()
+        .expect("running the test binary again");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} in its own process: {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    false
+}
