@@ -3,7 +3,7 @@
 //! `/limits/{policy}/top` gives; and with an admin token the page asks for it while every
 //! data endpoint answers 401 without it.
 //!
-//! `UPDATE_SCREENSHOT=1 cargo test --test dashboard` also writes `docs/src/images/dashboard.png` (the
+//! `UPDATE_SCREENSHOT=1 cargo test --test admin dashboard` also writes `docs/src/images/dashboard.png` (the
 //! README's picture); without it the screenshot goes to a temporary file, so a test run
 //! leaves the checkout as it was.
 

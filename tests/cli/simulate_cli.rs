@@ -1,9 +1,8 @@
 //! `tollgate simulate`'s command line: `--plot` draws an SVG, and bad options fail with a
 //! message and a non-zero exit. (The figures themselves: `simulate.rs`.)
 
-use std::path::PathBuf;
-
 use crate::common::simulate::{DESIGNS, simulate};
+use crate::common::temp::TempDir;
 
 #[test]
 fn plot_writes_an_svg() {
@@ -116,28 +115,5 @@ fn bad_options_fail_with_a_message() {
             stderr.contains(message),
             "{args:?}: wanted `{message}` in:\n{stderr}"
         );
-    }
-}
-
-/// A fresh folder under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let path = std::env::temp_dir().join(format!(
-            "tollgate-simulate-{what}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).expect("creating a temp dir");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -14,6 +14,7 @@ pub mod reload;
 pub mod returns;
 pub mod sentinel;
 pub mod simulate;
+pub mod temp;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -49,6 +50,24 @@ pub fn body(b: impl Into<Bytes>) -> TestBody {
 
 pub fn repo_path(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+/// A quota figure the caller knows is not zero.
+pub fn nz(n: u32) -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(n).expect("non-zero")
+}
+
+/// `config` with its failures persisted beside the test's source file
+/// (`tests/<area>/foo.proptest-regressions`). Proptest's default looks for a `main.rs` or
+/// `lib.rs` above the source file, finds the area's `main.rs` and would write
+/// `tests/proptest-regressions/foo.txt` instead, away from the cases already recorded.
+pub fn beside_source(config: proptest::test_runner::Config) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..config
+    }
 }
 
 /// A real HTTP server (HTTP/1.1 with upgrades, and h2c) running `handler` for every request.

@@ -1,4 +1,4 @@
-"""How real Python backends read identity values and bearer tokens (tests/differential.rs).
+"""How real Python backends read identity values and bearer tokens (tests/trust/differential.rs).
 
 Reads one JSON object on stdin:
   {"headers": [hex, ...], "queries": [hex, ...], "auth": [hex, ...], "secret": "..."}

@@ -1,5 +1,5 @@
 //! How mainstream backends read an identity value or a bearer token, for the differential
-//! tests (`tests/differential.rs`, `tests/token_spellings.rs`). Python's readings are real:
+//! tests (`tests/trust/differential.rs`, `tests/trust/token_spellings.rs`). Python's readings are real:
 //! `tests/common/readers.py` runs Werkzeug-style latin-1 headers, `parse_qs` and
 //! PyJWT. Go's, .NET's, Java's, Node's and PHP's follow their documented trim sets (no such
 //! toolchain here): `strings.TrimSpace` and `String.Trim()` remove Unicode `White_Space`

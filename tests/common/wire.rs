@@ -98,7 +98,7 @@ pub async fn next_frame(s: &mut TcpStream) -> Option<(u8, u8, u32)> {
     Some((ty, flags, stream))
 }
 
-/// A TLS client trusting the shipped development certificate (as in tests/tls.rs).
+/// A TLS client trusting the shipped development certificate (as in tests/proxy/tls.rs).
 pub fn tls_connector() -> tokio_rustls::TlsConnector {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();

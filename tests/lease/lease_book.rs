@@ -4,17 +4,13 @@
 //! a property test that any fleet of books sharing one coordinator never admits more than
 //! one GCRA of the policy would (and spends at most a TTL late).
 
-use std::num::NonZeroU32;
+use crate::common::nz;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::limit::lease::{Grant, LeaseBook, LeaseParams, MemoryCoordinator, RefillAsk, Take};
 
 const MS: u64 = 1_000_000;
-
-fn nz(n: u32) -> NonZeroU32 {
-    NonZeroU32::new(n).expect("non-zero")
-}
 
 fn params(per_second: u32, burst: u32, ttl_ms: u64, target_ms: u64, max: u32) -> LeaseParams {
     LeaseParams::new(
@@ -224,7 +220,7 @@ fn a_fleet_under_the_limit_asks_while_calm_within_the_bound() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(crate::common::beside_source(ProptestConfig::with_cases(96)))]
 
     /// Every grant rule is exercised: busy stretches (reservations up to two TTLs ahead,
     /// batches sized by demand), quiet ones (slack batches of cells that conform now, thin

@@ -1,7 +1,7 @@
 //! A calm key as one node's book sees it (`lease/calm.rs`): the verdict's hysteresis, an
 //! empty answer while the key is calm, and the cap on a calm batch. Each was a way the
 //! thin node of the three-gateway bench (`benches/lease_fleet.sh`, Poisson arrivals at
-//! 60 % of the limit) was denied; `tests/simulate_fleet.rs` runs that shape whole.
+//! 60 % of the limit) was denied; `tests/cli/simulate_fleet.rs` runs that shape whole.
 
 use std::num::NonZeroU32;
 use std::time::Duration;

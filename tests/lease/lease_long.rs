@@ -238,7 +238,7 @@ fn bounded_fleet(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::common::beside_source(ProptestConfig::with_cases(64)))]
 
     /// Any traffic on a key, quiet stretches (where long cells are granted) and bursts of
     /// arrivals: never more than the window bound.
@@ -259,7 +259,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::common::beside_source(ProptestConfig::with_cases(128)))]
 
     /// The shape the hold is for: sparse traffic (long cells granted and partly spent),
     /// a silence in which the bucket refills, then every node at once: the held cells and

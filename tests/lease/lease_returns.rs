@@ -118,7 +118,7 @@ impl Node {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(crate::common::beside_source(ProptestConfig::with_cases(256)))]
 
     /// Nodes that spend what they keep at the last moment and give back the rest, asking
     /// with any lead and batch: never more than the window bound.

@@ -132,7 +132,7 @@ fn fleet(p: &LeaseParams, evs: &[Ev], nodes: usize) -> (Vec<u64>, u64) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::common::beside_source(ProptestConfig::with_cases(128)))]
 
     /// Real books, thin and bursty arrivals, gaps past a returnable cell's life,
     /// give-backs and debits: never more than the window bound. (From the review.)

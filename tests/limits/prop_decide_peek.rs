@@ -6,17 +6,13 @@
 //! after releasing it, from the state it wrote (`LocalStore::check_single`); this is the
 //! equivalence that makes the two orders give the same headers.
 
-use std::num::NonZeroU32;
+use crate::common::nz;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::limit::algorithm::{
     Algorithm, Concurrency, Gcra, LeakyBucket, SlidingWindow, Snapshot, TokenBucket,
 };
-
-fn nz(n: u32) -> NonZeroU32 {
-    NonZeroU32::new(n).expect("strategies only produce non-zero values")
-}
 
 /// One step: time advance in ns, cost, whether an admitted decision is stored.
 type Step = (u64, u32, bool);
@@ -68,6 +64,7 @@ fn quota() -> impl Strategy<Value = (u32, u64, u32)> {
 }
 
 proptest! {
+    #![proptest_config(crate::common::beside_source(ProptestConfig::default()))]
     #[test]
     fn gcra((limit, secs, burst) in quota(), s in steps()) {
         let a = Gcra::new(nz(limit), Duration::from_secs(secs), nz(burst)).expect("valid");

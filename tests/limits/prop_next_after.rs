@@ -5,7 +5,7 @@
 //! key is full. Checked by peeking, with no analytic model: the algorithms' own `peek` is
 //! the quota a client would see.
 
-use std::num::NonZeroU32;
+use crate::common::nz;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -15,10 +15,6 @@ use tollgate::limit::algorithm::{
 };
 
 const MS: u64 = 1_000_000;
-
-fn nz(n: u32) -> NonZeroU32 {
-    NonZeroU32::new(n).expect("strategies only produce non-zero values")
-}
 
 /// Feeds `arrivals` (gap in ms, cost, debit or decide) to `alg` from t = 1 s and checks `next_after` after
 /// each, at its instant and `probe` ms later.

@@ -8,7 +8,7 @@
 //! afterwards than that one's. Its idle test must also be monotone in time, since the site
 //! removes a key that is idle at the (stale) `now` of the check.
 
-use std::num::NonZeroU32;
+use crate::common::nz;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -18,10 +18,6 @@ use tollgate::limit::algorithm::{
 };
 
 const MS: u64 = 1_000_000;
-
-fn nz(n: u32) -> NonZeroU32 {
-    NonZeroU32::new(n).expect("strategies only produce non-zero values")
-}
 
 /// Replays `steps`, then one admitted cost-1 decision at `t` (the concurrent writer), then
 /// checks a decision of `cost` at `t − back` against the same decision at `t`.

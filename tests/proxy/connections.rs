@@ -1,7 +1,7 @@
 //! Connection bounds against real sockets: `header_timeout` from accept to the first head
 //! (silent sockets, half an HTTP/2 preface, silence after TLS), `idle_timeout` on HTTP/1.1
 //! and HTTP/2 (and never under a slow request), `max_connections` without spinning,
-//! heads hyper refuses counted, `TOLLGATE_WORKERS` checked (SIGHUP reloads: `reload.rs`).
+//! heads hyper refuses counted, `TOLLGATE_WORKERS` checked (SIGHUP reloads: `config/reload.rs`).
 
 use std::time::{Duration, Instant};
 
