@@ -4,7 +4,7 @@
 #   scripts/docs.sh           # build; open docs/book/index.html
 #   scripts/docs.sh serve     # rebuild on every change, served on http://127.0.0.1:3000
 #
-# CI runs it (.ci/run), and `cargo test --test docs` checks every link, anchor and ```toml
+# CI runs it (.ci/run), and `cargo test --test config docs` checks every link, anchor and ```toml
 # block, so a broken link fails CI either way. SUMMARY.md naming a missing chapter fails the
 # build (book.toml: create-missing = false).
 set -euo pipefail

@@ -16,9 +16,9 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found: install the Rus
 need kill procps   # the SIGTERM test signals the gateway process
 need redis-server redis-server
 need redis-cli redis-tools
-need chromium chromium   # the dashboard tests' headless browser (tests/dashboard.rs)
-need python3 python3   # the differential tests' real Python readers (tests/differential/)
-need promtool prometheus   # tests/metrics_lint.rs: /metrics through Prometheus' own linter
+need chromium chromium   # the dashboard tests' headless browser (tests/admin/dashboard.rs)
+need python3 python3   # the differential tests' real Python readers (tests/common/readers.py)
+need promtool prometheus   # tests/admin/metrics_lint.rs: /metrics through Prometheus' own linter
 python3 -c 'import jwt' 2>/dev/null || {
   echo "test.sh: installing PyJWT (the token differential test's Python reader)" >&2
   python3 -m pip install --quiet pyjwt 2>/dev/null || python3 -m pip install --quiet --break-system-packages pyjwt

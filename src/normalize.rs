@@ -295,7 +295,7 @@ fn push_encoded(out: &mut String, b: u8) {
 #[cfg(test)]
 mod tests {
     //! The table of spellings (60+ cases) and the property tests are in
-    //! `tests/prop_normalize.rs`; here, only what the public API cannot show.
+    //! `tests/proxy/prop_normalize.rs`; here, only what the public API cannot show.
     use super::*;
 
     #[test]

@@ -112,7 +112,7 @@ mod tests {
     }
 
     /// Problems of `fallback_shares` for one policy on one route at `nodes` (the message
-    /// is checked through `tollgate check` on tests/fixtures/invalid).
+    /// is checked through `tollgate check` on tests/common/fixtures/invalid).
     fn fallback_problems(policy: &str, on_store_error: OnStoreError, nodes: u32) -> usize {
         let mut v = Validator::default();
         let policies = policies(&mut v, policy);

@@ -53,7 +53,7 @@ pub trait Algorithm: Send + Sync + std::fmt::Debug + 'static {
     fn decide(&self, state: Option<Self::State>, cost: u32, now: Nanos) -> Decision<Self::State>;
 
     /// [`Algorithm::decide`]'s verdict and state alone. A decision's header figures are
-    /// `peek(Some(state), now)` (`tests/prop_decide_peek.rs`), so the local site decides
+    /// `peek(Some(state), now)` (`tests/limits/prop_decide_peek.rs`), so the local site decides
     /// with this under its shard lock and computes them after releasing it; an algorithm
     /// overrides it where the figures cost more than the decision (GCRA's division).
     fn admit(&self, state: Option<Self::State>, cost: u32, now: Nanos) -> (Verdict, Self::State) {

@@ -1,5 +1,5 @@
 //! Unit tests of key building: each part's folding and ambiguity rules, on facts built by
-//! hand (the real-socket tests are `tests/limit_keys.rs` and `tests/key_parts.rs`).
+//! hand (the real-socket tests are `tests/limits/limit_keys.rs` and `tests/limits/key_parts.rs`).
 //! `names.rs`: query and cookie names as backends read them; `values.rs`: the token grammar
 //! and the values a backend would read otherwise (issue 30).
 

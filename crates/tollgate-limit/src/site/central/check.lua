@@ -128,7 +128,7 @@ local function slot_id(i) return ARGV[BASE + (i - 1) * STRIDE + 7] end
 -- The common request, one GCRA key, decided and spent in one step: what gcra() and commit()
 -- do, without the general path's dispatch, returned lists and library calls, which were a
 -- tenth of Redis's instructions per request (COUNT=instructions benches/check_lua.sh).
--- tests/check_script.rs holds both paths to the Rust GCRA, step by step. Each PX value's
+-- tests/central/check_script/ holds both paths to the Rust GCRA, step by step. Each PX value's
 -- text is made once per call (`px_text`): Redis prints a number argument with snprintf.
 -- Every PX of a state goes through px_of (a number argument would be printed "%.17g",
 -- "1e+17" from 10^17 ms on, which SET refuses): one-key and general paths write the same.

@@ -11,7 +11,7 @@
 //! spend them up to `k·T` past their TTL in that history. Unbounded, that breaks the
 //! bound: a node reserves a run, lets its first cells expire, gives them back and spends
 //! the rest at the end of their lives while the key grants the same span again
-//! (`tests/lease_returns.rs`, which fails with the budget or the shorter life removed).
+//! (`tests/lease/lease_returns.rs`, which fails with the budget or the shorter life removed).
 //!
 //! # The rule, and the bound it keeps
 //!

@@ -122,7 +122,7 @@ pub(super) fn calm_batch(per_ttl: f64) -> f64 {
 /// denied 15/108/264 on the 30/20/10 nodes without the cap, 0/37/48 with it, for 0.132
 /// calls per request instead of 0.111. At exactly half the burst (10), 0/41/59, but on
 /// fixed arrivals every 5 s all three nodes refilled at once, the two busy ones took the
-/// whole burst and the thin one was denied (`tests/lease_book.rs`' 60 % fleet). The cap
+/// whole burst and the thin one was denied (`tests/lease/lease_book.rs`' 60 % fleet). The cap
 /// is on the ask, not on `book.rs`'s fit test (a TTL of demand within `lease_max`).
 pub(super) fn calm_cap(p: &LeaseParams) -> u32 {
     (p.burst.saturating_sub(1) / 2).clamp(1, p.max)

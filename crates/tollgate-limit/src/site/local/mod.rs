@@ -289,7 +289,7 @@ impl LocalStore {
         // overlaps the hashing instead of stalling the critical section behind the lock's
         // atomic (perf: a sixth of a hot-key check's samples sat on it). A thread that read it earlier may
         // lock after one that read it later; every algorithm takes such a `now` as the
-        // state's own time, which can only under-admit (`tests/prop_stale_now.rs`).
+        // state's own time, which can only under-admit (`tests/limits/prop_stale_now.rs`).
         let now = self.clock.now();
         let hash = self.hash(&it.key);
         // Looked up before the lock, and the header figures computed after it: the
@@ -314,7 +314,7 @@ impl LocalStore {
             }
             (alg, before, verdict, after, committed)
         };
-        // A decision's figures are those of the state it leaves (`tests/prop_decide_peek.rs`).
+        // A decision's figures are those of the state it leaves (`tests/limits/prop_decide_peek.rs`).
         let figures = alg.peek(Some(after), now);
         let decision = Decision {
             verdict,
