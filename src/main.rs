@@ -304,6 +304,13 @@ fn main() -> ExitCode {
                 }
             };
             let cfg = match tollgate::config::load_file(&config) {
+                Ok(c) if !c.has_server => {
+                    eprintln!(
+                        "{}: server: missing table [server] with its `listen`: this file configures tower layers only ([layers.NAME]), which a gateway does not serve",
+                        config.display()
+                    );
+                    return ExitCode::from(EXIT_BAD_CONFIG);
+                }
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{e}");

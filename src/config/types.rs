@@ -14,14 +14,17 @@ pub use crate::normalize::PathRules;
 pub use super::raw::{
     EscapedSlashes, ForwardedHeader, HeadersWhere, MethodOverride, PathParameters, UpstreamProtocol,
 };
-use super::{Account, Cluster, Exemptions, Mode, OnStoreError, Policy, Store, Tiers};
-use crate::limit::spec::{IpKeys, LimiterSpec, RouteSpec};
+use super::{Account, Cluster, Exemptions, Mode, OnStoreError, Policy, RouteSpec, Store, Tiers};
+use crate::limit::spec::{IpKeys, LimiterSpec};
 
 /// A config that passed validation.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where it came from, for log lines and errors raised later (TLS reload, etc.).
     pub origin: PathBuf,
+    /// The file has a `[server]` table. Without one it configures tower layers only
+    /// (`[layers.NAME]`), `server` holds the defaults, and `tollgate serve` refuses it.
+    pub has_server: bool,
     pub server: Server,
     pub client_ip: ClientIp,
     /// Upstreams by name, in name order.
@@ -44,6 +47,10 @@ pub struct Config {
     pub exempt: Exemptions,
     /// Each policy's `tiers` and `overrides`: the variants the limit step chooses from.
     pub tiers: Tiers,
+    /// `[layers.NAME]` in name order: what each tower layer enforces, a route's limit
+    /// settings without its matching and forwarding (the gateway's routing never reads them;
+    /// `tollgate::layer` does).
+    pub layers: Vec<RouteSpec>,
 }
 
 impl Config {

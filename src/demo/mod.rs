@@ -89,11 +89,13 @@ pub async fn run() -> Result<(), DemoError> {
     let mut raw = config::parse_str(config::SAMPLE, Path::new("config.toml (embedded)"))?;
     // The shipped config names fixed ports and a certificate on disk; the demo must run
     // anywhere, so it binds ephemeral loopback ports and points every upstream at its sample.
-    raw.server.listen = "127.0.0.1:0".into();
-    raw.server.admin_listen = Some("127.0.0.1:0".into());
-    raw.server.tls_listen = None;
-    raw.server.tls_cert = None;
-    raw.server.tls_key = None;
+    let mut server = raw.server().clone();
+    server.listen = "127.0.0.1:0".into();
+    server.admin_listen = Some("127.0.0.1:0".into());
+    server.tls_listen = None;
+    server.tls_cert = None;
+    server.tls_key = None;
+    raw.server = Some(server);
     for up in raw.upstreams.values_mut() {
         up.urls = vec![format!("http://{upstream}")];
     }

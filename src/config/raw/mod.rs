@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+mod layers;
 mod limits;
 mod safety;
 mod store;
 
+pub use layers::*;
 pub use limits::*;
 pub use safety::*;
 pub use store::*;
@@ -21,8 +23,9 @@ pub use store::*;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    /// Listeners and timeouts; required because a gateway without a listener is no gateway.
-    pub server: RawServer,
+    /// Listeners and timeouts; required because a gateway without a listener is no gateway
+    /// (a file with `[layers.NAME]` only, read by the tower layer, may leave it out).
+    pub server: Option<RawServer>,
     /// Which peers may tell us the client's address.
     #[serde(default)]
     pub client_ip: RawClientIp,
@@ -48,6 +51,22 @@ pub struct RawConfig {
     pub cluster: RawCluster,
     /// Clients no policy denies.
     pub exempt: Option<super::exempt::RawExempt>,
+    /// What each tower layer (`tollgate::layer`) of a service enforces; the gateway's
+    /// routing never reads them.
+    #[serde(default)]
+    pub layers: BTreeMap<String, RawLayer>,
+}
+
+impl RawConfig {
+    /// `[server]`, or for a file without it (layers only) the one a bare
+    /// `listen = "127.0.0.1:0"` would give, so that every rule reading server settings
+    /// (path rules, body limits) reads the defaults.
+    pub fn server(&self) -> &RawServer {
+        static UNSET: std::sync::LazyLock<RawServer> = std::sync::LazyLock::new(|| {
+            toml::from_str("listen = \"127.0.0.1:0\"").expect("the default [server] parses")
+        });
+        self.server.as_ref().unwrap_or(&UNSET)
+    }
 }
 
 /// `[server]`

@@ -4,6 +4,7 @@
 
 mod fleet;
 mod keys;
+mod layers;
 mod limits;
 mod peers;
 mod routes;
@@ -70,6 +71,13 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
             );
         }
     }
+    let layers = v.layers(&raw, &policies, account.as_ref());
+    if raw.server.is_none() && layers.is_empty() {
+        v.fail(
+            "server",
+            "missing table [server] with its `listen` (only a file of [layers.NAME] for the tower layer may leave it out)",
+        );
+    }
     let exempt = v.exemptions(raw.exempt.as_ref(), &raw.policies, account.as_ref());
     let tiers = v.tiers(&raw.policies, account.as_ref());
     // A tier's numbers meet the same per-node bounds as the policy's own.
@@ -84,6 +92,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     }
     Ok(Config {
         origin: origin.to_path_buf(),
+        has_server: raw.server.is_some(),
+        layers,
         server: server.expect("server is Some when no problems were found"),
         client_ip,
         upstreams,
@@ -191,7 +201,7 @@ impl Validator {
     }
 
     fn server(&mut self, raw: &RawConfig, origin: &Path) -> Option<Server> {
-        let s = &raw.server;
+        let s = raw.server();
         let listen = self.addr("server.listen", &s.listen);
         let admin_listen = s
             .admin_listen
@@ -262,7 +272,7 @@ impl Validator {
 
     /// `Some(None)` when TLS is off, `None` when its settings are broken.
     fn tls(&mut self, raw: &RawConfig, origin: &Path) -> Option<Option<Tls>> {
-        let s = &raw.server;
+        let s = raw.server();
         let Some(listen) = &s.tls_listen else {
             if s.tls_cert.is_some() || s.tls_key.is_some() {
                 self.fail(

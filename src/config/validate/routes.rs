@@ -20,8 +20,8 @@ impl Validator {
     ) -> Vec<Route> {
         let mut seen = HashSet::new();
         let rules = PathRules {
-            escaped_slashes: config.server.escaped_slashes,
-            path_parameters: config.server.path_parameters,
+            escaped_slashes: config.server().escaped_slashes,
+            path_parameters: config.server().path_parameters,
         };
         config
             .routes
@@ -67,7 +67,7 @@ impl Validator {
                     .host
                     .as_deref()
                     .and_then(|h| self.route_host(&at, h));
-                let safety = self.route_safety(&at, r, config.server.max_body_bytes);
+                let safety = self.route_safety(&at, r, config.server().max_body_bytes);
                 Some(Route {
                     case_insensitive: r.matcher.case_insensitive,
                     upgrades: safety.upgrades,
@@ -90,7 +90,7 @@ impl Validator {
     /// The indexes of a route's policies. A policy listed twice is refused: both entries
     /// decide on one state, but the request's end gives back (a concurrency cell, a
     /// refund) once per entry, so a second entry would free what another request holds.
-    fn route_policies(
+    pub(super) fn route_policies(
         &mut self,
         at: &dyn Fn(&str) -> String,
         names: &[String],
