@@ -4,8 +4,9 @@
 //! (listeners, TLS, connections), [`proxy`] (the per-request stack: client, canonical,
 //! [`router`], limit, forward, observe), which asks [`limit`] (keys, algorithms, decision
 //! sites) and has [`respond`] turn errors and 429s into HTTP; [`admin`] answers health and
-//! metrics. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by every
-//! layer. [`demo`], [`simulate`], [`replay`] and [`certs`] serve the command line.
+//! metrics. [`layer`] puts the limit step and its answers in front of another tower
+//! service. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by
+//! every layer. [`demo`], [`simulate`], [`replay`] and [`certs`] serve the command line.
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +16,7 @@ mod body;
 pub mod certs;
 pub mod config;
 pub mod demo;
+pub mod layer;
 pub mod normalize;
 mod proxy;
 pub mod replay;

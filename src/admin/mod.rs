@@ -241,7 +241,7 @@ pub fn register(registry: &mut Registry) {
 /// OpenMetrics encoder, which this once used under the same content type, names a counter
 /// family without the suffix, so a Prometheus reading it as 0.0.4 text saw untyped samples
 /// without help, and `promtool check metrics` refused them.)
-fn encode(registry: &Registry) -> String {
+pub(crate) fn encode(registry: &Registry) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_text::encode(&mut out, registry);

@@ -188,9 +188,8 @@ impl Gateway {
             }
             if grpc {
                 observed = Some(err.status().as_u16());
-                return respond::error_response_grpc(&err, &inner.response);
             }
-            respond::error_response(&err, &inner.response)
+            respond::refusal(&err, grpc, &inner.response)
         });
         // 7. observe
         let took = started.elapsed();

@@ -147,6 +147,17 @@ pub fn admitted(answer: Answer) -> Result<Admitted, GatewayError> {
     }
 }
 
+/// The answer to a request the limit step or the gateway refused, as its client reads it:
+/// a gRPC call's as gRPC (`grpc`: [`is_grpc`] of the request), any other as problem details.
+/// The gateway and the tower layer (`tollgate::layer`) both answer through here, so a
+/// service behind either tells its clients the same thing.
+pub fn refusal(err: &GatewayError, grpc: bool, cfg: &ResponseConfig) -> Response<ResponseBody> {
+    if grpc {
+        return error_response_grpc(err, cfg);
+    }
+    error_response(err, cfg)
+}
+
 /// The response for `err`; logging is the caller's (it knows the route and client).
 pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<ResponseBody> {
     if let GatewayError::RateLimited(report) = err {

@@ -1,0 +1,203 @@
+//! What one request goes through in a layer: its peer ([`ClientAddr`]) and client
+//! (`[client_ip]`), the limit step of the gateway (`Limiter::check_request`, the layer's
+//! table standing for a route), then the gateway's own answers (`respond::admitted` turns
+//! the outcome into a refusal or an admission, `respond::refusal` answers a refusal — 429,
+//! 400, 401, 503, a gRPC call's as gRPC). An admitted request goes to the inner service,
+//! and its response gets the `RateLimit` headers the gateway adds and carries the request's
+//! concurrency permits until its body is done, as the gateway's responses do.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Body;
+use tower::{Layer, Service};
+
+use super::{ClientAddr, Shared};
+use crate::body::{self, BoxError, ResponseBody};
+use crate::limit::Admitted;
+use crate::normalize::normalize_path;
+use crate::respond::{self, GatewayError};
+
+/// The limiter in front of a service, as `[layers.NAME]` says ([`Limits::layer`]
+/// hands it out). Cheap to clone; every service it wraps decides on one limiter.
+///
+/// [`Limits::layer`]: super::Limits::layer
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Arc<Shared>,
+    /// The table's index: its route in the limiter.
+    index: usize,
+    /// The table's name: the route name keys with `route` and decision counters carry.
+    name: Arc<str>,
+    client: ClientAddr,
+}
+
+impl RateLimitLayer {
+    pub(super) fn new(shared: Arc<Shared>, index: usize, name: &str) -> Self {
+        RateLimitLayer {
+            shared,
+            index,
+            name: Arc::from(name),
+            client: ClientAddr::default(),
+        }
+    }
+
+    /// Read the peer with `client` instead of [`ClientAddr::default`].
+    pub fn client_addr(mut self, client: ClientAddr) -> Self {
+        self.client = client;
+        self
+    }
+}
+
+impl std::fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("layer", &self.name)
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// A service behind the limiter (made by [`RateLimitLayer`]).
+#[derive(Clone, Debug)]
+pub struct RateLimit<S> {
+    inner: S,
+    layer: RateLimitLayer,
+}
+
+impl<S, B, RB> Service<Request<B>> for RateLimit<S>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The service polled ready is the one that takes the request; a clone waits for
+        // the next `poll_ready` (tower's rule for services that call out of a future).
+        let ready = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, ready);
+        Box::pin(self.layer.clone().serve(inner, req))
+    }
+}
+
+impl RateLimitLayer {
+    async fn serve<S, B, RB>(
+        self,
+        mut inner: S,
+        req: Request<B>,
+    ) -> Result<Response<ResponseBody>, S::Error>
+    where
+        S: Service<Request<B>, Response = Response<RB>>,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let shared = &*self.shared;
+        let grpc = respond::is_grpc(&req);
+        let refuse = |err: GatewayError| respond::refusal(&err, grpc, &shared.response);
+        let Some(peer) = self.client.peer(req.extensions()) else {
+            return Ok(no_peer(&self.name));
+        };
+        let client = shared.trusted.client_ip(peer, req.headers());
+        // Keys on `path` read the canonical path, as the gateway's do (the service still
+        // sees the request as it came); a path that has none is the gateway's 400.
+        let uri = match limited_uri(req.uri(), shared) {
+            Ok(uri) => uri,
+            Err(why) => return Ok(refuse(GatewayError::BadRequest(why))),
+        };
+        let admission = shared
+            .limiter
+            .check_request(
+                self.index,
+                &self.name,
+                client,
+                req.method(),
+                Some(&uri),
+                req.headers(),
+            )
+            .await;
+        let Admitted {
+            report,
+            delay,
+            permits,
+            counted,
+        } = match respond::admitted(admission.answer) {
+            Ok(admitted) => admitted,
+            Err(err) => return Ok(refuse(err)),
+        };
+        if let Some(delay) = delay {
+            // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
+            tokio::time::sleep(Duration::from_nanos(delay)).await;
+        }
+        let resp = inner.call(req).await?;
+        // The head settles `count` and `response_cost_header` policies.
+        counted.settle(resp.status().as_u16(), resp.headers());
+        let mut resp = resp.map(|b| b.map_err(Into::into).boxed_unsync());
+        respond::ratelimit::add_headers(resp.headers_mut(), &report, &shared.response, false);
+        // Concurrency permits are given back once the body is sent (or dropped).
+        Ok(body::hold(resp, permits))
+    }
+}
+
+/// The request's target with its canonical path, for the limiter's keys.
+fn limited_uri(uri: &Uri, shared: &Shared) -> Result<Uri, String> {
+    let rules = shared.config.server.paths;
+    let path = match normalize_path(uri.path(), rules) {
+        Ok(Cow::Borrowed(_)) => return Ok(uri.clone()),
+        Ok(Cow::Owned(path)) => path,
+        Err(e) => return Err(e.to_string()),
+    };
+    let target = match uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    target
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| e.to_string())
+}
+
+/// 500: the layer cannot tell who is asking, so no policy can be asked fairly. A wiring
+/// mistake (the app is served without `ConnectInfo`), said in the body and logged.
+fn no_peer(layer: &str) -> Response<ResponseBody> {
+    tracing::error!(
+        layer,
+        "rate-limit layer: the request carries no peer address (serve the router with `into_make_service_with_connect_info::<SocketAddr>()`, or give the layer a `ClientAddr`)"
+    );
+    let status = StatusCode::INTERNAL_SERVER_ERROR;
+    respond::problem(
+        status,
+        serde_json::json!({
+            "type": "https://tollgate.dev/problems/no_client_address",
+            "title": "Internal Server Error",
+            "status": status.as_u16(),
+            "detail": "the rate limiter cannot tell the client's address",
+        }),
+    )
+}

@@ -1,0 +1,149 @@
+//! `examples/axum-layer`: its config passes `tollgate check`, and its very router (the
+//! example's `app.rs`, included here) serves as its README says. And `check` refuses a
+//! `[layers.*]` table it cannot honour, naming the key.
+
+use std::path::Path;
+use std::process::Command;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Empty;
+use tollgate::layer::Limits;
+
+use crate::common::{repo_path, send_h1, text};
+use crate::{get_with, sample, serve};
+
+#[path = "../../examples/axum-layer/app.rs"]
+mod app;
+
+const EXAMPLE_CONFIG: &str = "examples/axum-layer/tollgate.toml";
+
+fn check(path: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "-c"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), s(&out.stdout), s(&out.stderr))
+}
+
+#[test]
+fn the_example_config_passes_check() {
+    let path = repo_path(EXAMPLE_CONFIG);
+    let (ok, stdout, stderr) = check(&path);
+    assert!(ok, "{stderr}");
+    assert!(stdout.ends_with(": ok\n"), "{stdout}");
+}
+
+#[tokio::test]
+async fn the_example_serves_and_limits_its_login() {
+    let limits = Limits::from_file(repo_path(EXAMPLE_CONFIG)).unwrap();
+    let addr = serve(app::router(&limits).unwrap()).await;
+
+    let hello = get_with(addr, "/api/hello", &[]).await;
+    assert_eq!(hello.status(), 200);
+    assert_eq!(
+        hello.headers()["ratelimit-policy"],
+        "\"api_per_ip\";q=10;w=1"
+    );
+    assert_eq!(text(hello).await, "hello\n");
+
+    let mut logins = Vec::new();
+    for _ in 0..4 {
+        let req = Request::post(format!("http://{addr}/login"))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = send_h1(addr, req).await;
+        logins.push((
+            resp.status().as_u16(),
+            resp.headers().contains_key("retry-after"),
+        ));
+    }
+    assert_eq!(
+        logins,
+        [(200, false), (200, false), (200, false), (429, true)]
+    );
+
+    let metrics = text(get_with(addr, "/metrics", &[]).await).await;
+    let denied =
+        "tollgate_decisions_total{route=\"login\",policy=\"login_per_ip\",outcome=\"deny\"}";
+    assert_eq!(sample(&metrics, denied), 1.0, "{metrics}");
+}
+
+/// Write `toml` to a temp file and `tollgate check` it: the first line of stderr.
+fn check_text(name: &str, toml: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("tollgate-layer-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tollgate.toml");
+    std::fs::write(&path, toml).unwrap();
+    let (ok, _, stderr) = check(&path);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!ok, "check passed:\n{toml}");
+    stderr
+}
+
+const POLICY: &str = r#"
+[policies.p]
+key = ["ip"]
+algorithm = "gcra"
+limit = 1
+period = "1s"
+"#;
+
+#[test]
+fn check_refuses_bad_layer_tables_naming_the_key() {
+    let unknown = check_text(
+        "unknown",
+        &format!("{POLICY}\n[layers.api]\npolicy = [\"p\"]\n"),
+    );
+    assert!(
+        unknown.contains("layers.api.policy: unknown field `policy`, expected one of `policies`, `mode`, `on_store_error`, `require_account`"),
+        "{unknown}"
+    );
+    let undefined = check_text(
+        "undefined",
+        &format!("{POLICY}\n[layers.api]\npolicies = [\"q\"]\n"),
+    );
+    assert!(
+        undefined.contains("layers.api.policies[0]: no policy named `q` (define [policies.q])"),
+        "{undefined}"
+    );
+    let owner = POLICY.replace("period = \"1s\"", "period = \"1s\"\nsite = \"owner\"");
+    let owner = check_text(
+        "owner",
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[cluster]\npeer_listen = \"127.0.0.1:0\"\npeer_secret_env = \"HOME\"\n{owner}\n[layers.api]\npolicies = [\"p\"]\n"
+        ),
+    );
+    assert!(
+        owner.contains("layers.api.policies[0]: policy `p` is decided at site `owner`"),
+        "{owner}"
+    );
+    let no_server = check_text("no-server", POLICY);
+    assert!(
+        no_server.contains("server: missing table [server]"),
+        "{no_server}"
+    );
+}
+
+#[test]
+fn limits_name_the_file_and_key_they_refuse() {
+    let err = Limits::from_toml(&format!(
+        "{POLICY}\n[layers.api]\npolicies = [\"p\"]\nmode = \"dry\"\n"
+    ))
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.starts_with("tollgate.toml: layers.api.mode: unknown variant `dry`"),
+        "{err}"
+    );
+    let limits =
+        Limits::from_toml(&format!("{POLICY}\n[layers.api]\npolicies = [\"p\"]\n")).unwrap();
+    let err = limits.layer("web").err().unwrap().to_string();
+    assert_eq!(
+        err,
+        "tollgate.toml: layers.web: no such table (define [layers.web]; the file has `api`)"
+    );
+}
