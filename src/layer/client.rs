@@ -20,8 +20,11 @@ enum Source {
     /// axum's `ConnectInfo<SocketAddr>` (with the `axum` feature), else a `SocketAddr`
     /// extension (what a hand-written hyper accept loop can insert).
     Default,
-    Fn(Arc<dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync>),
+    Fn(Arc<PeerFn>),
 }
+
+/// What [`ClientAddr::from_fn`] is given.
+type PeerFn = dyn Fn(&Extensions) -> Option<IpAddr> + Send + Sync;
 
 impl ClientAddr {
     /// The peer from `f`, given the request's extensions: for servers that put it elsewhere
