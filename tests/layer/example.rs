@@ -2,8 +2,10 @@
 //! example's `app.rs`, included here) serves as its README says. And `check` refuses a
 //! `[layers.*]` table it cannot honour, naming the key.
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Request;
@@ -145,5 +147,43 @@ fn limits_name_the_file_and_key_they_refuse() {
     assert_eq!(
         err,
         "tollgate.toml: layers.web: no such table (define [layers.web]; the file has `api`)"
+    );
+}
+
+/// A file of layers alone passes `check` but is no gateway: `serve` refuses it at once
+/// (within 10 s; a `serve` that started anyway is killed and the test fails).
+#[test]
+fn serve_refuses_a_file_of_layers_alone() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["serve", "-c"])
+        .arg(repo_path(EXAMPLE_CONFIG))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("`serve` of a file without [server] is still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "server: missing table [server] with its `listen`: this file configures tower layers only"
+        ),
+        "{stderr}"
     );
 }
