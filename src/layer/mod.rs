@@ -25,6 +25,7 @@ use prometheus_client::registry::Registry;
 
 use crate::config::{self, Config, ConfigError, Response as ResponseConfig};
 use crate::limit::clock::{Clock, SystemClock};
+use crate::limit::spec::LimiterSpec;
 use crate::limit::{Limiter, LimiterError};
 use crate::proxy::client_ip::TrustedProxies;
 
@@ -105,10 +106,10 @@ impl Limits {
         let mut registry = Registry::default();
         // The limiter decides routes by index: a layer is its route here, and the file's
         // `[[routes]]` (if it is a gateway's file too) are not this process's to decide.
-        let mut decided = config.clone();
-        decided.routes = config.layers.iter().map(|l| l.as_route()).collect();
+        let mut spec = LimiterSpec::from(&config);
+        spec.routes = config.layers.clone();
         let limiter =
-            Limiter::new(&decided, clock, &mut registry).map_err(|source| LayerError::Limiter {
+            Limiter::new(spec, clock, &mut registry).map_err(|source| LayerError::Limiter {
                 file: config.origin.clone(),
                 source,
             })?;
