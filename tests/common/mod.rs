@@ -5,6 +5,7 @@ pub mod browser;
 pub mod config;
 pub mod drop_reply;
 pub mod faulty;
+pub mod grpc;
 pub mod limits;
 pub mod peers;
 pub mod process;

@@ -7,6 +7,7 @@
 //!   refill on the clock; 400, 401 and the headers of admitted responses.
 //! - `store`: central Redis shared by two apps (one budget), the lease site, shadow mode,
 //!   a store that is down (`on_store_error`) answered within its timeout.
+//! - `tonic`: a tonic server with the layer, called by tonic's client (RESOURCE_EXHAUSTED).
 //! - `example`: `examples/axum-layer` passes `tollgate check` and serves as its README says;
 //!   `check` refuses bad `[layers.*]` tables with the key named.
 
@@ -16,6 +17,7 @@ mod common;
 mod example;
 mod local;
 mod store;
+mod tonic;
 
 use std::net::SocketAddr;
 
