@@ -30,8 +30,8 @@ pub use validate::validate;
 // The limiter's own types, which validation builds: the config names them as its own.
 pub use crate::limit::spec::{
     Account, AlgorithmName, Cluster, Exempt, Exemptions, Jwt, KeyPart, LeaseKnobs, MAX_PERIOD,
-    MIN_PERIOD, Mode, OnStoreError, OnUnverified, Policy, PolicyTiers, RouteSpec, Site, Spend, Store,
-    StoreKind, StoreTls, TierSource, Tiers, keyed_hash,
+    MIN_PERIOD, Mode, OnStoreError, OnUnverified, Policy, PolicyTiers, RouteSpec, Site, Spend,
+    Store, StoreKind, StoreTls, TierSource, Tiers, keyed_hash,
 };
 
 /// The sample configuration shipped with tollgate, embedded so `tollgate demo` runs anywhere.

@@ -76,4 +76,3 @@ pub async fn call(gateway: SocketAddr, msg: &'static [u8]) -> Result<Response<By
         .unary(Request::new(Bytes::from_static(msg)), path, Raw)
         .await
 }
-
