@@ -25,6 +25,12 @@ python3 -c 'import jwt' 2>/dev/null || {
   python3 -c 'import jwt' || { echo "test.sh: PyJWT is still missing after pip install" >&2; exit 1; }
 }
 
+python3 -c 'import grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc' 2>/dev/null || {
+  echo "test.sh: installing grpcio and opentelemetry-proto (tests/common/otlp_receiver.py: the OTLP receiver of the tracing tests)" >&2
+  python3 -m pip install --quiet grpcio opentelemetry-proto 2>/dev/null || python3 -m pip install --quiet --break-system-packages grpcio opentelemetry-proto
+  python3 -c 'import grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc' || { echo "test.sh: grpcio or opentelemetry-proto is still missing after pip install" >&2; exit 1; }
+}
+
 command -v kubernetes-validate >/dev/null 2>&1 || {
   echo "test.sh: installing kubernetes-validate (tests/examples/: the Kubernetes manifests; brings PyYAML)" >&2
   python3 -m pip install --quiet kubernetes-validate 2>/dev/null || python3 -m pip install --quiet --break-system-packages kubernetes-validate

@@ -2,13 +2,16 @@
 
 #![forbid(unsafe_code)]
 
+mod cli;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tollgate::telemetry::{self, AccessBuffer, LogFormat};
+use cli::simulate::{SimulateArgs, simulate};
+use tollgate::telemetry::{self, AccessBuffer, AccessFile, AccessLog, LogFormat};
 
 /// A proxy allocates and frees small buffers and header maps on every request; glibc's
 /// malloc spent ~9 % of the request path's CPU on that (perf, benches/load.sh load).
@@ -32,26 +35,24 @@ struct Cli {
         default_value = "text"
     )]
     log_format: LogFormat,
-    /// Access log buffer of `serve`, in bytes (at most 64 MiB): lines are written when it
-    /// fills, when the flush interval passes and when the gateway stops; 0 writes each line
-    /// at once.
+    /// `serve`'s `--access-log-buffer`, written before the subcommand (`tollgate
+    /// --access-log-buffer 0 serve …`, as command lines could when it was global): hidden,
+    /// as `serve --help` documents it.
     #[arg(
-        long,
-        global = true,
-        env = "TOLLGATE_ACCESS_LOG_BUFFER",
-        default_value_t = 65536,
-        value_parser = clap::value_parser!(u32).range(..=MAX_ACCESS_LOG_BUFFER)
+        long = "access-log-buffer",
+        value_name = "ACCESS_LOG_BUFFER",
+        hide = true,
+        value_parser = access_log_buffer
     )]
-    access_log_buffer: u32,
-    /// The longest an access line waits in that buffer (e.g. 1s, 250ms; more than 0).
+    early_access_log_buffer: Option<u32>,
+    /// `serve`'s `--access-log-flush`, written before the subcommand (hidden, as above).
     #[arg(
-        long,
-        global = true,
-        env = "TOLLGATE_ACCESS_LOG_FLUSH",
-        default_value = "1s",
+        long = "access-log-flush",
+        value_name = "ACCESS_LOG_FLUSH",
+        hide = true,
         value_parser = flush_interval
     )]
-    access_log_flush: Duration,
+    early_access_log_flush: Option<Duration>,
     #[command(subcommand)]
     command: Command,
 }
@@ -64,12 +65,15 @@ enum Command {
         /// Config file.
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
+        #[command(flatten)]
+        access_log: AccessLogArgs,
     },
     /// Validate a config: exit 0 when valid, else print every problem and exit 2.
     #[command(
         after_help = "Docs: docs/src/reference/index.md (every key, its default and its error)"
     )]
     Check {
+        /// Config file to validate.
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
     },
@@ -77,6 +81,8 @@ enum Command {
     /// admin_listen): exit 0 when reloaded, 2 when the file is invalid, 1 otherwise.
     #[command(after_help = "Docs: docs/src/operating.md#reloading-the-config")]
     Reload {
+        /// Config file: validated here, then reloaded by the gateway at its
+        /// [server] admin_listen (with its admin_token_env token).
         #[arg(short, long, env = "TOLLGATE_CONFIG")]
         config: PathBuf,
     },
@@ -104,171 +110,32 @@ enum Command {
     },
 }
 
-/// `tollgate simulate` options; the defaults are the design document's experiment.
+/// `tollgate serve`'s access log: its file and buffer (serve-only: other subcommands write no access log,
+/// and a bad `TOLLGATE_ACCESS_LOG_*` value must not fail them).
 #[derive(clap::Args)]
-struct SimulateArgs {
-    /// Nodes behind the balancer (weights default to equal shares when this is given alone).
-    #[arg(long)]
-    nodes: Option<usize>,
-    /// Balancer weight per node, e.g. 40,20,10,10,5,5,5,5.
-    #[arg(long, value_delimiter = ',')]
-    weights: Option<Vec<u64>>,
-    /// Requests offered.
-    #[arg(long, default_value_t = 20_000)]
-    requests: usize,
-    /// Offered rate as a multiple of the limit (2 = the document's overload).
-    #[arg(long, default_value_t = 2.0)]
-    load: f64,
-    /// A normal-load run: offered rate 0.5x the limit (overrides --load).
-    #[arg(long)]
-    normal: bool,
-    /// Policy limit per second.
-    #[arg(long, default_value_t = 1_000)]
-    limit: u32,
-    /// Policy burst.
-    #[arg(long, default_value_t = 96)]
-    burst: u32,
-    /// Trace seed (decimal or 0x hex).
-    #[arg(long, default_value = "0x9E3779B97F4A7C15", value_parser = parse_seed)]
-    seed: u64,
-    /// Tollgate lease: most cells per grant.
-    #[arg(long, default_value_t = 50)]
-    lease_max: u32,
-    /// Tollgate lease: cell lifetime past conformance.
-    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
-    lease_ttl: std::time::Duration,
-    /// Tollgate lease: traffic a batch should cover.
-    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
-    lease_target: std::time::Duration,
-    /// Runs per design for the decisions/s column.
-    #[arg(long, default_value_t = 20)]
-    reps: usize,
-    /// Gossip: push intervals, one row each.
-    #[arg(long, value_delimiter = ',', default_value = "5ms,20ms,100ms", value_parser = humantime::parse_duration)]
-    gossip_interval: Vec<std::time::Duration>,
-    /// Gossip: network delay of a push to a peer.
-    #[arg(long, default_value = "1ms", value_parser = humantime::parse_duration)]
-    peer_delay: std::time::Duration,
-    /// Print JSON instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Also draw admitted requests per 100 ms per design into this SVG file.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    /// Run both lease designs over the fixed matrix of traces and check tollgate's lease
-    /// against its goals on each (only the --lease-* options and --json apply).
-    #[arg(long, conflicts_with = "plot")]
-    matrix: bool,
-}
-
-fn parse_seed(s: &str) -> Result<u64, String> {
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse(),
-    }
-    .map_err(|e| format!("`{s}` is not a seed: {e}"))
-}
-
-fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
-    use std::num::NonZeroU32;
-    let nz = |v: u32, what: &str| {
-        NonZeroU32::new(v).with_context(|| format!("--{what} must be at least 1"))
-    };
-    let weights = match (a.weights, a.nodes) {
-        (Some(w), Some(n)) if w.len() != n => {
-            anyhow::bail!("--weights has {} entries but --nodes is {n}", w.len())
-        }
-        (Some(w), _) => w,
-        (None, Some(n)) => vec![1; n],
-        (None, None) => tollgate::simulate::trace::SEED_WEIGHTS.to_vec(),
-    };
-    anyhow::ensure!(
-        !weights.is_empty() && weights.iter().any(|&w| w > 0),
-        "--weights needs at least one non-zero weight"
-    );
-    let load = if a.normal { 0.5 } else { a.load };
-    anyhow::ensure!(load > 0.0 && load.is_finite(), "--load must be positive");
-    anyhow::ensure!(a.requests > 0, "--requests must be at least 1");
-    // The same ranges as a lease policy's knobs in the config (config/validate/limits.rs).
-    anyhow::ensure!(
-        (1..=100_000).contains(&a.lease_max),
-        "--lease-max must be 1 to 100000 (got {})",
-        a.lease_max
-    );
-    let span = tollgate::config::MIN_PERIOD..=std::time::Duration::from_secs(3600);
-    for (option, d) in [("lease-ttl", a.lease_ttl), ("lease-target", a.lease_target)] {
-        anyhow::ensure!(
-            span.contains(&d),
-            "--{option} must be at least 1ms and at most 1h (got {})",
-            humantime::format_duration(d)
-        );
-    }
-    anyhow::ensure!(
-        a.lease_target <= a.lease_ttl,
-        "--lease-ttl ({}) must be no shorter than --lease-target ({}): batches would expire before they are spent",
-        humantime::format_duration(a.lease_ttl),
-        humantime::format_duration(a.lease_target)
-    );
-    for &d in &a.gossip_interval {
-        anyhow::ensure!(
-            span.contains(&d),
-            "--gossip-interval must be at least 1ms and at most 1h (got {})",
-            humantime::format_duration(d)
-        );
-    }
-    anyhow::ensure!(
-        a.peer_delay <= std::time::Duration::from_secs(3600),
-        "--peer-delay must be at most 1h (got {})",
-        humantime::format_duration(a.peer_delay)
-    );
-    let options = tollgate::simulate::Options {
-        weights,
-        requests: a.requests,
-        load,
-        limit: nz(a.limit, "limit")?,
-        burst: nz(a.burst, "burst")?,
-        seed: a.seed,
-        lease: tollgate::config::LeaseKnobs {
-            max: nz(a.lease_max, "lease-max")?,
-            ttl: a.lease_ttl,
-            target: a.lease_target,
-        },
-        reps: a.reps,
-        gossip_intervals: a.gossip_interval,
-        peer_delay: a.peer_delay,
-    };
-    if a.matrix {
-        let m = tollgate::simulate::matrix::run(&options);
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&m)?);
-        } else {
-            print!("{m}");
-        }
-        return Ok(());
-    }
-    let report = tollgate::simulate::run(&options);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{report}");
-    }
-    if let Some(path) = a.plot {
-        plot(&report, &path)?;
-        if !a.json {
-            println!("plot written to {}", path.display());
-        }
-    }
-    Ok(())
-}
-
-#[cfg(feature = "plot")]
-fn plot(report: &tollgate::simulate::Report, path: &std::path::Path) -> anyhow::Result<()> {
-    Ok(tollgate::simulate::svg(report, path)?)
-}
-
-#[cfg(not(feature = "plot"))]
-fn plot(_: &tollgate::simulate::Report, _: &std::path::Path) -> anyhow::Result<()> {
-    anyhow::bail!("--plot needs tollgate built with the `plot` feature (on by default)")
+struct AccessLogArgs {
+    /// Access log buffer, in bytes (at most 64 MiB): lines are written when it fills, when
+    /// the flush interval passes and when the gateway stops; 0 writes each line at once.
+    #[arg(
+        long,
+        env = "TOLLGATE_ACCESS_LOG_BUFFER",
+        default_value_t = 65536,
+        value_parser = access_log_buffer
+    )]
+    access_log_buffer: u32,
+    /// The longest an access line waits in that buffer (e.g. 1s, 250ms; more than 0).
+    #[arg(
+        long,
+        env = "TOLLGATE_ACCESS_LOG_FLUSH",
+        default_value = "1s",
+        value_parser = flush_interval
+    )]
+    access_log_flush: Duration,
+    /// Write the access log to FILE (appended to, created mode 0640) instead of stderr;
+    /// every other line stays on stderr. SIGUSR1 reopens FILE by its path, for log
+    /// rotation. Wins over the config's [server] access_log.
+    #[arg(long = "access-log", env = "TOLLGATE_ACCESS_LOG", value_name = "FILE")]
+    access_log_file: Option<PathBuf>,
 }
 
 /// Exit code for a config that does not load (documented in the README).
@@ -278,7 +145,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { config } => match tollgate::config::load_file(&config) {
-            Ok(_) => {
+            Ok(cfg) => {
+                // Warnings go to stderr and do not change the exit code.
+                for w in cfg.warnings() {
+                    eprintln!("{}: warning: {}: {}", config.display(), w.key, w.message);
+                }
                 println!("{}: ok", config.display());
                 ExitCode::SUCCESS
             }
@@ -287,15 +158,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_BAD_CONFIG)
             }
         },
-        Command::Serve { config } => {
-            let _log = telemetry::init(
-                cli.log_format,
-                "info",
-                Some(AccessBuffer {
-                    bytes: cli.access_log_buffer as usize,
-                    flush: cli.access_log_flush,
-                }),
-            );
+        Command::Serve { config, access_log } => {
             let workers = match workers_from_env() {
                 Ok(w) => w,
                 Err(e) => {
@@ -303,6 +166,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_BAD_CONFIG);
                 }
             };
+            // Before logging starts: `[server] access_log` says where the access log goes.
             let cfg = match tollgate::config::load_file(&config) {
                 Ok(c) if !c.has_server => {
                     eprintln!(
@@ -317,6 +181,21 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_BAD_CONFIG);
                 }
             };
+            let file = match access_file(access_log.access_log_file.as_deref(), &cfg) {
+                Ok(f) => f,
+                Err(code) => return code,
+            };
+            // Written before the subcommand, a setting wins over the environment's.
+            let buffer = AccessBuffer {
+                bytes: cli
+                    .early_access_log_buffer
+                    .unwrap_or(access_log.access_log_buffer) as usize,
+                flush: cli
+                    .early_access_log_flush
+                    .unwrap_or(access_log.access_log_flush),
+            };
+            let access = AccessLog { buffer, file };
+            let _log = telemetry::init(cli.log_format, "info", Some(access));
             report(runtime(workers).and_then(|rt| rt.block_on(serve(cfg, workers))))
         }
         Command::Demo => {
@@ -347,6 +226,17 @@ fn main() -> ExitCode {
 /// would hold a busy gateway's lines in memory for that long.
 const MAX_ACCESS_LOG_BUFFER: i64 = 64 << 20;
 
+/// `--access-log-buffer`: bytes, at most [`MAX_ACCESS_LOG_BUFFER`].
+fn access_log_buffer(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|e: std::num::ParseIntError| e.to_string())?;
+    if i64::from(n) > MAX_ACCESS_LOG_BUFFER {
+        return Err(format!("{n} is not in 0..={MAX_ACCESS_LOG_BUFFER}"));
+    }
+    Ok(n)
+}
+
 /// `--access-log-flush`: a duration above zero (a zero interval would spin its thread).
 fn flush_interval(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s) {
@@ -356,13 +246,39 @@ fn flush_interval(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// The access log's file: `--access-log` (relative to the working directory) over
+/// `[server] access_log` (resolved against the config's folder). Opened before logging
+/// starts, so a path that cannot be written stops the gateway with a message naming it
+/// rather than losing the log: exit 1 for the flag, 2 (a bad config) for the key.
+fn access_file(
+    flag: Option<&std::path::Path>,
+    cfg: &tollgate::config::Config,
+) -> Result<Option<AccessFile>, ExitCode> {
+    if let Some(path) = flag {
+        return AccessFile::open(path).map(Some).map_err(|e| {
+            eprintln!("error: --access-log: {e}");
+            ExitCode::FAILURE
+        });
+    }
+    let Some(path) = &cfg.server.access_log else {
+        return Ok(None);
+    };
+    AccessFile::open(path).map(Some).map_err(|e| {
+        eprintln!("{}: server.access_log: {e}", cfg.origin.display());
+        ExitCode::from(EXIT_BAD_CONFIG)
+    })
+}
+
 async fn serve(cfg: tollgate::config::Config, workers: Option<usize>) -> anyhow::Result<()> {
-    // Signal handlers first: a SIGHUP during startup must not kill the process.
-    let (stop, hangups) = tollgate::shutdown::signal();
+    // Signal handlers first: a SIGHUP or SIGUSR1 during startup must not kill the process.
+    let signals = tollgate::shutdown::signals();
+    let (stop, hurry) = (signals.stop(), signals.hurry());
+    tokio::spawn(telemetry::reopen_access_log_on(signals.reopens));
     let mut server = tollgate::server::Server::bind(cfg)
         .await
         .context("starting tollgate")?
-        .reload_on(hangups);
+        .reload_on(signals.hangups)
+        .hurry_on(hurry);
     if let Some(n) = workers {
         server = server.workers(n);
     }

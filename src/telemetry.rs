@@ -6,16 +6,21 @@
 //! Envoy's file access log or nginx's `access_log … buffer= flush=`. Why: unbuffered, each
 //! request cost one `write(2)` on its worker — about a tenth of a proxied request's CPU
 //! (perf on `benches/central_cost.sh`, 27.4 against 24.6 µs a request without the log).
-//! Every other line (start-up, warnings, errors) is written at once.
+//! Every other line (start-up, warnings, errors) is written at once, to stderr. The
+//! access log may have a file of its own instead (`serve --access-log`), reopened on
+//! SIGUSR1 for log rotation: the sink is `telemetry/access.rs`.
 //!
 //! Written by hand rather than with `tracing-appender`'s non-blocking writer: that one
 //! hands each line to a writer thread over a channel and wakes the thread for it, a
 //! cross-thread wake per request where this costs a copy under an uncontended lock.
 
+mod access;
+
 use std::io::{self, IsTerminal, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+pub use access::{AccessFile, AccessFileError, reopen as reopen_access_log};
 
 use tracing::Metadata;
 use tracing_subscriber::EnvFilter;
@@ -40,43 +45,44 @@ pub struct AccessBuffer {
     pub flush: Duration,
 }
 
+/// Where the access log goes and how it is buffered (`serve` only).
+#[derive(Debug)]
+pub struct AccessLog {
+    pub buffer: AccessBuffer,
+    /// The access log's own file; `None` writes it to stderr with the other lines.
+    pub file: Option<AccessFile>,
+}
+
 /// Writes what the access buffer holds when dropped: keep it alive until the process ends.
 #[must_use = "dropping the guard flushes the access log: hold it until exit"]
 pub struct LogGuard(());
 
 impl Drop for LogGuard {
     fn drop(&mut self) {
-        flush_access();
+        access::flush();
     }
 }
 
 /// Install the global subscriber; call once, first thing in `main`. `default`: the level
 /// when `RUST_LOG` is unset (`info` for the gateway, `warn` for commands that print their
-/// own output). `access`: buffer the access log (`None`: write it line by line).
-pub fn init(format: LogFormat, default: &str, access: Option<AccessBuffer>) -> LogGuard {
+/// own output). `access`: buffer the access log, or give it a file (`None`: write it line
+/// by line to stderr).
+pub fn init(format: LogFormat, default: &str, access: Option<AccessLog>) -> LogGuard {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    if let Some(a) = access.filter(|a| a.bytes > 0) {
-        ACCESS_LIMIT.store(a.bytes, Ordering::Relaxed);
-        let flush = a.flush;
-        // A thread of its own so that lines of a quiet gateway still leave within `flush`
-        // (no worker may be awake to do it). If it cannot start, write line by line.
-        let started = std::thread::Builder::new()
-            .name("tollgate-log".into())
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(flush);
-                    flush_access();
-                }
-            });
-        if started.is_err() {
-            ACCESS_LIMIT.store(0, Ordering::Relaxed);
+    let mut ansi = io::stderr().is_terminal();
+    if let Some(a) = access.filter(|a| a.buffer.bytes > 0 || a.file.is_some()) {
+        // One formatter writes every line: a file must not get a terminal's escape codes.
+        ansi &= a.file.is_none();
+        access::install(a.buffer.bytes, a.file);
+        if a.buffer.bytes > 0 {
+            spawn_flusher(a.buffer.flush);
         }
     }
     // Colours only for a person at a terminal: in a file or a collector the escape codes
     // are noise (and were a twentieth of a proxied request's CPU, perf).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(io::stderr().is_terminal())
+        .with_ansi(ansi)
         .with_writer(Writers);
     match format {
         LogFormat::Text => builder.init(),
@@ -85,33 +91,41 @@ pub fn init(format: LogFormat, default: &str, access: Option<AccessBuffer>) -> L
     LogGuard(())
 }
 
-/// Bytes of access log gathered before a write; 0 until `init` buffers it.
-static ACCESS_LIMIT: AtomicUsize = AtomicUsize::new(0);
-
-/// The access lines not yet written, whole lines only (the formatter hands each event over
-/// in one `write_all`).
-static ACCESS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-fn access() -> MutexGuard<'static, Vec<u8>> {
-    ACCESS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Write what the access buffer holds. The lock is held across the write so that lines
-/// reach stderr in the order they were logged.
-fn flush_access() {
-    write_out(&mut access());
-}
-
-/// Write `buf` to stderr and empty it (keeping its capacity), under the caller's lock.
-fn write_out(buf: &mut Vec<u8>) {
-    if !buf.is_empty() {
-        // Nowhere to report a failed log write; the lines are dropped, as stderr would.
-        let _ = io::stderr().write_all(buf);
-        buf.clear();
+/// A thread of its own so that lines of a quiet gateway still leave within `flush` (no
+/// worker may be awake to do it). If it cannot start, write line by line.
+fn spawn_flusher(flush: Duration) {
+    let started = std::thread::Builder::new()
+        .name("tollgate-log".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(flush);
+                access::flush();
+            }
+        });
+    if started.is_err() {
+        access::unbuffer();
     }
 }
 
-/// Picks each event's writer: access lines to the buffer, the rest straight to stderr.
+/// Reopen the access log's file at each `reopens` (`tollgate serve` feeds it SIGUSR1),
+/// until the channel closes. Without a file, a SIGUSR1 does nothing.
+pub async fn reopen_access_log_on(mut reopens: tokio::sync::mpsc::Receiver<()>) {
+    while reopens.recv().await.is_some() {
+        // Blocking file work, and the access lock is held across it: off the workers.
+        match tokio::task::spawn_blocking(reopen_access_log).await {
+            Ok(Ok(Some(path))) => {
+                tracing::info!(path = %path.display(), "SIGUSR1: access log reopened");
+            }
+            Ok(Ok(None)) => tracing::debug!("SIGUSR1: the access log has no file to reopen"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "SIGUSR1: access log not reopened; the old file is still written");
+            }
+            Err(e) => tracing::error!(error = %e, "SIGUSR1: reopening the access log failed"),
+        }
+    }
+}
+
+/// Picks each event's writer: access lines to their sink, the rest straight to stderr.
 struct Writers;
 
 impl<'a> MakeWriter<'a> for Writers {
@@ -122,7 +136,7 @@ impl<'a> MakeWriter<'a> for Writers {
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Line {
-        if meta.target() == ACCESS_TARGET && ACCESS_LIMIT.load(Ordering::Relaxed) > 0 {
+        if meta.target() == ACCESS_TARGET && access::ON.load(Ordering::Acquire) {
             Line::Access
         } else {
             Line::Direct
@@ -141,11 +155,7 @@ impl Write for Line {
         match self {
             Line::Direct => io::stderr().write(line),
             Line::Access => {
-                let mut buf = access();
-                buf.extend_from_slice(line);
-                if buf.len() >= ACCESS_LIMIT.load(Ordering::Relaxed) {
-                    write_out(&mut buf);
-                }
+                access::push(line);
                 Ok(line.len())
             }
         }

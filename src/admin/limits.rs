@@ -76,6 +76,8 @@ fn parse(query: &str) -> Result<KeyQuery, String> {
                     "query" => &mut q.query,
                     "cookie" => &mut q.cookies,
                     "jwt" => &mut q.claims,
+                    "form" => &mut q.form,
+                    "json" => &mut q.json,
                     _ => return Err(unknown(other)),
                 };
                 list.push((part.to_owned(), value));
@@ -88,7 +90,7 @@ fn parse(query: &str) -> Result<KeyQuery, String> {
 fn unknown(name: &str) -> String {
     format!(
         "unknown parameter `{name}` (ip, account, route, method, path, header.NAME, query.NAME, \
-         cookie.NAME, jwt.CLAIM)"
+         cookie.NAME, jwt.CLAIM, form.NAME, json.POINTER)"
     )
 }
 

@@ -92,6 +92,7 @@ pub fn changed_keys(old: &Config, new: &Config, sections: &[&str]) -> Vec<String
             "[cluster] peer_secret",
             old.cluster.peer_secret != new.cluster.peer_secret,
         ),
+        ("telemetry", "[telemetry]", old.telemetry != new.telemetry),
     ];
     for (section, key, differs) in hidden {
         if differs && sections.contains(&section) && !changed.iter().any(|c| c == key) {

@@ -62,6 +62,8 @@ pub fn config(config: &Config) -> Value {
                 MethodOverride::Route => "route",
             },
             "via_pseudonym": s.via_pseudonym,
+            "access_log": s.access_log.as_ref().map(|p| p.display().to_string()),
+            "drain_delay": duration(s.drain_delay),
         },
         "client_ip": {
             "trusted_proxies": ip.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -224,17 +226,7 @@ fn policy(config: &Config, p: &Policy) -> Value {
 }
 
 fn key_part(k: &KeyPart) -> String {
-    match k {
-        KeyPart::Ip => "ip".into(),
-        KeyPart::Account => "account".into(),
-        KeyPart::Route => "route".into(),
-        KeyPart::Method => "method".into(),
-        KeyPart::Header(h) => format!("header:{h}"),
-        KeyPart::Query(q) => format!("query:{q}"),
-        KeyPart::Cookie(c) => format!("cookie:{c}"),
-        KeyPart::Jwt(c) => format!("jwt:{c}"),
-        KeyPart::Path => "path".into(),
-    }
+    k.to_string()
 }
 
 fn site(s: Site) -> &'static str {

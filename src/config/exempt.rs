@@ -55,7 +55,7 @@ impl Validator {
             .filter_map(|c| self.cidr(&format!("{at}.cidrs"), c))
             .collect();
         let key = format!("{at}.accounts");
-        if account.is_none() && !raw.accounts.is_empty() {
+        if self.no_account(account) && !raw.accounts.is_empty() {
             self.fail(
                 &key,
                 "lists accounts but there is no [account] section to read them from",

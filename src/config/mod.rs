@@ -10,28 +10,33 @@ mod error;
 mod exempt;
 mod health;
 mod jwt;
+mod key_body;
 mod load;
 mod raw;
 mod spend;
 mod store_sentinel;
 mod store_tls;
+mod telemetry;
 mod tiers;
 mod types;
 mod upstream_tls;
 mod validate;
+mod warnings;
 
 pub use error::{ConfigError, Problem};
 pub use health::HealthCheck;
+pub use key_body::{KeyBodyRules, OnLargeKeyBody};
 pub use load::{load_file, parse_str};
+pub use telemetry::Telemetry;
 pub use types::*;
 pub use upstream_tls::UpstreamTls;
 pub use validate::validate;
 
 // The limiter's own types, which validation builds: the config names them as its own.
 pub use crate::limit::spec::{
-    Account, AlgorithmName, Cluster, Exempt, Exemptions, Jwt, KeyPart, LeaseKnobs, MAX_PERIOD,
-    MIN_PERIOD, Mode, OnStoreError, OnUnverified, Policy, PolicyTiers, RouteSpec, Site, Spend,
-    Store, StoreKind, StoreTls, TierSource, Tiers, keyed_hash,
+    Account, AlgorithmName, BodyField, Cluster, Exempt, Exemptions, Jwt, KeyPart, LeaseKnobs,
+    MAX_PERIOD, MIN_PERIOD, Mode, OnMissingKey, OnStoreError, OnUnverified, Policy, PolicyTiers,
+    RouteSpec, Site, Spend, Store, StoreKind, StoreTls, TierSource, Tiers, keyed_hash,
 };
 
 /// The sample configuration shipped with tollgate, embedded so `tollgate demo` runs anywhere.

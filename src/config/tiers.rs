@@ -135,10 +135,14 @@ impl Validator {
                 None
             }
             (None, Some(c)) if account.and_then(|a| a.jwt.as_ref()).is_none() => {
-                self.fail(
-                    &at("tier_claim"),
-                    format!("claim `{c}` needs [account] jwt to verify the token it comes from"),
-                );
+                if !self.account_failed {
+                    self.fail(
+                        &at("tier_claim"),
+                        format!(
+                            "claim `{c}` needs [account] jwt to verify the token it comes from"
+                        ),
+                    );
+                }
                 None
             }
             (None, Some(c)) => Some(TierSource::Claim(c.clone())),
@@ -155,10 +159,12 @@ impl Validator {
     ) {
         let at = format!("policies.{name}.overrides");
         if account.is_none() && !p.overrides.is_empty() {
-            self.fail(
-                &at,
-                "lists accounts but there is no [account] section to read them from",
-            );
+            if self.no_account(account) {
+                self.fail(
+                    &at,
+                    "lists accounts but there is no [account] section to read them from",
+                );
+            }
             return;
         }
         for (who, o) in &p.overrides {

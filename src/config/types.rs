@@ -51,6 +51,8 @@ pub struct Config {
     /// settings without its matching and forwarding (the gateway's routing never reads them;
     /// `tollgate::layer` does).
     pub layers: Vec<RouteSpec>,
+    /// `[telemetry]`: where spans are exported; `None`: tracing is off.
+    pub telemetry: Option<super::Telemetry>,
 }
 
 impl Config {
@@ -113,6 +115,13 @@ pub struct Server {
     pub method_override: MethodOverride,
     /// This fleet's `Via` name; a request whose `Via` already names it is a loop.
     pub via_pseudonym: String,
+    /// The header a request's id travels in (`x-request-id` unless configured).
+    pub request_id_header: http::HeaderName,
+    /// The access log's file, resolved; `None` writes it to stderr (`serve --access-log`
+    /// overrides it).
+    pub access_log: Option<PathBuf>,
+    /// After SIGTERM: readiness answers 503 this long before the listeners close.
+    pub drain_delay: Duration,
 }
 
 /// The TLS listener and its key material, paths already resolved and readable.
@@ -184,6 +193,8 @@ pub struct Route {
     pub max_body_bytes: Option<u64>,
     /// 401 for a request without a (verified) account.
     pub require_account: bool,
+    /// How the body is read for `form:`/`json:` key parts; `None`: no policy reads it.
+    pub key_body: Option<super::KeyBodyRules>,
 }
 
 impl Route {

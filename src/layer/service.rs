@@ -18,6 +18,7 @@ use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use tower::{Layer, Service};
+use tower_http::request_id::RequestId;
 
 use super::{ClientAddr, Shared};
 use crate::body::{self, BoxError, ResponseBody};
@@ -121,7 +122,16 @@ impl RateLimitLayer {
     {
         let shared = &*self.shared;
         let grpc = respond::is_grpc(&req);
-        let refuse = |err: GatewayError| respond::refusal(&err, grpc, &shared.response);
+        // tower-http's `SetRequestIdLayer`, outside this one, names the request: its id is
+        // the problem body's `request_id`, as the gateway's own id is.
+        let request_id = req
+            .extensions()
+            .get::<RequestId>()
+            .and_then(|id| id.header_value().to_str().ok())
+            .map(str::to_owned);
+        let refuse = |err: GatewayError| {
+            respond::refusal(&err, grpc, &shared.response, request_id.as_deref())
+        };
         let Some(peer) = self.client.peer(req.extensions()) else {
             return Ok(no_peer(&self.name));
         };

@@ -13,6 +13,8 @@ use http::uri::{Authority, PathAndQuery};
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::{Body, Incoming};
+
+use super::key_body::ClientBody;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -35,7 +37,7 @@ use crate::router::RouteEntry;
 /// The body sent upstream: the client's stream (watched), or nothing for a bodiless request,
 /// which may then be retried on another URL (an empty body can be sent twice; a stream
 /// cannot).
-pub type UpstreamBody = Either<Watchdog<Incoming>, Empty<Bytes>>;
+pub type UpstreamBody = Either<Watchdog<ClientBody>, Empty<Bytes>>;
 
 /// The upstream's answer and the connection slot it holds until its body ends, or — after
 /// a protocol switch — until the tunnel ends.
@@ -133,7 +135,7 @@ impl Forwarder {
         &self,
         entry: &RouteEntry,
         pool: &Pool,
-        mut req: Request<Incoming>,
+        mut req: Request<ClientBody>,
         conn: ConnInfo,
         client: IpAddr,
         peer_trusted: bool,
@@ -216,6 +218,15 @@ impl Forwarder {
             headers::remove_hop_by_hop(resp.headers_mut(), None, &[]);
         }
         headers::add_via(resp.headers_mut(), client_version, &self.via);
+        // An intermediary sends its own HTTP version, not the upstream's (RFC 9110 §2.5):
+        // an HTTP/1.0 upstream's answer, passed on as HTTP/1.0, would end the client's
+        // keep-alive connection. HTTP/1.1 on an HTTP/1.x connection, as the gateway's own
+        // answers are: hyper writes HTTP/1.0 to an HTTP/1.0 client, keeping its connection
+        // open when it asked to. HTTP/2 sends no version line.
+        *resp.version_mut() = match client_version {
+            Version::HTTP_2 | Version::HTTP_3 => client_version,
+            _ => Version::HTTP_11,
+        };
         let upstream = pool.name.clone();
         let response =
             resp.map(|b| Watchdog::new(b, self.body_timeout, None, None).on_stall(upstream));

@@ -15,15 +15,19 @@
 //! 6. **respond** — any error of steps 2–5 becomes an HTTP answer in one place;
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
+mod access;
 mod canonical;
 pub mod client_ip;
 mod forward;
 mod h1pool;
 pub mod headers;
 pub mod health;
+mod key_body;
 mod method_override;
 pub mod metrics;
+pub mod request_id;
 mod send;
+pub mod trace;
 mod upgrade;
 pub mod upstream;
 mod upstream_tls;
@@ -31,7 +35,7 @@ mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, Response, header};
 use hyper::body::Incoming;
@@ -40,13 +44,18 @@ use tracing::{info, warn};
 use crate::body::{self, ResponseBody};
 use crate::config::Response as ResponseConfig;
 use crate::config::{Config, KeyPart, MethodOverride, PathRules};
+use crate::limit::keys::Target;
 use crate::limit::keys::canonical;
-use crate::limit::{Admitted, Decision, Limiter};
+use crate::limit::{Admitted, At, Decision, Limiter};
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
+use access::{Access, access_log};
 use client_ip::TrustedProxies;
 use forward::Forwarder;
+use key_body::ClientBody;
 use metrics::{RequestMetrics, RouteMetrics};
+use request_id::RequestIds;
+use trace::{RequestTrace, Tracing};
 use upstream::{Pool, UpstreamSlots};
 
 /// What the listener knows about the connection a request came on.
@@ -79,6 +88,8 @@ pub struct Gateway {
 struct Inner {
     /// Step 1: whose forwarding headers to believe.
     trusted: TrustedProxies,
+    /// Step 1: the request id's header, kept from trusted peers, minted for the rest.
+    request_ids: RequestIds,
     /// Step 2: how ambiguous paths are settled.
     paths: PathRules,
     /// Step 2: whether a method-override header is the method routed (or dropped).
@@ -95,8 +106,12 @@ struct Inner {
     pools: Vec<Pool>,
     /// Step 5: the upstream client, its timeouts and the headers it rewrites.
     forwarder: Forwarder,
+    /// Step 4: the longest a body read for `form:`/`json:` keys may wait for a frame.
+    body_timeout: Duration,
     /// Step 7: per route (config order), then the no-route bucket last.
     route_metrics: Vec<RouteMetrics>,
+    /// Steps 1–7: the request's spans (`[telemetry]`; `None`: tracing is off).
+    tracing: Option<Tracing>,
 }
 
 /// The label used for requests no route took.
@@ -109,6 +124,7 @@ impl Gateway {
         limiter: Arc<Limiter>,
         metrics: Arc<RequestMetrics>,
         slots: &UpstreamSlots,
+        tracing: Option<Tracing>,
     ) -> Self {
         let pools: Vec<Pool> = config
             .upstreams
@@ -129,6 +145,7 @@ impl Gateway {
                     config.client_ip.trusted_proxies.clone(),
                     config.client_ip.forwarded_header,
                 ),
+                request_ids: RequestIds::new(config.server.request_id_header.clone()),
                 paths: config.server.paths,
                 method_override: config.server.method_override,
                 pseudonym: config.server.via_pseudonym.clone(),
@@ -136,8 +153,10 @@ impl Gateway {
                 limiter,
                 response: config.response,
                 pools,
-                forwarder: Forwarder::new(config, protected_headers(config)),
+                forwarder: Forwarder::new(config, protected_headers(config, tracing.is_some())),
                 route_metrics,
+                body_timeout: config.server.body_timeout,
+                tracing,
             }),
         }
     }
@@ -151,15 +170,20 @@ impl Gateway {
     ) -> Response<ResponseBody> {
         let started = Instant::now();
         let inner = &*self.inner;
-        // 1. client
+        // 1. client, and the request's id (both believed only from a trusted peer)
+        let peer_trusted = inner.trusted.contains(conn.peer.ip());
         let client = inner.trusted.client_ip(conn.peer.ip(), req.headers());
+        let request_id = inner.request_ids.settle(req.headers_mut(), peer_trusted);
+        let mut trace = (inner.tracing.as_ref())
+            .map(|t| t.start(req.headers(), req.method(), peer_trusted, SystemTime::now()));
         // 2. canonical, 3. route
         let canonical = canonical::canonicalize(&mut req, inner.paths, &inner.pseudonym)
             .and_then(|()| method_override::apply(&mut req, inner.method_override));
-        // The access log needs method and path after the request is gone (the canonical
-        // path, or the raw one when it was refused); copy them only when the log is on.
-        let logged = tracing::enabled!(target: "tollgate::access", tracing::Level::INFO)
-            .then(|| (req.method().clone(), req.uri().path().to_owned()));
+        // The access log and the span need method and path after the request is gone (the
+        // canonical path, or the raw one when it was refused): copied only for them.
+        let logged = (trace.is_some()
+            || tracing::enabled!(target: "tollgate::access", tracing::Level::INFO))
+        .then(|| (req.method().clone(), req.uri().path().to_owned()));
         let routed = canonical.and_then(|()| self.route(&req));
         let route = routed.as_ref().ok().cloned();
         let grpc = respond::is_grpc(&req);
@@ -168,14 +192,19 @@ impl Gateway {
         let result = match routed {
             Err(e) => Err(e),
             Ok(entry) => {
-                self.limit_and_forward(&entry, req, conn, client, &mut decision)
+                let asker = Asker {
+                    conn,
+                    client,
+                    peer_trusted,
+                };
+                self.limit_and_forward(&entry, req, asker, &mut decision, trace.as_mut())
                     .await
             }
         };
         // 6. respond (a gRPC request's errors as gRPC; metrics and the log keep the HTTP
         // status the error stands for, so a rate-limited gRPC call still counts as a 429)
         let mut observed = None;
-        let resp = result.unwrap_or_else(|err| {
+        let mut resp = result.unwrap_or_else(|err| {
             // Only the upstream's failures are worth a WARN each. Refusals of the client's
             // request (4xx, 429) are in the access log and metrics, so an attacker cannot
             // flood the log; a store outage's 503s are logged by the limiter at most once
@@ -189,8 +218,11 @@ impl Gateway {
             if grpc {
                 observed = Some(err.status().as_u16());
             }
-            respond::refusal(&err, grpc, &inner.response)
+            respond::refusal(&err, grpc, &inner.response, request_id.to_str().ok())
         });
+        // Returned on every answer, the upstream's and the gateway's own.
+        resp.headers_mut()
+            .insert(inner.request_ids.header().clone(), request_id.clone());
         // 7. observe
         let took = started.elapsed();
         let status = observed.unwrap_or_else(|| resp.status().as_u16());
@@ -200,18 +232,31 @@ impl Gateway {
         inner.route_metrics[index].record_request(status, took);
         if let Some((method, path)) = logged {
             let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
-            access_log(
+            let id = request_id.to_str().unwrap_or("-");
+            if let Some(trace) = trace {
+                trace.end(route, &path, status, &client.to_string(), id);
+            }
+            access_log(&Access {
                 route,
-                &method,
-                &path,
+                method: &method,
+                path: &path,
                 status,
                 took,
                 client,
-                decision.as_ref(),
-            );
+                request_id: id,
+                decision: decision.as_ref(),
+            });
         }
         resp
     }
+}
+
+/// Who asks, as step 1 found: the connection, the client it speaks for, and whether the
+/// peer is a trusted proxy (whose forwarding headers are passed on).
+struct Asker {
+    conn: ConnInfo,
+    client: IpAddr,
+    peer_trusted: bool,
 }
 
 impl Gateway {
@@ -232,30 +277,61 @@ impl Gateway {
     async fn limit_and_forward(
         &self,
         entry: &RouteEntry,
-        mut req: Request<Incoming>,
-        conn: ConnInfo,
-        client: IpAddr,
+        req: Request<Incoming>,
+        asker: Asker,
         decision: &mut Option<Decision>,
+        trace: Option<&mut RequestTrace>,
     ) -> Result<Response<ResponseBody>, GatewayError> {
         let inner = &*self.inner;
+        let Asker {
+            conn,
+            client,
+            peer_trusted,
+        } = asker;
         if let Some(limit) = entry.route.max_body_bytes
             && declared_length(&req).is_some_and(|n| n > limit)
         {
             // Refused before the limit step: an oversized body spends no budget.
             return Err(GatewayError::PayloadTooLarge { limit });
         }
-        // 4. limit
-        let admission = inner
-            .limiter
-            .check_request(
-                entry.index,
-                &entry.name,
-                client,
-                req.method(),
-                Some(req.uri()),
-                req.headers(),
-            )
-            .await;
+        // 4. limit (after reading the body, when a policy keys on it)
+        let (parts, body) = req.into_parts();
+        let (body, keyed) = match entry.route.key_body {
+            None => (ClientBody::from(body), None),
+            // Boxed, so that routes without body keys do not carry the reader's state.
+            Some(rules) => {
+                Box::pin(key_body::read(
+                    &parts.headers,
+                    body,
+                    rules,
+                    inner.body_timeout,
+                ))
+                .await?
+            }
+        };
+        let mut req = Request::from_parts(parts, body);
+        let at = At {
+            route: entry.index,
+            route_name: &entry.name,
+            client,
+            method: req.method(),
+        };
+        let target = Target {
+            body: keyed.as_ref(),
+            ..Target::of(req.uri())
+        };
+        let check = inner.limiter.check_target(at, target, req.headers());
+        let admission = match (&trace, &inner.tracing) {
+            (Some(span), Some(tracing)) => {
+                let at = SystemTime::now();
+                // Boxed: in place, a second copy of the check's future would sit in every
+                // request's future, traced or not (7 KiB more to move a request).
+                let (admission, store) = Box::pin(crate::limit::store_time::measured(check)).await;
+                span.limit(tracing, at, &admission.decision, store);
+                admission
+            }
+            _ => check.await,
+        };
         *decision = Some(admission.decision);
         let Admitted {
             report,
@@ -272,12 +348,20 @@ impl Gateway {
             req.extensions_mut().insert(sent);
         }
         let pool = &inner.pools[entry.route.upstream];
+        let call = match (&trace, &inner.tracing) {
+            (Some(span), Some(tracing)) => {
+                Some(span.upstream(tracing, &pool.name, req.headers_mut()))
+            }
+            _ => None,
+        };
         let sent = Instant::now();
-        let peer_trusted = inner.trusted.contains(conn.peer.ip());
         let result = (inner.forwarder)
             .forward(entry, pool, req, conn, client, peer_trusted)
             .await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
+        if let Some(call) = call {
+            call.end(result.as_ref().ok().map(|f| f.response.status().as_u16()));
+        }
         // The head's status settles `count` policies (an upstream that failed: ours).
         match &result {
             Ok(f) => counted.settle(f.response.status().as_u16(), f.response.headers()),
@@ -311,7 +395,12 @@ impl Gateway {
 
 /// The request's `Content-Length`, when it declares one.
 fn declared_length<B>(req: &Request<B>) -> Option<u64> {
-    req.headers()
+    declared_length_of(req.headers())
+}
+
+/// [`declared_length`] of a request's headers.
+fn declared_length_of(headers: &http::HeaderMap) -> Option<u64> {
+    headers
         .get(header::CONTENT_LENGTH)?
         .to_str()
         .ok()?
@@ -322,7 +411,7 @@ fn declared_length<B>(req: &Request<B>) -> Option<u64> {
 /// Headers that carry identity (who the client is, which account, what the gateway keyed
 /// on, how long the body is): a client naming one in `Connection` must not make the gateway
 /// drop it, or the upstream would see a different request than the one limited.
-fn protected_headers(config: &Config) -> Vec<HeaderName> {
+fn protected_headers(config: &Config, traced: bool) -> Vec<HeaderName> {
     let mut names = vec![
         header::HOST,
         header::FORWARDED,
@@ -331,6 +420,12 @@ fn protected_headers(config: &Config) -> Vec<HeaderName> {
         HeaderName::from_static("x-forwarded-proto"),
         HeaderName::from_static("x-real-ip"),
     ];
+    names.push(config.server.request_id_header.clone());
+    if traced {
+        // The context this gateway wrote for its upstream span (`trace.rs`).
+        names.push(HeaderName::from_static("traceparent"));
+        names.push(HeaderName::from_static("tracestate"));
+    }
     names.extend(config.account.as_ref().map(|a| a.header.clone()));
     for policy in &config.policies {
         for part in &policy.key {
@@ -345,41 +440,4 @@ fn protected_headers(config: &Config) -> Vec<HeaderName> {
         }
     }
     names
-}
-
-/// One access-log line: the request, its answer, and what the limit step decided
-/// (`decision`, the deciding `policy` and its `key`, the other deciding policies' `keys`
-/// space-separated, `retry_after` in whole seconds as the header says it); no decision fields for a request that never reached the limit step
-/// (refused before routing, no route).
-fn access_log(
-    route: &str,
-    method: &http::Method,
-    path: &str,
-    status: u16,
-    took: Duration,
-    client: IpAddr,
-    decision: Option<&Decision>,
-) {
-    let retry_after = decision
-        .and_then(|d| d.retry_after)
-        .map(|n| n.div_ceil(1_000_000_000));
-    // Joined only when a route's second policy decided too (most have one).
-    let others = decision
-        .filter(|d| !d.others.is_empty())
-        .map(|d| d.others.join(" "));
-    info!(
-        target: "tollgate::access",
-        route,
-        method = %method,
-        path,
-        status,
-        duration_ms = took.as_secs_f64() * 1e3,
-        duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-        client = %client,
-        decision = decision.map(|d| d.outcome.as_str()),
-        policy = decision.and_then(|d| d.policy.as_deref()),
-        key = decision.and_then(|d| d.key.as_deref()),
-        keys = others.as_deref(),
-        retry_after,
-    );
 }

@@ -57,7 +57,8 @@ pub struct RouteRow {
     pub allowed: u64,
     pub denied: u64,
     pub bad_request: u64,
-    /// 401: no account on a `require_account` route.
+    /// 401: no account on a `require_account` route (or for an account-keyed
+    /// `on_missing_key = "deny"` policy).
     pub unauthorized: u64,
     pub policies: Vec<PolicyRow>,
 }
@@ -92,7 +93,8 @@ pub struct Report {
     /// ambiguous account).
     pub bad_request: u64,
     pub no_route: u64,
-    /// 401: no account on a route with `require_account`.
+    /// 401: no account on a route with `require_account` (or for an account-keyed
+    /// `on_missing_key = "deny"` policy).
     pub unauthorized: u64,
     pub malformed: u64,
     pub out_of_order: u64,

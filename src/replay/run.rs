@@ -6,6 +6,11 @@
 //! is decided as one exact in-process state with its full limit (central, lease, split,
 //! owner and gossip sites become `local`; no Redis, no peers), and `shadow` becomes
 //! `enforce`, since replay answers what enforcing would have done (`off` stays off).
+//!
+//! A log line carries the account, not the request's other headers, query, cookies or
+//! token: a policy keyed on one of those is replayed with `on_missing_key = "skip"`, since
+//! the log cannot say whether the request lacked the part (as `shared` or `deny`, every
+//! line would). The account's `on_missing_key` is replayed as configured.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,7 +24,7 @@ use super::ReplayError;
 use super::parse::Record;
 use super::tally::Tally;
 use super::time::UnixNanos;
-use crate::config::{Config, Mode, Site, StoreKind};
+use crate::config::{Config, KeyPart, Mode, OnMissingKey, Site, StoreKind};
 use crate::limit::clock::ManualClock;
 use crate::limit::keys::KeyBuilder;
 use crate::limit::permit::Permits;
@@ -45,6 +50,9 @@ pub fn local_config(config: &Config) -> Config {
     for p in &mut c.policies {
         p.site = Site::Local;
         p.local_first = false;
+        if p.key.iter().any(|k| !replayed(k)) {
+            p.on_missing_key = Some(OnMissingKey::Skip);
+        }
         if p.mode == Some(Mode::Shadow) {
             p.mode = Some(Mode::Enforce);
         }
@@ -55,6 +63,15 @@ pub fn local_config(config: &Config) -> Config {
         }
     }
     c
+}
+
+/// Whether replay knows if a request had key part `k`: the log carries the client, the
+/// route, the method and the account, nothing else a key reads.
+fn replayed(k: &KeyPart) -> bool {
+    matches!(
+        k,
+        KeyPart::Ip | KeyPart::Route | KeyPart::Method | KeyPart::Account
+    )
 }
 
 /// Concurrency cells a replayed request holds until its logged end.
@@ -239,6 +256,14 @@ impl Replayer {
             }
             Answer::Ambiguous(_) => {
                 rt.bad_request += 1;
+                return Counted::default();
+            }
+            // `on_missing_key = "deny"`: the 401 or 400 the gateway answers.
+            Answer::MissingKey(m) => {
+                match m.unauthenticated {
+                    true => rt.unauthorized += 1,
+                    false => rt.bad_request += 1,
+                }
                 return Counted::default();
             }
         };

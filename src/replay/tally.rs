@@ -20,7 +20,8 @@ pub struct RouteTally {
     pub denied: u64,
     /// Answered 400 after routing: an account value the gateway would find ambiguous.
     pub bad_request: u64,
-    /// Answered 401: no account on a `require_account` route.
+    /// Answered 401: no account on a `require_account` route, or on a route with an
+    /// account-keyed `on_missing_key = "deny"` policy.
     pub unauthorized: u64,
     /// Per policy of the route (in the route's order): (allowed, denied).
     pub policies: Vec<(u64, u64)>,

@@ -42,6 +42,8 @@ fn status_of(err: &GatewayError) -> u8 {
         GatewayError::NoRoute { .. } => code::UNIMPLEMENTED,
         GatewayError::BadRequest(_) => code::INVALID_ARGUMENT,
         GatewayError::Unauthenticated => code::UNAUTHENTICATED,
+        GatewayError::MissingKey(m) if m.unauthenticated => code::UNAUTHENTICATED,
+        GatewayError::MissingKey(_) => code::INVALID_ARGUMENT,
         _ => code::UNKNOWN,
     }
 }
@@ -49,7 +51,7 @@ fn status_of(err: &GatewayError) -> u8 {
 /// `err` as a gRPC answer (see the module doc).
 pub fn error_response_grpc(err: &GatewayError, cfg: &ResponseConfig) -> Response<ResponseBody> {
     // The HTTP answer's headers (RateLimit fields, Retry-After) carry over.
-    let http = error_response(err, cfg);
+    let http = error_response(err, cfg, None);
     let mut headers = HeaderMap::new();
     for name in ["ratelimit-policy", "ratelimit", "retry-after"] {
         if let Some(v) = http.headers().get(name) {

@@ -17,6 +17,7 @@ pub use grpc::{error_response_grpc, is_grpc};
 
 use crate::body::{ResponseBody, full};
 use crate::config::Response as ResponseConfig;
+use crate::limit::keys::MissingKey;
 use crate::limit::{Admitted, Answer, PolicyReport};
 
 /// Why the gateway answers a request itself instead of forwarding it.
@@ -51,6 +52,10 @@ pub enum GatewayError {
     /// none that verifies.
     #[error("a valid account (a token that verifies) is required")]
     Unauthenticated,
+    /// An `on_missing_key = "deny"` policy needs a key part the request lacks: 401 for the
+    /// account or a token's claim, else 400. The message names the policy and the part.
+    #[error("{0}")]
+    MissingKey(MissingKey),
     /// An enforcing policy denied the request; the report names which and for how long.
     #[error("rate limited")]
     RateLimited(Vec<PolicyReport>),
@@ -81,6 +86,8 @@ impl GatewayError {
             GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            GatewayError::MissingKey(m) if m.unauthenticated => StatusCode::UNAUTHORIZED,
+            GatewayError::MissingKey(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -108,6 +115,10 @@ impl GatewayError {
             GatewayError::RateLimited(_) => "rate_limited",
             GatewayError::StoreUnavailable { .. } => "store_unavailable",
             GatewayError::Unauthenticated => "unauthenticated",
+            // The same problem types as the other 401s and 400s: clients tell them apart
+            // by status already, and the detail says which policy and part.
+            GatewayError::MissingKey(m) if m.unauthenticated => "unauthenticated",
+            GatewayError::MissingKey(_) => "bad_request",
         }
     }
 }
@@ -144,24 +155,35 @@ pub fn admitted(answer: Answer) -> Result<Admitted, GatewayError> {
         }),
         Answer::Unauthenticated => Err(GatewayError::Unauthenticated),
         Answer::Ambiguous(why) => Err(GatewayError::BadRequest(why)),
+        Answer::MissingKey(m) => Err(GatewayError::MissingKey(m)),
     }
 }
 
 /// The answer to a request the limit step or the gateway refused, as its client reads it:
 /// a gRPC call's as gRPC (`grpc`: [`is_grpc`] of the request), any other as problem details.
 /// The gateway and the tower layer (`tollgate::layer`) both answer through here, so a
-/// service behind either tells its clients the same thing.
-pub fn refusal(err: &GatewayError, grpc: bool, cfg: &ResponseConfig) -> Response<ResponseBody> {
+/// service behind either tells its clients the same thing. `request_id`, when the request
+/// has one, is the problem body's `request_id` member.
+pub fn refusal(
+    err: &GatewayError,
+    grpc: bool,
+    cfg: &ResponseConfig,
+    request_id: Option<&str>,
+) -> Response<ResponseBody> {
     if grpc {
         return error_response_grpc(err, cfg);
     }
-    error_response(err, cfg)
+    error_response(err, cfg, request_id)
 }
 
 /// The response for `err`; logging is the caller's (it knows the route and client).
-pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<ResponseBody> {
+pub fn error_response(
+    err: &GatewayError,
+    cfg: &ResponseConfig,
+    request_id: Option<&str>,
+) -> Response<ResponseBody> {
     if let GatewayError::RateLimited(report) = err {
-        return ratelimit::too_many_requests(report, cfg);
+        return ratelimit::too_many_requests(report, cfg, request_id);
     }
     let status = err.status();
     let body = serde_json::json!({
@@ -175,8 +197,11 @@ pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<Resp
         body["type"] = ratelimit::TEMPORARY_REDUCED_CAPACITY.into();
         body["violated-policies"] = policies.iter().map(|p| p.to_string()).collect();
     }
+    if let Some(id) = request_id {
+        body["request_id"] = id.into();
+    }
     let mut resp = problem(status, body);
-    if let GatewayError::Unauthenticated = err {
+    if err.status() == StatusCode::UNAUTHORIZED {
         resp.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
@@ -191,7 +216,14 @@ pub fn error_response(err: &GatewayError, cfg: &ResponseConfig) -> Response<Resp
 
 /// A `application/problem+json` response with the given status and JSON body.
 pub fn problem(status: StatusCode, body: serde_json::Value) -> Response<ResponseBody> {
-    let mut resp = Response::new(full(Bytes::from(body.to_string())));
+    problem_of(status, &body)
+}
+
+/// [`problem`] of any serializable body.
+pub fn problem_of(status: StatusCode, body: &impl serde::Serialize) -> Response<ResponseBody> {
+    // A struct of strings and numbers serializes without failing.
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = Response::new(full(Bytes::from(bytes)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -229,7 +261,7 @@ mod tests {
             headers: crate::config::HeadersWhere::All,
             legacy_headers: false,
         };
-        let r = error_response(&e, &cfg);
+        let r = error_response(&e, &cfg, None);
         assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
         assert_eq!(
             r.headers()[header::CONTENT_TYPE],

@@ -3,7 +3,9 @@
 //!
 //! [`Server::bind`] binds every socket first (so a port clash fails before anything runs and
 //! tests can bind port 0 and ask for the real port), then [`Server::run`] serves until the
-//! shutdown future resolves and drains in-flight requests within `shutdown_grace`.
+//! shutdown future resolves, keeps serving with `/readyz` at 503 for `drain_delay` (so
+//! balancers stop sending first), then closes the listeners and drains in-flight requests
+//! within `shutdown_grace`.
 //!
 //! A connection's life: a listener takes one of `max_connections` places and accepts
 //! (`listener.rs`), a worker thread runs the TLS handshake and hyper (`workers.rs`) under
@@ -17,6 +19,7 @@ mod admin;
 pub(crate) mod conn;
 mod cuts;
 pub(crate) mod listener;
+mod otel;
 mod reload;
 mod reload_request;
 mod shadow_report;
@@ -29,8 +32,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto;
@@ -76,6 +81,8 @@ pub enum ServerError {
     /// a log line without the error chain still says why).
     #[error("cannot start worker threads: {0}")]
     Workers(std::io::Error),
+    #[error(transparent)]
+    Telemetry(#[from] otel::OtelError),
 }
 
 /// The addresses actually bound (port 0 resolved).
@@ -106,6 +113,8 @@ pub struct Server {
     reloader: Arc<Reloader>,
     /// SIGHUPs to reload on (`Server::reload_on`).
     hangups: Option<mpsc::Receiver<()>>,
+    /// Ends `drain_delay` early (`Server::hurry_on`: a second SIGTERM).
+    hurry: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Flipped to true once every listener is serving; `/readyz` reads it.
     ready: Arc<AtomicBool>,
     /// Worker threads serving connections (default: one per core).
@@ -114,6 +123,8 @@ pub struct Server {
     sampler: Sampler,
     /// The sampler ticks on its own every 10 s (false: a test ticks it, `sample_by_hand`).
     sample_on_timer: bool,
+    /// The span exporter (`[telemetry] otlp_endpoint`), stopped after the last request.
+    otel: Option<otel::Otel>,
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
@@ -136,10 +147,18 @@ impl Server {
         let metrics = RequestMetrics::new(&mut registry);
         let cuts = Cuts::register(&mut registry);
         let limiter = Arc::new(Limiter::new(&config, clock, &mut registry)?);
+        let (otel, tracing) = match &config.telemetry {
+            Some(t) => {
+                let (otel, tracing) = otel::Otel::start(t)?;
+                (Some(otel), Some(tracing))
+            }
+            None => (None, None),
+        };
         let reloader = Reloader::new(
             config.clone(),
             limiter.clone(),
             Arc::new(metrics),
+            tracing,
             &mut registry,
         );
         crate::admin::register(&mut registry);
@@ -178,8 +197,10 @@ impl Server {
             cuts,
             reloader,
             hangups: None,
+            hurry: None,
             ready: Arc::new(AtomicBool::new(false)),
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            otel,
         })
     }
 
@@ -199,6 +220,13 @@ impl Server {
     /// Reload the config file whenever `hangups` yields (`tollgate serve` feeds it SIGHUP).
     pub fn reload_on(mut self, hangups: mpsc::Receiver<()>) -> Self {
         self.hangups = Some(hangups);
+        self
+    }
+
+    /// When `hurry` resolves during `[server] drain_delay`, the delay ends at once and the
+    /// listeners close (`tollgate serve`: a second SIGTERM or SIGINT).
+    pub fn hurry_on(mut self, hurry: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.hurry = Some(Box::pin(hurry));
         self
     }
 
@@ -313,8 +341,9 @@ impl Server {
         info!(listen = %addrs.listen, tls_listen = shown(addrs.tls_listen), admin_listen = shown(addrs.admin_listen), workers = self.workers, "tollgate listening");
         shutdown.await;
         info!("shutting down");
-        self.reloader.stop_checks();
         self.ready.store(false, Ordering::Release);
+        drain_delay(self.config.server.drain_delay, self.hurry).await;
+        self.reloader.stop_checks();
         let _ = notify.send(());
         // Listeners close their sockets first, so new clients are refused while draining.
         while tasks.join_next().await.is_some() {}
@@ -323,8 +352,35 @@ impl Server {
         }
         // Peers were answered while draining; now the listener closes.
         drop(self.peer);
+        if let Some(otel) = self.otel {
+            let _ = tokio::task::spawn_blocking(move || otel.stop()).await;
+        }
         info!("stopped");
         Ok(())
+    }
+}
+
+/// `[server] drain_delay`: `/readyz` already answers 503 and every listener still accepts
+/// and serves, so a balancer that probes readiness stops sending here before the listeners
+/// close and a new connection would be refused. `hurry` ends it early.
+async fn drain_delay(delay: Duration, hurry: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) {
+    if delay.is_zero() {
+        return;
+    }
+    let delay_ms = delay.as_millis() as u64;
+    info!(
+        delay_ms,
+        "draining: /readyz answers 503; the listeners close after the delay"
+    );
+    let hurry = async {
+        match hurry {
+            Some(h) => h.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        () = hurry => info!("asked to stop again: the drain delay ends now"),
     }
 }
 

@@ -29,6 +29,7 @@ use crate::limit::{Limiter, LimiterError, PolicyCarry};
 use crate::proxy::Gateway;
 use crate::proxy::health::{self, HealthMetrics};
 use crate::proxy::metrics::RequestMetrics;
+use crate::proxy::trace::Tracing;
 use crate::proxy::upstream::UpstreamSlots;
 
 /// Builds one worker's request path for the running config.
@@ -134,6 +135,8 @@ pub(crate) struct Reloader {
     pub views: Arc<ArcSwap<Views>>,
     live: Arc<Live>,
     metrics: Arc<RequestMetrics>,
+    /// The span recorder every request path is built with (`None`: tracing is off).
+    tracing: Option<Tracing>,
     /// `tollgate_config_reloads_total{result="ok"|"error"}`.
     reloads: Family<ResultLabel, Counter>,
     /// `tollgate_upstream_healthy`, and the running config's health checks (`None` until
@@ -143,7 +146,7 @@ pub(crate) struct Reloader {
 }
 
 /// Sections a reload may not change, and why.
-const RESTART_ONLY: &str = "[server], [store] and [cluster] are read once at start (listeners, TLS, connection bounds, the store, the peer fleet)";
+const RESTART_ONLY: &str = "[server], [store], [cluster] and [telemetry] are read once at start (listeners, TLS, connection bounds, the store, the peer fleet, the span exporter)";
 
 impl Reloader {
     /// The running state of a server just bound; registers the reload counter.
@@ -151,6 +154,7 @@ impl Reloader {
         config: Config,
         limiter: Arc<Limiter>,
         metrics: Arc<RequestMetrics>,
+        tracing: Option<Tracing>,
         registry: &mut Registry,
     ) -> Arc<Self> {
         let reloads = Family::<ResultLabel, Counter>::default();
@@ -171,6 +175,7 @@ impl Reloader {
             &limiter.load_full(),
             &metrics,
             &slots,
+            tracing.as_ref(),
         ));
         Arc::new(Reloader {
             running: Mutex::new((config, slots)),
@@ -178,6 +183,7 @@ impl Reloader {
             views,
             live,
             metrics,
+            tracing,
             reloads,
             health,
             checks: Mutex::new(None),
@@ -242,7 +248,7 @@ impl Reloader {
         let (old, slots) = &*running;
         let new =
             config::load_file(&old.origin).map_err(|e| ReloadError::Invalid(e.to_string()))?;
-        let changed = admin::changed_keys(old, &new, &["server", "store", "cluster"]);
+        let changed = admin::changed_keys(old, &new, &["server", "store", "cluster", "telemetry"]);
         if !changed.is_empty() {
             return Err(ReloadError::Refused(format!(
                 "{}: changes {} ({RESTART_ONLY}; restart to change them)",
@@ -260,8 +266,13 @@ impl Reloader {
         // config, every request that starts after it is served by the new config.
         self.limiter.store(limiter.clone());
         drop(held);
-        self.live
-            .publish(make_gateway(&new, &limiter, &self.metrics, &slots));
+        self.live.publish(make_gateway(
+            &new,
+            &limiter,
+            &self.metrics,
+            &slots,
+            self.tracing.as_ref(),
+        ));
         self.views.store(Arc::new(Views::new(&new)));
         self.restart_checks(&new, &slots);
         *running = (new, slots);
@@ -274,6 +285,7 @@ fn make_gateway(
     limiter: &Arc<Limiter>,
     metrics: &Arc<RequestMetrics>,
     slots: &UpstreamSlots,
+    tracing: Option<&Tracing>,
 ) -> Box<MakeGateway> {
     let (config, limiter, metrics, slots) = (
         config.clone(),
@@ -281,7 +293,16 @@ fn make_gateway(
         metrics.clone(),
         slots.clone(),
     );
-    Box::new(move || Gateway::new(&config, limiter.clone(), metrics.clone(), &slots))
+    let tracing = tracing.cloned();
+    Box::new(move || {
+        Gateway::new(
+            &config,
+            limiter.clone(),
+            metrics.clone(),
+            &slots,
+            tracing.clone(),
+        )
+    })
 }
 
 /// A reload's result as the admin API answers it.

@@ -89,6 +89,7 @@ impl Options {
             site: Site::Lease,
             local_first: false,
             spend: Default::default(),
+            on_missing_key: None,
             lease: self.lease,
         }
     }

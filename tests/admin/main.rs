@@ -6,11 +6,15 @@
 mod common;
 
 mod access_decisions;
+mod access_duration;
+mod access_file;
 mod access_log;
 mod access_log_buffer;
+mod access_request_id;
 mod admin_activity;
 mod admin_api;
 mod admin_limits;
 mod admin_top;
 mod dashboard;
+mod grafana;
 mod metrics_lint;

@@ -5,7 +5,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check_messages;
+mod check_missing_key;
 mod cli;
+mod drain;
 mod replay;
 mod replay_count;
 mod replay_own_log;

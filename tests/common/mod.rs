@@ -7,6 +7,7 @@ pub mod drop_reply;
 pub mod faulty;
 pub mod grpc;
 pub mod limits;
+pub mod otlp;
 pub mod peers;
 pub mod process;
 pub mod readers;

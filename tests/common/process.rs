@@ -119,3 +119,105 @@ pub fn in_own_process(name: &str) -> bool {
     );
     false
 }
+
+/// A `tollgate serve` with JSON logs whose stderr is kept line by line: for tests that read
+/// what it logged, signal it, or watch how it exits. Killed on drop.
+pub struct Logged {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+    /// Every stderr line read so far.
+    pub lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `cmd` (a `tollgate serve …` command line) until it says it listens, or until it
+/// exits without listening: then its exit status and everything it wrote to stderr.
+pub fn spawn_logged(mut cmd: Command) -> Result<Logged, (std::process::ExitStatus, String)> {
+    let mut child = cmd
+        .env("TOLLGATE_LOG_FORMAT", "json")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && v["message"] == "tollgate listening"
+            {
+                let addr: SocketAddr = v["listen"].as_str().unwrap().parse().unwrap();
+                let admin = v["admin_listen"].as_str().map(|s| s.parse().unwrap());
+                let _ = tx.send((addr, admin));
+            }
+            sink.lock().unwrap().push(line);
+        }
+    });
+    // The sender is dropped when stderr closes: the process exited without listening.
+    match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok((addr, admin)) => Ok(Logged {
+            child,
+            addr,
+            admin,
+            lines,
+            reader: Some(reader),
+        }),
+        Err(_) => {
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            let _ = reader.join();
+            let text = lines.lock().unwrap().join("\n");
+            Err((status, text))
+        }
+    }
+}
+
+impl Logged {
+    /// Send `signal` (`TERM`, `USR1`, …) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal}");
+    }
+
+    /// The exit status once the process has exited, waiting at most `within`.
+    pub fn wait_exit(&mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                // Its stderr is closed: read it to the end.
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
+                return Some(s);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status (at most 30 s), with stderr read to its end.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        self.wait_exit(std::time::Duration::from_secs(30))
+            .expect("tollgate exits within 30 s of SIGTERM")
+    }
+
+    /// The stderr lines read so far.
+    pub fn stderr(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+}

@@ -7,6 +7,7 @@ mod common;
 
 mod check_attacks;
 mod docs;
+mod docs_problem_types;
 mod reload;
 mod reload_refusals;
 mod reload_state;

@@ -111,6 +111,9 @@ async fn a_new_password_in_a_store_url_is_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reload_command_reaches_a_wildcard_admin_and_exits_1_when_refused() {
     let up = echo_upstream().await;
+    // A wildcard admin listener needs a token (`check` refuses it otherwise), which
+    // `tollgate reload` reads from the same variable and sends.
+    let env = [("TG_WILD_ADMIN_TOKEN", TOKEN_A)];
     // A free port can be taken (by another test's outgoing connection) between the probe
     // and the gateway's bind: then try another one.
     let (one, path, _gw) = (0..5)
@@ -118,10 +121,12 @@ async fn the_reload_command_reaches_a_wildcard_admin_and_exits_1_when_refused() 
             let port = peers::free_ports(1)[0].port();
             let one = file(up, &route("a", "/a", &[])).replace(
                 "admin_listen = \"127.0.0.1:0\"",
-                &format!("admin_listen = \"0.0.0.0:{port}\""),
+                &format!(
+                    "admin_listen = \"0.0.0.0:{port}\"\nadmin_token_env = \"TG_WILD_ADMIN_TOKEN\""
+                ),
             );
             let path = process::temp_file("wild.toml", &one);
-            match process::try_spawn_serve_with_env(&path, &[]) {
+            match process::try_spawn_serve_with_env(&path, &env) {
                 Ok(gw) => Some((one, path, gw)),
                 Err(log) if log.contains("Address already in use") => None,
                 Err(log) => panic!("tollgate exited before listening:\n{log}"),
@@ -132,6 +137,7 @@ async fn the_reload_command_reaches_a_wildcard_admin_and_exits_1_when_refused() 
         process::tollgate()
             .args(["reload", "-c"])
             .arg(&path)
+            .envs(env)
             .output()
             .unwrap()
     };
@@ -150,4 +156,29 @@ async fn the_reload_command_reaches_a_wildcard_admin_and_exits_1_when_refused() 
         String::from_utf8_lossy(&out.stderr).contains("max_connections"),
         "{out:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// `access_log` and `drain_delay` are read once at start (the file is opened before
+// logging starts; the delay by the shutdown that began with the process), like `listen`.
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_access_log_or_drain_delay_is_refused_by_name() {
+    let up = echo_upstream().await;
+    let good = file(up, &route("a", "/a", &[]));
+    let s = serve(&good, &ManualClock::new()).await;
+    let with = |line: &str| good.replacen("[client_ip]", &format!("{line}\n[client_ip]"), 1);
+    for (line, key) in [
+        ("access_log = \"access.log\"", "[server] access_log"),
+        ("drain_delay = \"5s\"", "[server] drain_delay"),
+    ] {
+        let (status, v) = reload(&s, &with(line)).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{line}: {v}");
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(e.contains(key) && e.contains("restart"), "{line}: {e}");
+    }
+    // The defaults written out are no change.
+    let (status, v) = reload(&s, &with("drain_delay = \"0s\"")).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
 }

@@ -2,6 +2,9 @@
 //! what its README says:
 //! - every `examples/**/*.toml`, the config inside the Kubernetes ConfigMap and the config
 //!   `compose.yaml` mounts pass `tollgate check` (with the secrets the examples name set);
+//! - the `Dockerfile`'s config step runs here as written and leaves a config that passes
+//!   `check` only with the admin token; its entrypoint writes the development certificate
+//!   the image does not ship; its base images carry exact tags (no Docker daemon needed);
 //! - the Kubernetes manifests pass `kubernetes-validate --strict` and say what the README
 //!   promises (non-root, read-only root, probes on the admin port, the token from a
 //!   Secret, the proxy port alone in the Service); `compose.yaml` parses with its services;
@@ -18,12 +21,13 @@
 //! example cannot silently stop being the thing tested.
 //!
 //! The modules, by area: `static_files` (the configs pass `check`, the ConfigMap's and the
-//! compose mount's too; `compose.yaml`'s services), `kubernetes` (the manifests), `running`
-//! (what the running tests share), then one module per running example: `login`, `jwt`,
-//! `three_gateways` (with `run.sh`) and `owner_fleet`.
+//! compose mount's too; `compose.yaml`'s services), `docker` (the `Dockerfile`),
+//! `kubernetes` (the manifests), `running` (what the running tests share), then one module
+//! per running example: `login`, `jwt`, `three_gateways` (with `run.sh`) and `owner_fleet`.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod docker;
 mod jwt;
 mod kubernetes;
 mod login;

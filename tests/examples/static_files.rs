@@ -1,6 +1,6 @@
 //! The files themselves: every `examples/**/*.toml`, the config inside the Kubernetes
 //! ConfigMap and the config `compose.yaml` mounts pass `tollgate check`; `compose.yaml` names
-//! its services and keeps the admin port on the host's loopback.
+//! its services, keeps the admin port on the host's loopback and passes the admin token.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -54,12 +54,18 @@ fn every_example_config_passes_check() {
 
 #[test]
 fn the_configmap_config_and_the_compose_mount_pass_check() {
-    let cm = yaml_doc(&examples().join("kubernetes/configmap.yaml"));
-    assert_eq!(cm["kind"], "ConfigMap");
-    let toml = cm["data"]["config.toml"]
-        .as_str()
-        .expect("the ConfigMap holds config.toml");
-    assert_checks(&temp_file("configmap.toml", toml));
+    // The ConfigMap and its Redis variant.
+    for file in [
+        "kubernetes/configmap.yaml",
+        "kubernetes/redis/configmap.yaml",
+    ] {
+        let cm = yaml_doc(&examples().join(file));
+        assert_eq!(cm["kind"], "ConfigMap");
+        let toml = cm["data"]["config.toml"]
+            .as_str()
+            .expect("the ConfigMap holds config.toml");
+        assert_checks(&temp_file("configmap.toml", toml));
+    }
 
     let compose = yaml_doc(&examples().join("compose/compose.yaml"));
     let volumes = compose["services"]["tollgate"]["volumes"]
@@ -125,6 +131,14 @@ fn compose_yaml_names_its_services_and_keeps_admin_on_loopback() {
             .iter()
             .any(|p| p.ends_with(&format!(":{}", port("listen")))),
         "the proxy port is published: {published:?}"
+    );
+    // The admin listener binds every interface in the container: it asks for the token,
+    // which the service passes from the shell, required (`${VAR:?…}`).
+    let token_env = cfg["server"]["admin_token_env"].as_str().unwrap();
+    let passed = gw["environment"][token_env].as_str().unwrap_or_default();
+    assert!(
+        passed.starts_with(&format!("${{{token_env}:?")),
+        "compose.yaml passes {token_env}, required: {passed:?}"
     );
     // The upstream and the store are the other two services, by name.
     let upstream = cfg["upstreams"]["whoami"]["urls"][0].as_str().unwrap();

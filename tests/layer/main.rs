@@ -16,6 +16,7 @@ mod common;
 
 mod example;
 mod local;
+mod request_id;
 mod store;
 mod tonic;
 

@@ -32,6 +32,7 @@ fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
         local_first: false,
         lease: Default::default(),
         spend: Default::default(),
+        on_missing_key: None,
     }
 }
 

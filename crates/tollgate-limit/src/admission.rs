@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::algorithm::QuotaInfo;
 use super::clock::Nanos;
 use super::counted::Counted;
+use super::keys::MissingKey;
 use super::permit::Permits;
 
 /// What one enforcing policy says about a request, for the response headers.
@@ -81,6 +82,9 @@ pub enum Answer {
     /// or as a comma list), or a price wrongly: answer 400 with this reason; no policy was
     /// asked.
     Ambiguous(String),
+    /// An enforcing `on_missing_key = "deny"` policy's key part is missing: answer 401 (the
+    /// account or a token's claim) or 400 with this reason; no policy was asked.
+    MissingKey(MissingKey),
 }
 
 impl Default for Answer {
@@ -112,6 +116,8 @@ pub struct Decision {
     /// would have denied in shadow, else the one that delayed longest, else the first that
     /// applied (`None` when none applied).
     pub policy: Option<Arc<str>>,
+    /// Where that policy decides (`local`, `central`, `lease`, …: as `GET /routes` names it).
+    pub site: Option<&'static str>,
     /// Its key as the limiter keyed it (accounts and other values as keyed hashes, IPv6 as
     /// its network): never a raw secret.
     pub key: Option<String>,
@@ -141,6 +147,9 @@ pub enum Outcome {
     Unauthenticated,
     /// 400: a key part stated ambiguously.
     Ambiguous,
+    /// 400: a key part an `on_missing_key = "deny"` policy needs is missing (a missing
+    /// account or claim is `Unauthenticated`).
+    MissingKey,
 }
 
 impl Outcome {
@@ -154,6 +163,7 @@ impl Outcome {
             Outcome::Unavailable => "unavailable",
             Outcome::Unauthenticated => "unauthenticated",
             Outcome::Ambiguous => "ambiguous",
+            Outcome::MissingKey => "missing_key",
         }
     }
 }
@@ -164,6 +174,65 @@ impl Decision {
         Decision {
             outcome,
             ..Decision::default()
+        }
+    }
+
+    /// A shadow `on_missing_key = "deny"` policy would have refused the request: it decides
+    /// unless a policy denied or would have already (a shadow denial outranks an admission,
+    /// as in `check/report.rs`). It has no key: the deciding key so far joins `others`, so
+    /// `tollgate replay` still keys that policy as logged.
+    pub(crate) fn would_refuse(&mut self, policy: Option<Arc<str>>) {
+        let Some(policy) = policy else { return };
+        if matches!(self.outcome, Outcome::Deny | Outcome::ShadowDeny) {
+            return;
+        }
+        if let Some(key) = self.key.take() {
+            self.others.insert(0, key);
+        }
+        *self = Decision {
+            policy: Some(policy),
+            others: std::mem::take(&mut self.others),
+            ..Decision::of(Outcome::ShadowDeny)
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shadow `deny` policy's would-be refusal outranks an admission (the admitting
+    /// policy's key stays in `others`, for replay) and never an enforcing or shadow denial.
+    #[test]
+    fn a_would_be_refusal_decides_unless_a_policy_denied() {
+        let allowed = Decision {
+            policy: Some("per_ip".into()),
+            site: Some("local"),
+            key: Some("per_ip:ip:192.0.2.7".into()),
+            others: vec!["global:api".into()],
+            ..Decision::of(Outcome::Allow)
+        };
+        let mut d = allowed.clone();
+        d.would_refuse(Some("login_per_account".into()));
+        assert_eq!(
+            d,
+            Decision {
+                policy: Some("login_per_account".into()),
+                others: vec!["per_ip:ip:192.0.2.7".into(), "global:api".into()],
+                ..Decision::of(Outcome::ShadowDeny)
+            }
+        );
+        let mut d = allowed.clone();
+        d.would_refuse(None);
+        assert_eq!(d, allowed);
+        for outcome in [Outcome::Deny, Outcome::ShadowDeny] {
+            let denied = Decision {
+                outcome,
+                ..allowed.clone()
+            };
+            let mut d = denied.clone();
+            d.would_refuse(Some("login_per_account".into()));
+            assert_eq!(d, denied);
         }
     }
 }

@@ -33,6 +33,10 @@ pub struct KeyQuery {
     pub query: Vec<(String, String)>,
     /// `cookie:NAME` parts.
     pub cookies: Vec<(String, String)>,
+    /// `form:NAME` parts: the field's value.
+    pub form: Vec<(String, String)>,
+    /// `json:POINTER` parts: the value the pointer names, as text (`42` for a number).
+    pub json: Vec<(String, String)>,
     /// `jwt:CLAIM` parts: the claim's value as text (`42` for a number), standing for a
     /// verified token's claim (an operator has the claim, not a token).
     pub claims: Vec<(String, String)>,
@@ -145,9 +149,11 @@ impl Limiter {
         let query = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(&q.query)
             .finish();
+        let body = body_of(q);
         let target = Target {
             path: q.path.as_deref(),
             query: Some(&query),
+            body: body.as_ref(),
         };
         let ip = q.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let method = q.method.clone().unwrap_or(Method::GET);
@@ -287,5 +293,40 @@ fn key_error(e: KeyError) -> String {
         KeyError::Unverified => {
             "a part of this policy's key comes from a token that does not verify".into()
         }
+        KeyError::Missing(m) => m.to_string(),
     }
+}
+
+/// The body a request with `q`'s `form.` or `json.` values would bring (`None`: neither).
+fn body_of(q: &KeyQuery) -> Option<crate::keys::KeyBody> {
+    use crate::keys::KeyBody;
+    if !q.form.is_empty() {
+        let fields = q
+            .form
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_bytes().to_vec()));
+        return Some(KeyBody::Multipart(fields.collect()));
+    }
+    if q.json.is_empty() {
+        return None;
+    }
+    let mut doc = serde_json::Value::Object(serde_json::Map::new());
+    for (pointer, value) in &q.json {
+        let mut at = &mut doc;
+        let steps: Vec<String> = pointer
+            .split('/')
+            .skip(1)
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        for (i, step) in steps.iter().enumerate() {
+            let Some(map) = at.as_object_mut() else { break };
+            let next = if i + 1 == steps.len() {
+                serde_json::Value::String(value.clone())
+            } else {
+                serde_json::Value::Object(serde_json::Map::new())
+            };
+            at = map.entry(step.clone()).or_insert(next);
+        }
+    }
+    Some(KeyBody::Json(Ok(doc)))
 }

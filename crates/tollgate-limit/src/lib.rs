@@ -25,6 +25,7 @@ mod route_limits;
 pub mod shutdown;
 pub mod site;
 pub mod spec;
+pub mod store_time;
 mod tiers;
 pub mod top;
 
@@ -33,7 +34,7 @@ pub use admission::{
 };
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
-pub use limiter::{Limiter, LimiterError, set_running_nodes};
+pub use limiter::{At, Limiter, LimiterError, set_running_nodes};
 pub(crate) mod deny_cache;
 pub mod membership;
 pub mod peer;

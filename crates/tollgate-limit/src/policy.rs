@@ -240,6 +240,7 @@ mod tests {
                 target: Duration::from_millis(20),
             },
             spend: Default::default(),
+            on_missing_key: None,
         }
     }
 

@@ -3,13 +3,15 @@
 //! One `broadcast::Sender<()>` is owned by `server::Server::try_run`; each accept
 //! loop (and the membership heartbeat) holds a [`Shutdown`] and stops when the sender fires
 //! (or is dropped). Connections hear it from their worker (a `watch` in
-//! `server/workers.rs`) and close gracefully. [`signal`] is the process-level trigger:
-//! SIGTERM or SIGINT; SIGHUP asks for a config reload. This module imports nothing else of tollgate, so
-//! every layer may hold a [`Shutdown`].
+//! `server/workers.rs`) and close gracefully. [`signals`] (and the older [`signal`]) is
+//! the process-level trigger: SIGTERM or SIGINT stops (a second one cuts the drain delay
+//! short); SIGHUP asks for a config reload; SIGUSR1 for the access log's file to be
+//! reopened (log rotation). This module imports nothing else of tollgate, so every layer
+//! may hold a [`Shutdown`].
 
 use std::future::Future;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// Listens for the server's shutdown signal.
 #[derive(Debug)]
@@ -42,17 +44,45 @@ impl Shutdown {
     }
 }
 
-/// What `tollgate serve` hands to `server::Server::run`: resolves on SIGTERM or SIGINT;
-/// each SIGHUP is sent on the receiver (`Server::reload_on`; hangups arriving while a
-/// reload is pending make one more reload, not one each). Every handler is installed by
-/// this call, not at the first poll, so that a SIGHUP arriving while the server is still
-/// binding does not kill the process (the default action of SIGHUP is to terminate): it
-/// is kept and reloads once serving. Call it inside the runtime, early; poll the future.
+/// The process's signals as `tollgate serve` uses them. Every handler is installed by
+/// [`signals`], not later, so that a SIGHUP or SIGUSR1 arriving while the server is still
+/// binding does not kill the process (the default action of both is to terminate): it is
+/// kept and acted on once serving.
+#[derive(Debug)]
+pub struct Signals {
+    /// SIGTERMs and SIGINTs received so far.
+    stops: watch::Receiver<u32>,
+    /// Each SIGHUP (hangups arriving while a reload is pending make one more reload, not
+    /// one each).
+    pub hangups: mpsc::Receiver<()>,
+    /// Each SIGUSR1, coalesced the same way: reopen the access log's file.
+    pub reopens: mpsc::Receiver<()>,
+}
+
+impl Signals {
+    /// Resolves at the first SIGTERM or SIGINT: stop.
+    pub fn stop(&self) -> impl Future<Output = ()> + Send + use<> {
+        nth_stop(self.stops.clone(), 1)
+    }
+
+    /// Resolves at the second SIGTERM or SIGINT: an operator who asks twice does not want
+    /// to wait out the drain delay.
+    pub fn hurry(&self) -> impl Future<Output = ()> + Send + use<> {
+        nth_stop(self.stops.clone(), 2)
+    }
+}
+
+async fn nth_stop(mut stops: watch::Receiver<u32>, n: u32) {
+    // The sender lives as long as the runtime: a closed channel is no signal.
+    if stops.wait_for(|&seen| seen >= n).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Install the handlers and start the task that counts and forwards deliveries. Call it
+/// inside the runtime, early.
 #[cfg(unix)]
-pub fn signal() -> (
-    impl Future<Output = ()> + Send + 'static,
-    tokio::sync::mpsc::Receiver<()>,
-) {
+pub fn signals() -> Signals {
     use tokio::signal::unix::{SignalKind, signal};
     let install = |kind: SignalKind, name: &str| match signal(kind) {
         Ok(s) => Some(s),
@@ -64,20 +94,56 @@ pub fn signal() -> (
     let mut term = install(SignalKind::terminate(), "SIGTERM");
     let mut int = install(SignalKind::interrupt(), "SIGINT");
     let mut hup = install(SignalKind::hangup(), "SIGHUP");
-    let (hangups, rx) = tokio::sync::mpsc::channel(1);
-    let stop = async move {
+    let mut usr1 = install(SignalKind::user_defined1(), "SIGUSR1");
+    let (stopped, stops) = watch::channel(0u32);
+    let (hangups, hangups_rx) = mpsc::channel(1);
+    let (reopens, reopens_rx) = mpsc::channel(1);
+    tokio::spawn(async move {
         loop {
             tokio::select! {
-                () = next(&mut term) => return,
-                () = next(&mut int) => return,
+                () = next(&mut term) => stopped.send_modify(|n| *n += 1),
+                () = next(&mut int) => stopped.send_modify(|n| *n += 1),
                 () = next(&mut hup) => {
                     tracing::info!("SIGHUP: reloading the config");
                     let _ = hangups.try_send(());
                 }
+                () = next(&mut usr1) => drop(reopens.try_send(())),
             }
         }
-    };
-    (stop, rx)
+    });
+    Signals {
+        stops,
+        hangups: hangups_rx,
+        reopens: reopens_rx,
+    }
+}
+
+/// Ctrl-C stops, where Unix signals do not exist; nothing reloads or reopens.
+#[cfg(not(unix))]
+pub fn signals() -> Signals {
+    let (stopped, stops) = watch::channel(0u32);
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            stopped.send_modify(|n| *n += 1);
+        }
+    });
+    Signals {
+        stops,
+        hangups: mpsc::channel(1).1,
+        reopens: mpsc::channel(1).1,
+    }
+}
+
+/// [`signals`]' stop and hangups, as `tollgate serve` took them before the drain delay
+/// and SIGUSR1: resolves on SIGTERM or SIGINT; each SIGHUP is sent on the receiver
+/// (`Server::reload_on`). SIGUSR1 is caught and ignored. Call it inside the runtime, early;
+/// poll the future.
+pub fn signal() -> (
+    impl Future<Output = ()> + Send + 'static,
+    mpsc::Receiver<()>,
+) {
+    let s = signals();
+    (s.stop(), s.hangups)
 }
 
 /// The next delivery of a watched signal; never, if it could not be watched.
@@ -91,19 +157,4 @@ async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
         }
         None => std::future::pending::<()>().await,
     }
-}
-
-/// Resolves on Ctrl-C, where Unix signals do not exist.
-#[cfg(not(unix))]
-pub fn signal() -> (
-    impl Future<Output = ()> + Send + 'static,
-    tokio::sync::mpsc::Receiver<()>,
-) {
-    let (_, rx) = tokio::sync::mpsc::channel(1);
-    (
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        },
-        rx,
-    )
 }

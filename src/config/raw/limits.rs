@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-pub use crate::limit::spec::{AlgorithmName, Mode};
+pub use crate::limit::spec::{AlgorithmName, Mode, OnMissingKey};
 
 use super::Site;
 use super::defaults;
@@ -62,8 +62,12 @@ pub enum HeadersWhere {
 #[serde(deny_unknown_fields)]
 pub struct RawPolicy {
     /// Key parts, joined in order: ip, account, route, method, path, header:NAME,
-    /// query:NAME, cookie:NAME, jwt:CLAIM (docs/src/api-limits.md, "Keys").
+    /// query:NAME, cookie:NAME, jwt:CLAIM, form:NAME, json:POINTER (docs/src/api-limits.md,
+    /// "Keys").
     pub key: Vec<String>,
+    /// Body parts of `key` whose values are lower-cased before they are keyed.
+    #[serde(default)]
+    pub lowercase: Vec<String>,
     pub algorithm: AlgorithmName,
     /// Requests per period (concurrency: requests in flight).
     pub limit: u64,
@@ -78,6 +82,9 @@ pub struct RawPolicy {
     pub max_delay: Option<String>,
     /// Overrides the route's mode for this policy.
     pub mode: Option<Mode>,
+    /// A request lacking a key part: `skip` the policy (default), count it in one `shared`
+    /// bucket, or `deny` it (401 for the account or a claim, else 400).
+    pub on_missing_key: Option<OnMissingKey>,
     /// Memory bound of this policy's local state.
     #[serde(default = "defaults::max_keys")]
     pub max_keys: u64,

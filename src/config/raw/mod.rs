@@ -55,6 +55,9 @@ pub struct RawConfig {
     /// routing never reads them.
     #[serde(default)]
     pub layers: BTreeMap<String, RawLayer>,
+    /// Where spans are exported; without it none are recorded.
+    #[serde(default)]
+    pub telemetry: super::telemetry::RawTelemetry,
 }
 
 impl RawConfig {
@@ -120,6 +123,16 @@ pub struct RawServer {
     pub method_override: MethodOverride,
     /// This fleet's name in `Via`; a request already carrying it is a loop (508).
     pub via_pseudonym: Option<String>,
+    /// The header that carries a request's id: kept from trusted proxies, else minted.
+    #[serde(default = "defaults::request_id_header")]
+    pub request_id_header: String,
+    /// The access log's file (relative paths against the config's folder); none = stderr.
+    /// `serve --access-log FILE` overrides it; SIGUSR1 reopens it (log rotation).
+    pub access_log: Option<String>,
+    /// After SIGTERM, how long `/readyz` answers 503 while the listeners still serve, so a
+    /// balancer stops sending before they close (Kubernetes: its readiness period).
+    #[serde(default = "defaults::drain_delay")]
+    pub drain_delay: String,
 }
 
 /// `[client_ip]`
@@ -223,6 +236,11 @@ pub struct RawRoute {
     pub upgrades: Vec<String>,
     /// Overrides `server.max_body_bytes` for this route.
     pub max_body_bytes: Option<u64>,
+    /// Body bytes read for `form:`/`json:` key parts (default 64 KiB).
+    pub max_key_body_bytes: Option<u64>,
+    /// A body larger than that: 413 (`reject`), or its parts are `missing`.
+    #[serde(default)]
+    pub on_large_key_body: super::key_body::OnLargeKeyBody,
     /// Requests without an account (with `[account] jwt`: without a token that verifies)
     /// are answered 401.
     #[serde(default)]
@@ -271,6 +289,13 @@ pub(super) mod defaults {
     pub fn shutdown_grace() -> String {
         "10s".into()
     }
+    pub fn request_id_header() -> String {
+        "x-request-id".into()
+    }
+    pub fn drain_delay() -> String {
+        "0s".into()
+    }
+
     pub fn path_prefix() -> String {
         "/".into()
     }

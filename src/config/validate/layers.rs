@@ -43,6 +43,16 @@ impl Validator {
                             ),
                         );
                     }
+                    if let Some(part) = policy.key.iter().find(|k| k.reads_body()) {
+                        self.fail(
+                            &at(&format!("policies[{j}]")),
+                            format!(
+                                "policy `{}` keys on `{}`, read from the request body, which the gateway reads before the limit step: a layer does not read its service's body",
+                                policy.name,
+                                part
+                            ),
+                        );
+                    }
                     if matches!(policy.site, Site::Owner | Site::Gossip) {
                         let site = if policy.site == Site::Owner { "owner" } else { "gossip" };
                         self.fail(

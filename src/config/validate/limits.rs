@@ -131,7 +131,8 @@ impl Validator {
                 "policy names may use only letters, digits, `_`, `-` and `.`",
             );
         }
-        let key = self.key_parts(&at("key"), &p.key);
+        let mut key = self.key_parts(&at("key"), &p.key);
+        self.lowercase(&at("lowercase"), &p.lowercase, &mut key);
         let limit = self.nonzero_u32(&at("limit"), p.limit);
         let is = |a: AlgorithmName| p.algorithm == a;
         let windowless = is(AlgorithmName::Concurrency);
@@ -162,8 +163,8 @@ impl Validator {
                 self.fail(
                     &at("burst"),
                     format!(
-                        "not used by {:?}: only gcra and token_bucket have a burst",
-                        p.algorithm
+                        "not used by {}: only gcra and token_bucket have a burst",
+                        p.algorithm.name()
                     ),
                 );
                 None
@@ -247,6 +248,7 @@ impl Validator {
             local_first: p.local_first,
             lease: lease?,
             spend: spend?,
+            on_missing_key: p.on_missing_key,
         })
     }
 

@@ -2,10 +2,12 @@
 //!
 //! It never stops at the first problem: a user fixing a config wants the whole list.
 
+mod admin;
 mod fleet;
 mod keys;
 mod layers;
 mod limits;
+mod operations;
 mod peers;
 mod routes;
 mod safety;
@@ -22,7 +24,7 @@ use ipnet::IpNet;
 
 use super::load::relative_to;
 use super::raw::RawConfig;
-use super::{AdminToken, Config, ConfigError, Policy, Problem, Response, Server, Tls, Upstream};
+use super::{Config, ConfigError, Policy, Problem, Response, Server, Tls, Upstream};
 use safety::default_via_pseudonym;
 
 /// Turn a parsed file into a [`Config`], or list everything wrong with it.
@@ -31,6 +33,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let server = v.server(&raw, origin);
     let client_ip = v.client_ip(&raw.client_ip);
     let account = raw.account.as_ref().and_then(|a| v.account(a, origin));
+    // A written [account] that failed has said why: what needs it says nothing more.
+    v.account_failed = raw.account.is_some() && account.is_none();
     let policies = v.policies(&raw.policies);
     let store = v.store(&raw.store, origin);
     let cluster = v.cluster(&raw.cluster);
@@ -64,7 +68,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     }
     v.account_is_defined(&policies, account.as_ref());
     for (i, r) in routes.iter().enumerate() {
-        if r.require_account && account.is_none() {
+        if r.require_account && v.no_account(account.as_ref()) {
             v.fail(
                 &format!("routes[{i}].require_account"),
                 "needs an [account] section to read the account from",
@@ -72,6 +76,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         }
     }
     let layers = v.layers(&raw, &policies, account.as_ref());
+    let telemetry = v.telemetry(&raw.telemetry);
     if raw.server.is_none() && layers.is_empty() {
         v.fail(
             "server",
@@ -109,6 +114,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         cluster,
         exempt,
         tiers,
+        telemetry,
     })
 }
 
@@ -116,9 +122,18 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
 #[derive(Default)]
 pub(super) struct Validator {
     problems: Vec<Problem>,
+    /// `[account]` is written but has problems of its own (an unset `hash_key_env`, a
+    /// broken `jwt`): the parts that need it are not told again that it is missing.
+    pub(super) account_failed: bool,
 }
 
 impl Validator {
+    /// Whether there is no `[account]` section to read accounts from: not when the section
+    /// is written but failed (its own problems are the ones to report).
+    pub(super) fn no_account(&self, account: Option<&super::Account>) -> bool {
+        account.is_none() && !self.account_failed
+    }
+
     pub(super) fn problem_count(&self) -> usize {
         self.problems.len()
     }
@@ -209,10 +224,14 @@ impl Validator {
             .map(|a| self.addr("server.admin_listen", a));
         let tls = self.tls(raw, origin);
         let admin_token = self.admin_token(s.admin_token_env.as_deref());
+        if let Some(Some(addr)) = admin_listen {
+            self.admin_exposure(addr, s.admin_token_env.is_some());
+        }
         let header_timeout = self.timeout("server.header_timeout", &s.header_timeout);
         let upstream_timeout = self.timeout("server.upstream_timeout", &s.upstream_timeout);
         let shutdown_grace = self.timeout("server.shutdown_grace", &s.shutdown_grace);
         let safety = self.server_safety(s);
+        let ops = self.server_operations(s, origin);
         // hyper's HTTP/1 reader cannot buffer less than 8 KiB, so smaller limits would lie.
         if !(8192..=1 << 20).contains(&s.max_header_bytes) {
             self.fail(
@@ -224,6 +243,7 @@ impl Validator {
             );
         }
         let safety = safety?;
+        let ops = ops?;
         Some(Server {
             listen: listen?,
             tls: tls?,
@@ -240,34 +260,10 @@ impl Validator {
             method_override: s.method_override,
             // Empty until `validate` knows the node id it defaults to.
             via_pseudonym: safety.via_pseudonym.unwrap_or_default(),
+            request_id_header: ops.request_id_header,
+            access_log: ops.access_log,
+            drain_delay: ops.drain_delay,
         })
-    }
-
-    /// `admin_token_env`: the token in that variable (at least 16 bytes), `Some(None)` when
-    /// unset, `None` when broken.
-    fn admin_token(&mut self, var: Option<&str>) -> Option<Option<AdminToken>> {
-        let Some(var) = var else {
-            return Some(None);
-        };
-        match std::env::var(var) {
-            Ok(v) if v.len() >= 16 && v.bytes().all(|b| b.is_ascii_graphic()) => {
-                Some(Some(AdminToken::new(v)))
-            }
-            Ok(_) => {
-                self.fail(
-                    "server.admin_token_env",
-                    format!("environment variable `{var}` must hold at least 16 printable characters and no spaces"),
-                );
-                None
-            }
-            Err(_) => {
-                self.fail(
-                    "server.admin_token_env",
-                    format!("environment variable `{var}` is not set"),
-                );
-                None
-            }
-        }
     }
 
     /// `Some(None)` when TLS is off, `None` when its settings are broken.

@@ -9,7 +9,7 @@ use http::Method;
 
 use super::Validator;
 use crate::config::raw::RawConfig;
-use crate::config::{PathRules, Policy, Route, Upstream};
+use crate::config::{KeyPart, PathRules, Policy, Route, Upstream};
 
 impl Validator {
     pub(super) fn routes(
@@ -68,7 +68,13 @@ impl Validator {
                     .as_deref()
                     .and_then(|h| self.route_host(&at, h));
                 let safety = self.route_safety(&at, r, config.server().max_body_bytes);
+                let reads_body = route_policies
+                    .iter()
+                    .any(|&p| policies[p].key.iter().any(KeyPart::reads_body));
+                let key_body =
+                    self.key_body(&at, reads_body, r.max_key_body_bytes, r.on_large_key_body);
                 Some(Route {
+                    key_body,
                     case_insensitive: r.matcher.case_insensitive,
                     upgrades: safety.upgrades,
                     max_body_bytes: safety.max_body_bytes,

@@ -130,6 +130,7 @@ mod tests {
             upgrades: Vec::new(),
             max_body_bytes: None,
             require_account: false,
+            key_body: None,
         };
         v.fallback_shares(
             &[route],

@@ -149,3 +149,47 @@ fn a_method_not_in_upper_case_is_a_bad_request() {
         "{v:#}"
     );
 }
+
+/// `on_missing_key` replays as the gateway answers (issue 35): logged requests without an
+/// account are 401s under `deny`, one bucket under `shared`, unlimited under `skip`. A
+/// policy keyed on a header (which a log does not carry) is replayed as `skip`, or every
+/// line would lack it.
+#[test]
+fn requests_without_an_account_replay_as_on_missing_key_says() {
+    let users = ["-", "-", "-", "-", "-", "u1"];
+    let text: String = users
+        .iter()
+        .map(|u| {
+            format!(
+                "192.0.2.1 - {u} [{}] \"POST /login HTTP/1.1\" 200 1\n",
+                clf_time(0)
+            )
+        })
+        .collect();
+    for (on, allowed, denied, unauthorized) in
+        [("deny", 1, 0, 5), ("shared", 3, 3, 0), ("skip", 6, 0, 0)]
+    {
+        let dir = TempDir::new("missing-key");
+        let config = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[account]\nheader = \"x-api-key\"\n\
+             [policies.per_account]\nkey = [\"account\"]\nalgorithm = \"gcra\"\nlimit = 2\n\
+             period = \"1h\"\non_missing_key = \"{on}\"\n\
+             [policies.per_tenant]\nkey = [\"header:x-tenant\"]\nalgorithm = \"gcra\"\nlimit = 1\n\
+             period = \"1h\"\non_missing_key = \"deny\"\n\
+             [upstreams.app]\nurls = [\"http://127.0.0.1:9\"]\n[[routes]]\nname = \"login\"\n\
+             upstream = \"app\"\npolicies = [\"per_account\", \"per_tenant\"]\n"
+        );
+        let config = dir.file("config.toml", config.as_bytes());
+        let log = dir.file("access.log", text.as_bytes());
+        let v = replay_json(&config, &[], &[&log]);
+        assert_eq!(
+            (
+                v["allowed"].as_u64(),
+                v["denied"].as_u64(),
+                v["unauthorized"].as_u64()
+            ),
+            (Some(allowed), Some(denied), Some(unauthorized)),
+            "{on}: {v:#}"
+        );
+    }
+}

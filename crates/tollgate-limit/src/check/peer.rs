@@ -43,12 +43,12 @@ impl Check<'_> {
             .collect();
         // Read before the calls: a remembered denial errs early, never late.
         let sent = self.sites.local.now();
-        let answers = join_all(
+        let answers = crate::store_time::timed(join_all(
             groups
                 .iter()
                 .zip(&items)
                 .map(|((owner, _), items)| fleet.ask(*owner, items)),
-        )
+        ))
         .await;
         let now = self.sites.local.now();
         let mut failures = Vec::new();

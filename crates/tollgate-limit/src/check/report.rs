@@ -102,6 +102,7 @@ impl Check<'_> {
         Decision {
             outcome: outcome[usize::from(rank)],
             policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
+            site: Some(ask.entry.site.name()),
             key: Some(std::mem::take(&mut ask.key)),
             retry_after,
             others,

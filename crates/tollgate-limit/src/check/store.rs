@@ -31,10 +31,11 @@ impl Check<'_> {
             .map(|&i| self.lease_item(&self.asks[i]))
             .collect();
         let deadline = self.store_deadline(self.sites.lease.wait());
-        let takes = match self.sites.lease.take(&mut items, deadline).await {
-            Ok(takes) => takes,
-            Err(err) => return self.store_failed(&err, &idx),
-        };
+        let takes =
+            match crate::store_time::timed(self.sites.lease.take(&mut items, deadline)).await {
+                Ok(takes) => takes,
+                Err(err) => return self.store_failed(&err, &idx),
+            };
         for ((&i, item), take) in idx.iter().zip(items).zip(takes) {
             let ask = &mut self.asks[i];
             ask.decided = Some(match take {
@@ -82,7 +83,7 @@ impl Check<'_> {
         // early ("denied until t" must never outlast what the store would deny).
         let sent = self.sites.local.now();
         let deadline = self.store_deadline(site.store().timeout());
-        let results = match site.check_by(&items, deadline).await {
+        let results = match crate::store_time::timed(site.check_by(&items, deadline)).await {
             Ok(results) => results,
             Err(err) => return self.store_failed(&err, &idx),
         };
@@ -145,6 +146,7 @@ impl Check<'_> {
             let decision = Decision {
                 outcome: Outcome::Unavailable,
                 policy: policies.first().cloned(),
+                site: idx.first().map(|&i| self.asks[i].entry.site.name()),
                 key: idx.first().map(|&i| self.asks[i].key.clone()),
                 retry_after: Some(self.sites.unavailable_retry),
                 others: Vec::new(),

@@ -11,6 +11,8 @@
 //! otherwise give a new budget each time, and encodings of one value (`%61` and `a`, `/Login`
 //! and `/login/`) are one key. `parts.rs` reads the parts out of a request.
 
+mod body;
+mod missing;
 mod names;
 mod parts;
 #[cfg(test)]
@@ -26,6 +28,8 @@ use ipnet::{IpNet, Ipv6Net};
 
 use super::policy::PolicyRuntime;
 use crate::spec::{Account, IpKeys, KeyPart, OnUnverified};
+pub use body::KeyBody;
+pub use missing::MissingKey;
 pub use parts::Ambiguous;
 use parts::{Credential, cookie, credential, method_part, path_part, query_param, single};
 use text::{ipv4_text, ipv6_net_text, keyed_hash};
@@ -82,6 +86,8 @@ pub struct Target<'a> {
     pub path: Option<&'a str>,
     /// The query as the client sent it, undecoded.
     pub query: Option<&'a str>,
+    /// For `form:NAME` and `json:POINTER` parts: the body the proxy read for them.
+    pub body: Option<&'a KeyBody>,
 }
 
 impl<'a> Target<'a> {
@@ -90,6 +96,7 @@ impl<'a> Target<'a> {
         Target {
             path: Some(uri.path()),
             query: uri.query(),
+            body: None,
         }
     }
 }
@@ -129,6 +136,8 @@ pub enum KeyError {
     Ambiguous(Ambiguous),
     /// A part comes from a token that does not verify, and `on_unverified = "reject"`: 401.
     Unverified,
+    /// A part is missing, and the policy says `on_missing_key = "deny"`: 401 or 400.
+    Missing(MissingKey),
 }
 
 impl From<Ambiguous> for KeyError {
@@ -207,16 +216,7 @@ impl KeyBuilder {
                 .map(|j| j.claim.clone())
         };
         let ip = policy.contains(&KeyPart::Ip) && self.ipv6_prefix != next.ipv6_prefix;
-        let hashed = policy.iter().any(|p| {
-            matches!(
-                p,
-                KeyPart::Account
-                    | KeyPart::Header(_)
-                    | KeyPart::Query(_)
-                    | KeyPart::Cookie(_)
-                    | KeyPart::Jwt(_)
-            )
-        });
+        let hashed = policy.iter().any(KeyPart::is_sent_value);
         let account = policy.contains(&KeyPart::Account) && claim(self) != claim(next);
         ip || account || (hashed && secret(self) != secret(next))
     }
@@ -312,10 +312,10 @@ impl KeyBuilder {
         }
     }
 
-    /// The key of `policy` for this request, `None` when the request lacks a part the key
-    /// needs (no account header, say): the policy then does not apply to it; `Err` when it
-    /// states a needed header, query parameter or cookie ambiguously, or a needed part
-    /// comes from a token that does not verify.
+    /// The key of `policy` for this request; where the request lacks a part (no account
+    /// header, say), as its `on_missing_key` says: `None` (the policy does not apply), a
+    /// shared marker, or `Err` (`missing.rs`). `Err` also for a part stated ambiguously or
+    /// read from a token that does not verify.
     pub fn key(
         &self,
         policy: &PolicyRuntime,
@@ -331,7 +331,10 @@ impl KeyBuilder {
         key.push_str(&policy.name);
         for part in &policy.key {
             key.push(':');
-            if !self.push_part(&mut key, part, facts)? {
+            let at = key.len();
+            if !self.push_part(&mut key, part, facts)?
+                && !self.on_missing(&mut key, at, policy, part)?
+            {
                 return Ok(None);
             }
         }
@@ -397,6 +400,18 @@ impl KeyBuilder {
                 };
                 key.push_str("path:");
                 path_part(key, path);
+            }
+            KeyPart::Form(field) => {
+                let value = facts.target.body.map(|b| b.form(&field.name)).transpose()?;
+                return hashed(key, "f", field.folded(value.flatten()).as_deref());
+            }
+            KeyPart::Json(field) => {
+                let value = facts
+                    .target
+                    .body
+                    .map(|b| b.json_at(&field.name))
+                    .transpose()?;
+                return hashed(key, "js", field.folded(value.flatten()).as_deref());
             }
         }
         Ok(true)

@@ -34,6 +34,13 @@ pub enum Ambiguous {
     Unclear(Named),
     #[error("the `{0}` header must be `Bearer`, one space and a token (RFC 6750)")]
     Token(HeaderName),
+    #[error("the `{0}` form field must appear once")]
+    Form(String),
+    #[error("the JSON body's `{0}` must be a string or a whole number")]
+    Json(String),
+    /// The body a key reads is not what its media type says (its reason).
+    #[error("{0}")]
+    Body(String),
 }
 
 /// Where an unclear value was read, for the client-facing reason.
@@ -42,6 +49,8 @@ pub enum Named {
     Header(HeaderName),
     Query(String),
     Cookie(String),
+    Form(String),
+    Json(String),
 }
 
 impl std::fmt::Display for Named {
@@ -50,6 +59,8 @@ impl std::fmt::Display for Named {
             Named::Header(n) => write!(f, "`{n}` header"),
             Named::Query(n) => write!(f, "`{n}` query parameter"),
             Named::Cookie(n) => write!(f, "`{n}` cookie"),
+            Named::Form(n) => write!(f, "`{n}` form field"),
+            Named::Json(n) => write!(f, "JSON body's `{n}`"),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Step 1 of the limit step: one ask per applicable policy of the route — exemptions
 //! skipped, a tiered policy's variant picked, the key built and the request priced — or
-//! why the request is refused (400) before any policy is asked.
+//! why the request is refused (400, 401) before any policy is asked.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::Limiter;
 use crate::ask::Ask;
 use crate::cost::request_cost;
-use crate::keys::{KeyError, RequestFacts};
+use crate::keys::{KeyError, MissingKey, RequestFacts};
+use crate::metrics::Outcome;
 use crate::route_limits::{PolicyEntry, RouteLimits};
 use crate::spec::Mode;
 
@@ -18,6 +19,18 @@ pub(super) enum Refusal {
     BadRequest(String),
     /// A key part comes from a token that does not verify: 401.
     Unauthenticated,
+    /// An `on_missing_key = "deny"` policy's key part is missing: 401 or 400.
+    Missing(MissingKey),
+}
+
+/// What step 1 found for a request it does not refuse.
+pub(super) struct Asked {
+    pub asks: Vec<Ask>,
+    /// The first policy that exempted the client, for the access log.
+    pub exempted: Option<Arc<str>>,
+    /// The first shadow `on_missing_key = "deny"` policy that would have refused the
+    /// request (already counted and logged as a shadow denial), for the access log.
+    pub would_refuse: Option<Arc<str>>,
 }
 
 impl From<KeyError> for Refusal {
@@ -25,21 +38,23 @@ impl From<KeyError> for Refusal {
         match e {
             KeyError::Ambiguous(a) => Refusal::BadRequest(a.reason()),
             KeyError::Unverified => Refusal::Unauthenticated,
+            KeyError::Missing(m) => Refusal::Missing(m),
         }
     }
 }
 
 impl Limiter {
-    /// Step 1: one ask per applicable policy (and the first policy that exempted the
-    /// client, for the access log), or why the request is refused.
+    /// Step 1: one ask per applicable policy (and, for the access log, the first policy
+    /// that exempted the client or would have refused it in shadow), or why the request
+    /// is refused.
     pub(super) fn asks(
         &self,
         limits: &RouteLimits,
         client: IpAddr,
         facts: &RequestFacts<'_>,
-    ) -> Result<(Vec<Ask>, Option<Arc<str>>), Refusal> {
+    ) -> Result<Asked, Refusal> {
         let mut asks = Vec::with_capacity(limits.entries.len());
-        let mut exempted = None;
+        let (mut exempted, mut would_refuse) = (None, None);
         for (slot, e) in limits.entries.iter().enumerate() {
             if self.exempts(e.policy, client, facts) {
                 limits.counters[slot].count_exempt();
@@ -68,11 +83,22 @@ impl Limiter {
                 // token that does not verify (401): refuse before any policy is asked, so
                 // nothing is spent.
                 Err(why) if enforcing => return Err(why.into()),
+                // A shadow `deny` policy would have refused a request lacking a part: a
+                // shadow denial (counted, logged), forwarded as shadow denials are.
+                Err(KeyError::Missing(m)) => {
+                    limits.counters[slot].count(Outcome::ShadowDeny);
+                    self.sites.log_shadow_missing(policy, &limits.name, &m.what);
+                    would_refuse.get_or_insert(m.policy);
+                }
                 // A shadow policy must not change what the client sees: it does not apply.
                 Err(_) => {}
             }
         }
-        Ok((asks, exempted))
+        Ok(Asked {
+            asks,
+            exempted,
+            would_refuse,
+        })
     }
 
     /// Whether policy `policy` does not apply to this client (`[exempt]`). An account stated

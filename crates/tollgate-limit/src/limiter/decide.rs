@@ -46,7 +46,7 @@ impl Limiter {
             client,
             method,
         };
-        self.decide(at, None, headers, given).await
+        self.decide(at, Target::default(), headers, given).await
     }
 
     /// Decide a request of route `route` (its index in the config) to `uri` (canonical).
@@ -65,13 +65,25 @@ impl Limiter {
             client,
             method,
         };
-        self.decide(at, uri, headers, &[]).await
+        self.decide(at, uri.map(Target::of).unwrap_or_default(), headers, &[])
+            .await
+    }
+
+    /// [`Limiter::check_request`] with the request's target and, for `form:` and `json:`
+    /// parts, the body the proxy read for them.
+    pub async fn check_target(
+        &self,
+        at: At<'_>,
+        target: Target<'_>,
+        headers: &HeaderMap,
+    ) -> Admission {
+        self.decide(at, target, headers, &[]).await
     }
 
     async fn decide(
         &self,
         at: At<'_>,
-        uri: Option<&http::Uri>,
+        target: Target<'_>,
         headers: &HeaderMap,
         given: &[&str],
     ) -> Admission {
@@ -86,23 +98,23 @@ impl Limiter {
             return Admission::default();
         }
         // Built once: a token is verified once per request, whatever its parts.
-        let target = uri.map(Target::of).unwrap_or_default();
         let mut facts = self.keys.facts(client, route_name, method, target, headers);
         facts.give(given);
         // An account stated twice, or a token that does not verify, is none.
         if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
             return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
         }
-        let asks = match self.asks(limits, client, &facts) {
-            Ok((asks, _)) if !asks.is_empty() => asks,
-            Ok((_, exempted)) => {
-                let decision = match exempted {
+        let (asks, would_refuse) = match self.asks(limits, client, &facts) {
+            Ok(a) if !a.asks.is_empty() => (a.asks, a.would_refuse),
+            Ok(a) => {
+                let mut decision = match a.exempted {
                     Some(policy) => Decision {
                         policy: Some(policy),
                         ..Decision::of(Outcome::Exempt)
                     },
                     None => Decision::default(),
                 };
+                decision.would_refuse(a.would_refuse);
                 return Admission {
                     decision,
                     answer: Answer::default(),
@@ -115,6 +127,21 @@ impl Limiter {
             }
             Err(Refusal::Unauthenticated) => {
                 return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
+            }
+            // A `deny` policy's key part is missing: the access log names the policy.
+            Err(Refusal::Missing(m)) => {
+                let outcome = match m.unauthenticated {
+                    true => Outcome::Unauthenticated,
+                    false => Outcome::MissingKey,
+                };
+                let decision = Decision {
+                    policy: Some(m.policy.clone()),
+                    ..Decision::of(outcome)
+                };
+                return Admission {
+                    decision,
+                    answer: Answer::MissingKey(m),
+                };
             }
         };
         let mut check = Check {
@@ -130,15 +157,20 @@ impl Limiter {
                 check.give_back_all();
                 *refused
             }
-            _ => check.end(),
+            _ => {
+                let mut admission = check.end();
+                admission.decision.would_refuse(would_refuse);
+                admission
+            }
         }
     }
 }
 
 /// Which request of which route a check decides.
-struct At<'a> {
-    route: usize,
-    route_name: &'a Arc<str>,
-    client: IpAddr,
-    method: &'a Method,
+pub struct At<'a> {
+    /// The route's index in the config.
+    pub route: usize,
+    pub route_name: &'a Arc<str>,
+    pub client: IpAddr,
+    pub method: &'a Method,
 }

@@ -70,6 +70,14 @@ impl Sites {
         }
     }
 
+    /// A shadow `on_missing_key = "deny"` policy would have refused a request lacking
+    /// `what` (at most once a second per policy, with the shadow denials).
+    pub fn log_shadow_missing(&self, policy: &PolicyRuntime, route: &str, what: &str) {
+        if once_a_second(&self.logs.shadow_logged[policy.index], self.local.now()) {
+            warn!(policy = %policy.name, route, missing = what, "shadow mode: would refuse a request without this key part (logged at most once a second per policy; see tollgate_decisions_total)");
+        }
+    }
+
     pub fn log_store_error(
         &self,
         route: &str,

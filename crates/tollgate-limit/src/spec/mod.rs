@@ -19,8 +19,8 @@ use ipnet::IpNet;
 pub use account::{Account, Jwt, OnUnverified, keyed_hash};
 pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use exempt::{Exempt, Exemptions};
-pub use names::{AlgorithmName, Mode, OnStoreError, Site, StoreKind};
-pub use policy::{KeyPart, LeaseKnobs, Policy, Spend};
+pub use names::{AlgorithmName, Mode, OnMissingKey, OnStoreError, Site, StoreKind};
+pub use policy::{BodyField, KeyPart, LeaseKnobs, Policy, Spend};
 pub use store::{Cluster, Store, StoreTls};
 pub use tiers::{PolicyTiers, TierSource, Tiers};
 

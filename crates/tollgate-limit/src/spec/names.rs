@@ -98,3 +98,22 @@ pub enum OnStoreError {
     /// Decide with a local limiter at L/N.
     Local,
 }
+
+/// `policies.NAME.on_missing_key`: what a request lacking a part of the policy's key (no
+/// account, no `header:NAME` header, no `query:NAME` parameter, no cookie, no claim, no
+/// token) gets. Without one the policy cannot count it: `skip` lets it through uncounted,
+/// which is what a client spending a per-account login limit only has to do to escape it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnMissingKey {
+    /// The policy does not apply to the request (the behaviour before the setting existed).
+    #[default]
+    Skip,
+    /// Every such request is counted in one bucket of the policy: the missing part's text
+    /// in the key is the marker `missing`, which no real part is spelled as.
+    Shared,
+    /// The request is refused before any policy is asked: 401 when the missing part is the
+    /// account or a token's claim (the request is unauthenticated), else 400. In shadow
+    /// mode a would-be refusal: counted and logged as `shadow_deny`, and forwarded.
+    Deny,
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-use super::{AlgorithmName, Mode, Site};
+use super::{AlgorithmName, Mode, OnMissingKey, Site};
 
 /// One part of a policy key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,62 @@ pub enum KeyPart {
     Jwt(String),
     /// The canonical path the router matched (case and a trailing `/` folded).
     Path,
+    /// A field of a form body (`application/x-www-form-urlencoded` or
+    /// `multipart/form-data`), the name as decoded and compared like a query parameter's.
+    Form(BodyField),
+    /// A value of a JSON body, by RFC 6901 pointer (`/user/email`).
+    Json(BodyField),
+}
+
+/// A `form:` field's name or a `json:` pointer, and whether its value is lower-cased
+/// (`lowercase = [...]` of the policy: an email's case is the mail server's business, and
+/// `Alice@Example.com` rotating its case must not mint budgets; never silent).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BodyField {
+    pub name: String,
+    pub lowercase: bool,
+}
+
+impl std::fmt::Display for KeyPart {
+    /// As `key = [...]` writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyPart::Ip => f.write_str("ip"),
+            KeyPart::Account => f.write_str("account"),
+            KeyPart::Route => f.write_str("route"),
+            KeyPart::Method => f.write_str("method"),
+            KeyPart::Path => f.write_str("path"),
+            KeyPart::Header(h) => write!(f, "header:{h}"),
+            KeyPart::Query(q) => write!(f, "query:{q}"),
+            KeyPart::Cookie(c) => write!(f, "cookie:{c}"),
+            KeyPart::Jwt(c) => write!(f, "jwt:{c}"),
+            KeyPart::Form(n) => write!(f, "form:{}", n.name),
+            KeyPart::Json(p) => write!(f, "json:{}", p.name),
+        }
+    }
+}
+
+impl KeyPart {
+    /// A value the client sends (an account, a header, a query parameter, a cookie, a
+    /// claim, a body field): hashed into keys with the `[account]` hash key, and absent
+    /// from some requests. `ip`, `route`, `method` and `path` are neither.
+    pub fn is_sent_value(&self) -> bool {
+        matches!(
+            self,
+            KeyPart::Account
+                | KeyPart::Header(_)
+                | KeyPart::Query(_)
+                | KeyPart::Cookie(_)
+                | KeyPart::Jwt(_)
+                | KeyPart::Form(_)
+                | KeyPart::Json(_)
+        )
+    }
+
+    /// Read from the request body, which the proxy then buffers for the limit step.
+    pub fn reads_body(&self) -> bool {
+        matches!(self, KeyPart::Form(_) | KeyPart::Json(_))
+    }
 }
 
 /// One `[policies.NAME]`, typed: every value in range for its algorithm.
@@ -57,6 +113,9 @@ pub struct Policy {
     pub lease: LeaseKnobs,
     /// `cost_header` / `max_cost` and `count`: what a request spends beyond `cost`.
     pub spend: Spend,
+    /// What a request lacking a key part gets; `None` when the config does not say (then
+    /// `skip`, and `tollgate check` warns where that lets requests through unlimited).
+    pub on_missing_key: Option<OnMissingKey>,
 }
 
 /// `lease_max`, `lease_ttl`, `lease_target` of a policy.

@@ -34,6 +34,7 @@ fn policies() -> Vec<PolicyRuntime> {
         local_first: false,
         lease: Default::default(),
         spend: Default::default(),
+        on_missing_key: None,
     };
     [
         gcra("p", 60, Duration::from_secs(60)),

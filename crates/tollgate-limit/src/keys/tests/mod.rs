@@ -1,8 +1,9 @@
 //! Unit tests of key building: each part's folding and ambiguity rules, on facts built by
 //! hand (the real-socket tests are `tests/limits/limit_keys.rs` and `tests/limits/key_parts.rs`).
 //! `names.rs`: query and cookie names as backends read them; `values.rs`: the token grammar
-//! and the values a backend would read otherwise (issue 30).
+//! and the values a backend would read otherwise (issue 30); `missing.rs`: `on_missing_key`.
 
+mod missing;
 mod names;
 mod values;
 
@@ -13,6 +14,7 @@ use http::HeaderName;
 pub(super) const T: Target<'static> = Target {
     path: None,
     query: None,
+    body: None,
 };
 use crate::spec::{AlgorithmName, IpKeys, Policy};
 use std::num::NonZeroUsize;
@@ -50,6 +52,7 @@ fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
         local_first: false,
         lease: Default::default(),
         spend: Default::default(),
+        on_missing_key: None,
     };
     PolicyRuntime::new(0, &p, &[NonZeroU32::new(4).unwrap()]).unwrap()
 }
@@ -158,6 +161,7 @@ fn ambiguous(r: Result<Option<String>, KeyError>) -> Result<Option<String>, Ambi
     r.map_err(|e| match e {
         KeyError::Ambiguous(a) => a,
         KeyError::Unverified => panic!("no token in these facts"),
+        KeyError::Missing(m) => panic!("these policies skip: {m}"),
     })
 }
 
@@ -239,6 +243,7 @@ fn query(q: &str) -> Result<Option<String>, Ambiguous> {
     let target = Target {
         path: Some("/"),
         query: Some(q),
+        body: None,
     };
     key_at(KeyPart::Query("k".into()), target, &HeaderMap::new())
 }
@@ -315,6 +320,7 @@ fn path(p: &str) -> Option<String> {
     let target = Target {
         path: Some(p),
         query: None,
+        body: None,
     };
     key_at(KeyPart::Path, target, &HeaderMap::new()).unwrap()
 }

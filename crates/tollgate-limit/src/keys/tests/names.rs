@@ -17,6 +17,7 @@ fn names_are_read_as_php_and_rails_read_them() {
         let target = Target {
             path: Some("/"),
             query: Some(q),
+            body: None,
         };
         key_at(KeyPart::Query("api_key".into()), target, &HeaderMap::new())
     };
@@ -82,6 +83,7 @@ fn names_are_read_as_aspnet_spring_and_python_read_them() {
         let target = Target {
             path: Some("/"),
             query: Some(q),
+            body: None,
         };
         key_at(KeyPart::Query(name.into()), target, &HeaderMap::new())
     };
@@ -161,6 +163,7 @@ fn nested_names_read_by_qs_and_spring() {
         let target = Target {
             path: Some("/"),
             query: Some(q),
+            body: None,
         };
         key_at(
             KeyPart::Query("user[email]".into()),

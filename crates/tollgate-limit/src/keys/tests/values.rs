@@ -89,6 +89,7 @@ fn unclear_values_are_refused_in_every_part() {
         let target = Target {
             path: Some("/"),
             query: Some(q),
+            body: None,
         };
         assert_eq!(
             key_at(KeyPart::Query("k".into()), target, &HeaderMap::new()),
@@ -136,6 +137,7 @@ fn values_some_backend_decodes_further_are_refused_or_folded() {
         let target = Target {
             path: Some("/"),
             query: Some(q),
+            body: None,
         };
         assert_eq!(
             key_at(KeyPart::Query("tenant".into()), target, &HeaderMap::new()),

@@ -1,0 +1,56 @@
+//! What `tollgate check` warns about in a valid config: nothing wrong enough to refuse, but
+//! likely not what was meant.
+
+use super::{Config, Mode, Policy, Problem};
+use crate::limit::keys::KeyBuilder;
+use crate::limit::spec::IpKeys;
+
+impl Config {
+    /// Problems that do not stop the config from loading: a policy no route lists (it limits
+    /// nothing, which a policy added and then forgotten in a route's `policies` does
+    /// silently), and an enforced policy that lets a request lacking a key part through
+    /// unlimited because `on_missing_key` is not set ([`Config::missing_key_warning`]).
+    pub fn warnings(&self) -> Vec<Problem> {
+        let unlisted = self
+            .policies
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.routes.iter().any(|r| r.policies.contains(i)))
+            .map(|(_, p)| {
+                Problem::new(
+                    format!("policies.{}", p.name),
+                    "no route lists it, so it limits nothing (add it to a route's `policies`)",
+                )
+            });
+        let missing =
+            (self.policies.iter().enumerate()).filter_map(|(i, p)| self.missing_key_warning(i, p));
+        unlisted.chain(missing).collect()
+    }
+
+    /// Policy `i` is enforced on some route (neither the route's mode nor its own is
+    /// shadow or off), has a key part a request can lack, and leaves `on_missing_key` unset:
+    /// such a request skips the policy, which a client can do on purpose (issue 35: 5 × 200
+    /// on a 3/min per-account login limit). An explicit `"skip"` says that is meant.
+    fn missing_key_warning(&self, i: usize, p: &Policy) -> Option<Problem> {
+        if p.on_missing_key.is_some() {
+            return None;
+        }
+        // `path` is never missing on the gateway (every request has one); `ip`, `route`
+        // and `method` never are.
+        let part = p.key.iter().find(|k| k.is_sent_value())?;
+        let enforced = (self.routes.iter())
+            .filter(|r| r.policies.contains(&i))
+            .any(|r| p.mode.unwrap_or(r.mode) == Mode::Enforce);
+        if !enforced {
+            return None;
+        }
+        let what = KeyBuilder::new(&IpKeys::default(), self.account.clone()).what(part);
+        Some(Problem::new(
+            format!("policies.{}.on_missing_key", p.name),
+            format!(
+                "not set, so a request without {what} skips this policy, unlimited by it \
+                 however many are sent; set \"deny\" or \"shared\", or \"skip\" to keep this"
+            ),
+        ))
+    }
+}

@@ -1,0 +1,52 @@
+//! Every problem `type` the gateway sends (`src/respond`: `GatewayError::kind` under
+//! `https://tollgate.dev/problems/`, and the IANA types of 429 and 503) is listed on the
+//! proxy page (docs/src/proxy.md, "The answer").
+
+use std::path::Path;
+
+fn read(p: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap()
+}
+
+/// The quoted strings of `fn kind`'s match arms in src/respond/mod.rs.
+fn kinds(source: &str) -> Vec<String> {
+    let start = source
+        .find("pub fn kind(&self)")
+        .expect("GatewayError::kind");
+    let body = &source[start..];
+    let body = &body[..body.find("\n    }\n").expect("the end of kind")];
+    body.lines()
+        .filter_map(|l| l.split_once("=> \"").map(|(_, r)| r))
+        .map(|r| r.trim_end_matches("\",").to_string())
+        .collect()
+}
+
+/// The `https://iana.org/…` constants of src/respond/ratelimit.rs.
+fn iana_types(source: &str) -> Vec<String> {
+    source
+        .split('"')
+        .filter(|s| s.starts_with("https://iana.org/assignments/http-problem-types#"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_problem_type_is_listed_on_the_proxy_page() {
+    let page = read("docs/src/proxy.md");
+    let kinds = kinds(&read("src/respond/mod.rs"));
+    assert!(kinds.len() >= 10, "kinds found: {kinds:?}");
+    let mut types: Vec<String> = kinds
+        .iter()
+        .filter(|k| *k != "rate_limited" && *k != "store_unavailable")
+        .map(|k| format!("https://tollgate.dev/problems/{k}"))
+        .collect();
+    let iana = iana_types(&read("src/respond/ratelimit.rs"));
+    assert_eq!(iana.len(), 2, "{iana:?}");
+    types.extend(iana);
+    for t in types {
+        assert!(
+            page.contains(&format!("`{t}`")),
+            "docs/src/proxy.md does not list the problem type {t}"
+        );
+    }
+}
