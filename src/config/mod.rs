@@ -6,6 +6,7 @@
 //! trust, collecting every problem with its key path. The sections with rules of their own
 //! (`jwt.rs`, `tiers.rs`, `spend.rs`, …) keep both passes in one file.
 
+mod backends;
 mod error;
 mod exempt;
 mod health;
@@ -23,6 +24,7 @@ mod upstream_tls;
 mod validate;
 mod warnings;
 
+pub use backends::{Balance, Outlier, Retry};
 pub use error::{ConfigError, Problem};
 pub use health::HealthCheck;
 pub use key_body::{KeyBodyRules, OnLargeKeyBody};

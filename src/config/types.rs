@@ -167,6 +167,14 @@ pub struct Upstream {
     pub health: Option<super::HealthCheck>,
     /// What the forwarder speaks to it.
     pub protocol: UpstreamProtocol,
+    /// Per URL (like `urls`): its share of the load, 1 to 1000.
+    pub weights: Vec<u32>,
+    /// How a request's URL is chosen.
+    pub balance: super::Balance,
+    /// When a request is sent again.
+    pub retry: super::Retry,
+    /// When a failing URL is left out.
+    pub outlier: super::Outlier,
 }
 
 /// One `[[routes]]`.

@@ -97,7 +97,7 @@ pub async fn run() -> Result<(), DemoError> {
     server.tls_key = None;
     raw.server = Some(server);
     for up in raw.upstreams.values_mut() {
-        up.urls = vec![format!("http://{upstream}")];
+        up.urls = vec![format!("http://{upstream}").into()];
     }
     let cfg = config::validate(raw, Path::new("config.toml (embedded)"))?;
     let server = Server::bind(cfg).await?;

@@ -44,6 +44,9 @@ pub type UpstreamBody = Either<Watchdog<ClientBody>, Empty<Bytes>>;
 pub(super) struct Forwarded {
     pub response: Response<Watchdog<Incoming>>,
     pub slot: OwnedSemaphorePermit,
+    /// The answering URL's in-flight mark (what least-request balancing reads), held as
+    /// long as the slot.
+    pub url: super::outlier::InFlight,
     /// Set after a `101`: the tunnel to start, holding what the request holds.
     pub tunnel: Option<upgrade::Tunnel>,
 }
@@ -191,9 +194,9 @@ impl Forwarder {
                 ))
             }
         };
-        let sent = super::send::send(self, pool, parts, body, &path_and_query);
         let timeout = self.upstream_timeout;
-        let mut resp = match await_answer(sent, watch.as_deref(), leaves, timeout).await {
+        let sent = super::send::send(self, pool, parts, body, &path_and_query, leaves + timeout);
+        let (mut resp, url) = match await_answer(sent, watch.as_deref(), leaves, timeout).await {
             Some(r) => {
                 r.map_err(|e| client_fault(watch.as_deref(), self.body_timeout).unwrap_or(e))?
             }
@@ -233,6 +236,7 @@ impl Forwarder {
         Ok(Forwarded {
             response,
             slot,
+            url,
             tunnel,
         })
     }

@@ -88,13 +88,14 @@ impl H1Pool {
     }
 
     /// Send `req` (origin-form URI) to URL `target` at `authority`: on an idle connection
-    /// when there is one, else on a new one.
+    /// when there is one, else on a new one. When no connection could be made the request,
+    /// never sent, comes back with the error, so its body can go to another URL.
     pub async fn send(
         self: &Arc<Self>,
         target: usize,
         authority: &Authority,
         mut req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, H1Error> {
+    ) -> Result<Response<Incoming>, (H1Error, Option<Request<UpstreamBody>>)> {
         if !req.headers().contains_key(header::HOST) {
             req.headers_mut()
                 .insert(header::HOST, host_value(authority));
@@ -108,7 +109,11 @@ impl H1Pool {
                 // Boxed: connecting is rare, and its future (address lookup, timer,
                 // handshake) would otherwise make every request's future, which is moved
                 // by value into its box, several kilobytes larger.
-                None => (Box::pin(self.connect(authority)).await?, false),
+                None => match Box::pin(self.connect(authority)).await {
+                    Ok(sender) => (sender, false),
+                    Err(e @ H1Error::Connect(_)) => return Err((e, Some(req))),
+                    Err(e) => return Err((e, None)),
+                },
             };
             match sender.try_send_request(req).await {
                 Ok(resp) => {
@@ -119,7 +124,7 @@ impl H1Pool {
                 // idle keep-alive connection): nothing was sent, so it may go again.
                 Err(mut e) => match e.take_message() {
                     Some(unsent) if reused => req = unsent,
-                    _ => return Err(H1Error::Http(e.into_error())),
+                    _ => return Err((H1Error::Http(e.into_error()), None)),
                 },
             }
         }

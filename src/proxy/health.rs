@@ -12,7 +12,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::{Either, Empty};
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -20,16 +19,11 @@ use tokio::task::JoinHandle;
 
 use super::forward::{UpstreamClient, upstream_client};
 use super::upstream::UpstreamSlots;
+use super::upstream_metrics::UrlLabels;
 use crate::config::{Config, HealthCheck, Upstream};
 
 /// Failed probes in a row that take a URL out of the round robin.
 pub const FAILS: u32 = 2;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct UrlLabels {
-    upstream: String,
-    url: String,
-}
 
 /// `tollgate_upstream_healthy`, registered once (reloads keep the series).
 #[derive(Clone)]
@@ -85,13 +79,11 @@ struct Target {
 
 fn target(u: &Upstream, url: &http::Uri, check: &HealthCheck, m: &HealthMetrics) -> Target {
     let scheme = url.scheme_str().unwrap_or("http");
-    let host = url.authority().map_or("", |a| a.as_str());
-    // Never the user-info of a URL in a label or a probe's log: host and port only.
-    let host = host.rsplit('@').next().unwrap_or(host);
     let base = url.path().trim_end_matches('/');
+    // Never the user-info of a URL in a label or a probe's log: host and port only.
     let labels = UrlLabels {
         upstream: u.name.clone(),
-        url: format!("{scheme}://{host}{base}"),
+        url: super::upstream_metrics::url_label(url),
     };
     let gauge = m.healthy.get_or_create(&labels).clone();
     gauge.set(1);

@@ -16,6 +16,7 @@
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
 mod access;
+mod balance;
 mod canonical;
 pub mod client_ip;
 mod forward;
@@ -25,11 +26,14 @@ pub mod health;
 mod key_body;
 mod method_override;
 pub mod metrics;
+mod outlier;
 pub mod request_id;
+mod retry;
 mod send;
 pub mod trace;
 mod upgrade;
 pub mod upstream;
+pub mod upstream_metrics;
 mod upstream_tls;
 mod watchdog;
 
@@ -129,9 +133,8 @@ impl Gateway {
         let pools: Vec<Pool> = config
             .upstreams
             .iter()
-            .zip(&slots.slots)
             .enumerate()
-            .map(|(i, (u, s))| Pool::new(i, u, s.clone(), slots.health_of(i)))
+            .map(|(i, u)| Pool::new(i, u, slots))
             .collect();
         let mut route_metrics: Vec<RouteMetrics> = config
             .routes
@@ -372,7 +375,7 @@ impl Gateway {
         respond::ratelimit::add_headers(resp.headers_mut(), &report, &inner.response, false);
         // Permits, then the upstream slot, are released once the body is done — or, after
         // a protocol switch, once the tunnel is closed (the `101`'s body is empty).
-        let held = (permits, forwarded.slot);
+        let held = (permits, forwarded.slot, forwarded.url);
         match forwarded.tunnel {
             Some(tunnel) => {
                 tunnel.spawn(held);

@@ -1,96 +1,192 @@
 //! Step 5's last leg: one request on its way to an upstream URL, on the worker's own
 //! HTTP/1.1 connections ([`H1Pool`]) for plain `http://` URLs, on hyper-util's client for
-//! the rest (TLS, HTTP/2); retried on the next URL while nothing could be sent.
+//! the rest (TLS, HTTP/2); sent again by the rules of `retry.rs`, each attempt's outcome
+//! told to the URL's outlier state (`outlier.rs`).
+//!
+//! [`H1Pool`]: super::h1pool::H1Pool
 
 use http::request::Parts;
 use http::uri::PathAndQuery;
-use http::{Request, Response};
+use http::{HeaderMap, Method, Request, Response, Version};
 use http_body_util::{Either, Empty};
 use hyper::body::{Body, Incoming};
+use tokio::time::Instant;
 
 use super::forward::{Forwarder, UpstreamBody};
-use super::upstream::Pool;
+use super::outlier::{InFlight, Outcome};
+use super::retry;
+use super::upstream::{Pool, Tried};
 use crate::respond::GatewayError;
 
-/// A failed attempt: whether no connection could be made (the URL is then left out of
-/// the rotation, and a bodiless request tries the next one), and the answer's error.
-struct Failed {
-    connect: bool,
-    error: GatewayError,
+/// A failed attempt.
+enum Failed {
+    /// No connection could be made: nothing was sent. The request comes back when the
+    /// connection pool could return it (so even a body can go to the next URL).
+    Unsent(GatewayError, Option<Box<Request<UpstreamBody>>>),
+    /// The connection failed after the request left, before the answer's head.
+    Broken(GatewayError),
+    /// The request could not be made (a bad URI): no URL would do better.
+    Refused(GatewayError),
 }
 
-/// Send with retries: a bodiless request whose connection failed is tried on the next URL;
-/// a request with a body is sent once, since its stream cannot be replayed.
+/// What a bodiless request is rebuilt from for another attempt.
+struct Template {
+    method: Method,
+    version: Version,
+    headers: HeaderMap,
+}
+
+impl Template {
+    fn request(&self) -> Request<UpstreamBody> {
+        let mut req = Request::new(Either::Right(Empty::new()));
+        *req.method_mut() = self.method.clone();
+        *req.version_mut() = self.version;
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+/// Send to `pool`, retrying as `retry.rs` allows until `deadline` (the upstream timeout):
+/// the answer, with the in-flight mark of the URL that gave it (held until its body ends).
 pub(super) async fn send(
     fwd: &Forwarder,
     pool: &Pool,
     parts: Parts,
     body: UpstreamBody,
     path_and_query: &PathAndQuery,
-) -> Result<Response<Incoming>, GatewayError> {
-    let attempts = if body.is_end_stream() { pool.len() } else { 1 };
-    if attempts <= 1 {
-        let i = pool.pick();
-        return once(
-            fwd,
-            pool,
-            i,
-            Request::from_parts(parts, body),
-            path_and_query,
-        )
-        .await
-        .map_err(|f| f.error);
+    deadline: Instant,
+) -> Result<(Response<Incoming>, InFlight), GatewayError> {
+    let replayable = body.is_end_stream();
+    let resend = replayable && pool.retry.retries > 0 && retry::idempotent(&parts.method);
+    if resend {
+        pool.backends.deposit();
     }
-    let mut last_error = None;
-    for _ in 0..attempts {
-        let i = pool.pick();
-        let mut req = Request::new(Either::Right(Empty::new()));
-        *req.method_mut() = parts.method.clone();
-        *req.version_mut() = parts.version;
-        *req.headers_mut() = parts.headers.clone();
-        match once(fwd, pool, i, req, path_and_query).await {
-            Ok(resp) => return Ok(resp),
-            Err(f) if f.connect => last_error = Some(f.error),
-            Err(f) => return Err(f.error),
+    if pool.len() == 1 && !resend {
+        // The usual case: one URL, nothing to retry; a refused connection has nowhere else
+        // to go, and no copy of the request is made.
+        let req = Request::from_parts(parts, body);
+        return once(fwd, pool, 0, req, path_and_query)
+            .await
+            .map_err(Failed::into_error);
+    }
+    let template = replayable.then(|| Template {
+        method: parts.method.clone(),
+        version: parts.version,
+        headers: parts.headers.clone(),
+    });
+    let mut next = Some(Request::from_parts(parts, body));
+    let mut tried = Tried::default();
+    let mut retries = 0;
+    let m = &pool.backends.retry_metrics;
+    loop {
+        // A request goes again only with its body back or a template to rebuild it from
+        // (the arms below see to that): the `else` is never taken.
+        let Some(req) = next
+            .take()
+            .or_else(|| template.as_ref().map(Template::request))
+        else {
+            return Err(unavailable(pool, &"the request cannot be sent again"));
+        };
+        let i = pool.pick(tried);
+        tried.add(i);
+        let (wait, error) = match once(fwd, pool, i, req, path_and_query).await {
+            Ok((resp, held)) => {
+                let status = resp.status().as_u16();
+                let again = resend
+                    && retries < pool.retry.retries
+                    && pool.retry.on_status.contains(&status);
+                if !again {
+                    return Ok((resp, held));
+                }
+                let wait = retry::wait(&pool.retry, retries, Some(resp.headers()));
+                // A Retry-After past the upstream timeout: the answer, as it is.
+                if Instant::now() + wait >= deadline {
+                    return Ok((resp, held));
+                }
+                if !pool.backends.withdraw() {
+                    m.refused_status.inc();
+                    return Ok((resp, held));
+                }
+                m.status.inc();
+                (wait, None)
+            }
+            Err(Failed::Unsent(error, back)) => {
+                if tried.all(pool.len()) || (back.is_none() && template.is_none()) {
+                    return Err(error);
+                }
+                m.connect.inc();
+                next = back.map(|b| *b);
+                continue;
+            }
+            Err(Failed::Broken(error)) => {
+                if !(resend && retries < pool.retry.retries) {
+                    return Err(error);
+                }
+                if !pool.backends.withdraw() {
+                    m.refused_broken.inc();
+                    return Err(error);
+                }
+                m.broken.inc();
+                (retry::wait(&pool.retry, retries, None), Some(error))
+            }
+            Err(f @ Failed::Refused(_)) => return Err(f.into_error()),
+        };
+        retries += 1;
+        if Instant::now() + wait >= deadline {
+            return Err(error.unwrap_or_else(|| unavailable(pool, &"no time left to retry")));
         }
+        tokio::time::sleep(wait).await;
     }
-    Err(last_error.unwrap_or_else(|| unavailable(pool, &"no upstream URL")))
 }
 
-/// One attempt on URL `i` of `pool`; a URL that could not be reached is marked dead.
+impl Failed {
+    fn into_error(self) -> GatewayError {
+        match self {
+            Failed::Unsent(e, _) | Failed::Broken(e) | Failed::Refused(e) => e,
+        }
+    }
+}
+
+/// One attempt on URL `i` of `pool`, its outcome recorded for outlier detection.
 async fn once(
     fwd: &Forwarder,
     pool: &Pool,
     i: usize,
     mut req: Request<UpstreamBody>,
     path_and_query: &PathAndQuery,
-) -> Result<Response<Incoming>, Failed> {
-    let failed = |connect: bool, e: &(dyn std::error::Error + 'static)| {
-        if connect {
-            pool.mark_dead(i);
-        }
-        Failed {
-            connect,
-            error: unavailable(pool, &ErrorChain(e)),
-        }
+) -> Result<(Response<Incoming>, InFlight), Failed> {
+    let held = pool.backends.start(i);
+    let failed = |unsent: bool, e: &(dyn std::error::Error + 'static)| {
+        let outcome = if unsent {
+            Outcome::Unreachable
+        } else {
+            Outcome::Broken
+        };
+        pool.backends.record(i, outcome);
+        unavailable(pool, &ErrorChain(e))
     };
-    let bad_uri = |e: http::Error| Failed {
-        connect: false,
-        error: unavailable(pool, &e),
-    };
-    if let Some((h1, authority)) = fwd.h1_for(pool, i) {
+    let refused = |e: http::Error| Failed::Refused(unavailable(pool, &e));
+    let answer = if let Some((h1, authority)) = fwd.h1_for(pool, i) {
         // hyper's connection writes the URI as given: origin-form for an origin server.
-        *req.uri_mut() = pool.origin(i, path_and_query).map_err(bad_uri)?;
-        return Box::pin(h1.send(i, authority, req)).await.map_err(|e| {
-            let connect = matches!(e, super::h1pool::H1Error::Connect(_));
-            failed(connect, &e)
-        });
-    }
-    *req.uri_mut() = pool.uri(i, path_and_query).map_err(bad_uri)?;
-    fwd.client(pool)
-        .request(req)
-        .await
-        .map_err(|e| failed(e.is_connect(), &e))
+        *req.uri_mut() = pool.origin(i, path_and_query).map_err(refused)?;
+        Box::pin(h1.send(i, authority, req))
+            .await
+            .map_err(|(e, back)| match e {
+                super::h1pool::H1Error::Connect(_) => {
+                    Failed::Unsent(failed(true, &e), back.map(Box::new))
+                }
+                _ => Failed::Broken(failed(false, &e)),
+            })?
+    } else {
+        *req.uri_mut() = pool.uri(i, path_and_query).map_err(refused)?;
+        (fwd.client(pool).request(req).await).map_err(|e| match e.is_connect() {
+            true => Failed::Unsent(failed(true, &e), None),
+            false => Failed::Broken(failed(false, &e)),
+        })?
+    };
+    pool.backends
+        .record(i, Outcome::Answered(answer.status().as_u16()));
+    Ok((answer, held))
 }
 
 fn unavailable(pool: &Pool, e: &dyn std::fmt::Display) -> GatewayError {

@@ -1,22 +1,22 @@
-//! Upstream pools: which backend address a forwarded request goes to.
+//! Upstream pools (step 5): which backend address a forwarded request goes to.
 //!
-//! Round robin over the configured URLs; a URL whose connection failed is skipped for
-//! [`DEAD_FOR`] (passive health checking, like nginx's `max_fails`/`fail_timeout`), unless
-//! every URL is dead, in which case they are all tried rather than failing without trying.
+//! The choice is the upstream's `balance` (`balance.rs`) among the URLs that are in (not
+//! ejected by outlier detection, `outlier.rs`), healthy (active checks, `health.rs`) and
+//! not yet tried by this request; when none is, the rules are dropped one by one, so an
+//! upstream whose every URL looks bad is still tried rather than failing without trying.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::Uri;
 use http::uri::{Authority, PathAndQuery, Scheme};
 
 use tokio::sync::Semaphore;
 
-use crate::config::Upstream;
-
-/// How long a URL that refused a connection is left out of the rotation.
-pub const DEAD_FOR: Duration = Duration::from_secs(2);
+use super::balance::Picker;
+use super::outlier::Backends;
+use super::upstream_metrics::UpstreamMetrics;
+use crate::config::{Retry, Upstream};
 
 /// One backend address.
 #[derive(Debug)]
@@ -25,8 +25,28 @@ struct Target {
     authority: Authority,
     /// The URL's own path without trailing `/`, prefixed to every forwarded path.
     base_path: String,
-    /// Milliseconds since the pool's epoch until which this target is skipped; 0 = alive.
-    dead_until_ms: AtomicU64,
+}
+
+/// The URLs one request has tried (bit `i` for URL `i`; URLs past the 64th are not
+/// remembered, so such a URL may be tried twice).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Tried(u64);
+
+impl Tried {
+    pub fn add(&mut self, i: usize) {
+        if i < 64 {
+            self.0 |= 1 << i;
+        }
+    }
+
+    pub fn has(self, i: usize) -> bool {
+        i < 64 && self.0 & (1 << i) != 0
+    }
+
+    /// Whether every one of `n` URLs was tried.
+    pub fn all(self, n: usize) -> bool {
+        (0..n.min(64)).all(|i| self.has(i))
+    }
 }
 
 /// Every upstream's connection slots (`max_connections`) and its URLs' health, made once
@@ -37,6 +57,10 @@ pub struct UpstreamSlots {
     /// Per upstream, per URL: false while its active health check says it is down
     /// (`health.rs`); always true without a check.
     pub(super) healthy: Vec<Arc<[AtomicBool]>>,
+    /// Per upstream: its URLs' in-flight counts, failures and ejections, its retry budget.
+    pub(super) backends: Vec<Arc<Backends>>,
+    /// Where a reload's new upstreams get their metric handles.
+    metrics: UpstreamMetrics,
 }
 
 fn all_healthy(up: &Upstream) -> Arc<[AtomicBool]> {
@@ -44,20 +68,25 @@ fn all_healthy(up: &Upstream) -> Arc<[AtomicBool]> {
 }
 
 impl UpstreamSlots {
-    pub fn new(upstreams: &[Upstream]) -> Self {
+    pub fn new(upstreams: &[Upstream], metrics: UpstreamMetrics) -> Self {
         UpstreamSlots {
             slots: upstreams
                 .iter()
                 .map(|u| Arc::new(Semaphore::new(u.max_connections.get())))
                 .collect(),
             healthy: upstreams.iter().map(all_healthy).collect(),
+            backends: (upstreams.iter())
+                .map(|u| Arc::new(Backends::new(u, &metrics)))
+                .collect(),
+            metrics,
         }
     }
 
     /// The slots of a reloaded config's `new` upstreams: an upstream of the same name and
     /// `max_connections` as in `old` keeps its slots, so the requests still in flight on
     /// the old config count against the same bound as the new ones; one with the same name
-    /// and URLs keeps its health marks.
+    /// and URLs keeps its health marks, and with the same retry and outlier settings too,
+    /// its failures, ejections, in-flight counts and retry budget.
     pub fn reloaded(&self, old: &[Upstream], new: &[Upstream]) -> Self {
         let same = |u: &Upstream| old.iter().position(|o| o.name == u.name);
         UpstreamSlots {
@@ -75,6 +104,19 @@ impl UpstreamSlots {
                     _ => all_healthy(u),
                 })
                 .collect(),
+            backends: (new.iter())
+                .map(|u| match same(u) {
+                    Some(i)
+                        if old[i].urls == u.urls
+                            && old[i].retry == u.retry
+                            && old[i].outlier == u.outlier =>
+                    {
+                        self.backends[i].clone()
+                    }
+                    _ => Arc::new(Backends::new(u, &self.metrics)),
+                })
+                .collect(),
+            metrics: self.metrics.clone(),
         }
     }
 
@@ -94,10 +136,12 @@ pub struct Pool {
     /// HTTP/1.1 or HTTP/2 to it.
     pub protocol: crate::config::UpstreamProtocol,
     targets: Vec<Target>,
-    /// Round-robin cursor.
-    next: AtomicUsize,
-    /// Time origin for `dead_until_ms`, so the mark fits in an atomic.
-    epoch: Instant,
+    /// This worker's chooser (`balance` and the weights).
+    picker: Picker,
+    /// The URLs' shared state: in flight, failures, ejections; the retry budget.
+    pub backends: Arc<Backends>,
+    /// When a request is sent again.
+    pub retry: Retry,
     /// One permit per request in flight to this upstream (`max_connections`), shared by
     /// every worker's pool, so one HTTP/2 client's hundreds of streams cannot open
     /// hundreds of upstream connections.
@@ -107,14 +151,8 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Upstream `index` of the config; `slots` and `healthy` are shared by every worker's
-    /// copy of it.
-    pub fn new(
-        index: usize,
-        up: &Upstream,
-        slots: Arc<Semaphore>,
-        healthy: Arc<[AtomicBool]>,
-    ) -> Self {
+    /// Upstream `index` of the config, with the process's shared state of it.
+    pub fn new(index: usize, up: &Upstream, shared: &UpstreamSlots) -> Self {
         let targets = up
             .urls
             .iter()
@@ -122,7 +160,6 @@ impl Pool {
                 scheme: u.scheme().cloned().unwrap_or(Scheme::HTTP),
                 authority: u.authority().cloned().expect("validated URLs have a host"),
                 base_path: u.path().trim_end_matches('/').to_string(),
-                dead_until_ms: AtomicU64::new(0),
             })
             .collect();
         Pool {
@@ -130,10 +167,11 @@ impl Pool {
             index,
             protocol: up.protocol,
             targets,
-            next: AtomicUsize::new(0),
-            epoch: Instant::now(),
-            slots,
-            healthy,
+            picker: Picker::new(up.balance, &up.weights),
+            backends: shared.backends[index].clone(),
+            retry: up.retry.clone(),
+            slots: shared.slots[index].clone(),
+            healthy: shared.healthy[index].clone(),
         }
     }
 
@@ -141,35 +179,25 @@ impl Pool {
         self.targets.len()
     }
 
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
-    /// The next live and healthy target (round robin), else the next live one, else the
-    /// next one at all: a health check that is wrong about every URL must not turn the
-    /// upstream off.
-    pub fn pick(&self) -> usize {
-        let n = self.targets.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        if n == 1 {
+    /// The URL for a request that has tried `tried`: by the balance among the URLs in,
+    /// healthy and untried; else among those in and untried; else any untried; else any
+    /// (a health check or an ejection that is wrong about every URL must not turn the
+    /// upstream off).
+    pub(super) fn pick(&self, tried: Tried) -> usize {
+        if self.targets.len() == 1 {
             return 0;
         }
-        let now = self.now_ms();
-        let live = |i: &usize| self.targets[*i].dead_until_ms.load(Ordering::Relaxed) <= now;
-        let healthy = |i: &usize| self.healthy[*i].load(Ordering::Relaxed);
-        let order = || (0..n).map(|k| (start + k) % n);
-        order()
-            .find(|i| live(i) && healthy(i))
-            .or_else(|| order().find(live))
-            .unwrap_or(start % n)
-    }
-
-    /// Leave target `i` out of the rotation for [`DEAD_FOR`].
-    pub fn mark_dead(&self, i: usize) {
-        let until = self.now_ms() + DEAD_FOR.as_millis() as u64;
-        self.targets[i]
-            .dead_until_ms
-            .store(until, Ordering::Relaxed);
+        let now = self.backends.now_ms();
+        let b = &*self.backends;
+        let load = |i: usize| b.in_flight(i);
+        let fresh = |i: usize| !tried.has(i);
+        let healthy = |i: usize| self.healthy[i].load(Ordering::Relaxed);
+        (self.picker)
+            .pick(|i| fresh(i) && b.is_in(i, now) && healthy(i), load)
+            .or_else(|| self.picker.pick(|i| fresh(i) && b.is_in(i, now), load))
+            .or_else(|| self.picker.pick(fresh, load))
+            .or_else(|| self.picker.pick(|_| true, load))
+            .unwrap_or(0)
     }
 
     /// The URI for `path_and_query` on target `i`.
@@ -209,42 +237,50 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::outlier::Outcome;
 
     fn pool(urls: &[&str]) -> Pool {
-        let up = Upstream {
-            name: "app".into(),
-            urls: urls.iter().map(|u| u.parse().unwrap()).collect(),
-            max_connections: std::num::NonZeroUsize::MIN,
-            tls: None,
-            health: None,
-            protocol: Default::default(),
-        };
-        Pool::new(0, &up, Arc::new(Semaphore::new(1)), all_healthy(&up))
+        let text = "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.app]\nurls = [\"http://a:1\"]\n[[routes]]\nname = \"r\"\nupstream = \"app\"\n";
+        let at = std::path::Path::new("t.toml");
+        let raw = crate::config::parse_str(text, at).unwrap();
+        let mut up = crate::config::validate(raw, at)
+            .unwrap()
+            .upstreams
+            .remove(0);
+        up.urls = urls.iter().map(|u| u.parse().unwrap()).collect();
+        up.weights = vec![1; urls.len()];
+        up.outlier.max_ejected_percent = 100;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let shared = UpstreamSlots::new(
+            std::slice::from_ref(&up),
+            UpstreamMetrics::register(&mut registry),
+        );
+        Pool::new(0, &up, &shared)
     }
 
     #[test]
-    fn round_robin_skips_dead() {
+    fn round_robin_skips_ejected_and_tried() {
         let p = pool(&["http://a:1", "http://b:2", "http://c:3"]);
-        let picks: Vec<_> = (0..3).map(|_| p.pick()).collect();
+        let picks: Vec<_> = (0..3).map(|_| p.pick(Tried::default())).collect();
         assert_eq!(picks, vec![0, 1, 2]);
-        p.mark_dead(1);
-        let picks: Vec<_> = (0..4).map(|_| p.pick()).collect();
+        p.backends.record(1, Outcome::Unreachable);
+        let picks: Vec<_> = (0..4).map(|_| p.pick(Tried::default())).collect();
         assert!(!picks.contains(&1), "{picks:?}");
+        let mut tried = Tried::default();
+        tried.add(0);
+        tried.add(2);
+        assert_eq!(p.pick(tried), 1, "ejected, but the only one not tried");
     }
 
     #[test]
-    fn all_dead_still_picks_something() {
+    fn all_ejected_still_picks_something() {
         let p = pool(&["http://a:1", "http://b:2"]);
-        p.mark_dead(0);
-        p.mark_dead(1);
-        // Every URL dead: the rotation goes on over all of them rather than sticking to one
+        p.backends.record(0, Outcome::Unreachable);
+        p.backends.record(1, Outcome::Unreachable);
+        // Every URL out: the rotation goes on over all of them rather than sticking to one
         // (or failing without trying).
-        let picks: Vec<_> = (0..4).map(|_| p.pick()).collect();
+        let picks: Vec<_> = (0..4).map(|_| p.pick(Tried::default())).collect();
         assert_eq!(picks, vec![0, 1, 0, 1]);
-        // One comes back to life (its mark expired): only it is picked.
-        p.targets[1].dead_until_ms.store(0, Ordering::Relaxed);
-        let picks: Vec<_> = (0..3).map(|_| p.pick()).collect();
-        assert_eq!(picks, vec![1, 1, 1]);
     }
 
     #[test]

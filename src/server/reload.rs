@@ -31,6 +31,7 @@ use crate::proxy::health::{self, HealthMetrics};
 use crate::proxy::metrics::RequestMetrics;
 use crate::proxy::trace::Tracing;
 use crate::proxy::upstream::UpstreamSlots;
+use crate::proxy::upstream_metrics::UpstreamMetrics;
 
 /// Builds one worker's request path for the running config.
 type MakeGateway = dyn Fn() -> Gateway + Send + Sync;
@@ -167,7 +168,7 @@ impl Reloader {
             drop(reloads.get_or_create(&ResultLabel { result }));
         }
         let health = HealthMetrics::register(registry);
-        let slots = UpstreamSlots::new(&config.upstreams);
+        let slots = UpstreamSlots::new(&config.upstreams, UpstreamMetrics::register(registry));
         let views = Arc::new(ArcSwap::from_pointee(Views::new(&config)));
         let limiter = Arc::new(ArcSwap::new(limiter));
         let live = Live::new(make_gateway(

@@ -1,6 +1,6 @@
 //! Which upstream URL a request goes to, and the forwarding headers it carries: a dead URL
-//! is skipped, a request with a body is never retried, `X-Forwarded-Proto` is kept only from
-//! a trusted proxy.
+//! is skipped, a request that never left goes to the next URL with its body,
+//! `X-Forwarded-Proto` is kept only from a trusted proxy.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -61,13 +61,14 @@ fn post(addr: SocketAddr, body: &'static str) -> Request<Full<Bytes>> {
         .unwrap()
 }
 
-/// POSTs with a body are sent once, so they show the skip without retries hiding it: the
-/// first goes to the dead URL (first in the rotation) and fails; every later one within
-/// `DEAD_FOR` skips it. Without the skip every other POST would fail.
+/// A POST whose connection failed never left, so its body goes to the next URL; the dead
+/// URL is then ejected (`base_ejection`, 2 s) and later requests skip it: of six POSTs on
+/// `[dead, up]`, all six are answered by the live URL and only one ever tried the dead one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dead_url_is_skipped() {
+async fn dead_url_is_skipped_and_a_body_that_never_left_goes_on() {
     let (up, seen) = counting_upstream().await;
-    let gw = Gateway::start(&two_urls(dead_port().await, up)).await;
+    let dead = dead_port().await;
+    let gw = Gateway::start(&two_urls(dead, up)).await;
     let mut client = h2_client(gw.addrs.listen).await;
     let mut statuses = Vec::new();
     for _ in 0..6 {
@@ -77,40 +78,42 @@ async fn dead_url_is_skipped() {
             .unwrap();
         statuses.push(resp.status().as_u16());
     }
-    assert_eq!(statuses, [502, 200, 200, 200, 200, 200]);
-    assert_eq!(seen.load(Ordering::SeqCst), 5);
+    assert_eq!(statuses, [200; 6]);
+    assert_eq!(seen.load(Ordering::SeqCst), 6);
+    let m = metrics_text(gw.addrs.admin_listen.unwrap()).await;
+    let dead_url = format!("url=\"http://{dead}\"");
+    let line = |name: &str| format!("{name}{{upstream=\"app\",{dead_url}");
+    assert_eq!(
+        metric_sum(&m, &line("tollgate_upstream_requests_total")),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric_sum(&m, &line("tollgate_upstream_ejected")),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric_sum(
+            &m,
+            "tollgate_upstream_retries_total{upstream=\"app\",reason=\"connect\"}"
+        ),
+        1.0
+    );
 }
 
-/// A request with a body whose connection failed is not retried on the next URL (its stream
-/// cannot be replayed); a bodiless one is.
+/// The body itself arrives whole on the URL that answered, after the first refused it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn post_with_body_is_not_retried_but_get_is() {
-    let (up, seen) = counting_upstream().await;
-    let dead = dead_port().await;
-    let gw = Gateway::start(&two_urls(dead, up)).await;
-    let mut client = h2_client(gw.addrs.listen).await;
-    let resp = client
-        .send_request(post(gw.addrs.listen, "once"))
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::BAD_GATEWAY);
-    assert_eq!(
-        seen.load(Ordering::SeqCst),
-        0,
-        "the body never reached the live URL"
-    );
-
-    // A fresh gateway (nothing marked dead): its first GET meets the dead URL and is retried.
-    let gw = Gateway::start(&two_urls(dead, up)).await;
-    let mut client = h2_client(gw.addrs.listen).await;
-    let get = Request::get(format!("http://{}/", gw.addrs.listen))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    assert_eq!(
-        client.send_request(get).await.unwrap().status(),
-        StatusCode::OK
-    );
-    assert_eq!(seen.load(Ordering::SeqCst), 1);
+async fn a_body_sent_on_after_a_refused_connection_arrives_whole() {
+    let up = upstream(|req: Request<hyper::body::Incoming>| async move {
+        use http_body_util::BodyExt;
+        Response::new(body(req.into_body().collect().await.unwrap().to_bytes()))
+    })
+    .await;
+    let gw = Gateway::start(&two_urls(dead_port().await, up)).await;
+    let resp = send_h1(gw.addrs.listen, post(gw.addrs.listen, "every byte")).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(text(resp).await, "every byte");
 }
 
 /// The `X-Forwarded-Proto` the upstream receives for a client that claims `https`.

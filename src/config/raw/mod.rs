@@ -180,8 +180,9 @@ pub struct RawSharedRange {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
-    /// `http://host:port` base URLs; several are used round robin, a dead one is skipped.
-    pub urls: Vec<String>,
+    /// `http://host:port` base URLs, each a string or `{ url, weight }`; several share the
+    /// load by `balance`, an ejected or unhealthy one is skipped.
+    pub urls: Vec<super::backends::RawUpstreamUrl>,
     /// Requests in flight to this upstream per process (so connections open to it); more
     /// wait for a free one within `upstream_timeout`.
     #[serde(default = "safety::defaults::upstream_max_connections")]
@@ -197,6 +198,27 @@ pub struct RawUpstream {
     /// HTTP/1.1, or HTTP/2 (h2c prior knowledge on http://, ALPN h2 on https://): gRPC.
     #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// How a request's URL is chosen among `urls`.
+    #[serde(default)]
+    pub balance: super::backends::Balance,
+    /// Extra attempts a request may make after its first (idempotent, replayable ones).
+    #[serde(default)]
+    pub retries: u64,
+    /// Upstream statuses that are retried (with `retries`).
+    #[serde(default = "super::backends::default_retry_on")]
+    pub retry_on: Vec<u16>,
+    /// At most this share of requests (%, over 10 s) are retries.
+    #[serde(default = "super::backends::default_retry_budget_percent")]
+    pub retry_budget_percent: f64,
+    /// Retries a second allowed whatever the budget says (so a quiet upstream can retry).
+    #[serde(default = "super::backends::default_retry_budget_min_per_second")]
+    pub retry_budget_min_per_second: u64,
+    /// First wait before a retry, doubled for each next one, jittered.
+    #[serde(default = "super::backends::default_retry_backoff")]
+    pub retry_backoff: String,
+    /// When a URL is ejected for failing.
+    #[serde(default)]
+    pub outlier: super::backends::RawOutlier,
 }
 
 /// `upstreams.NAME.protocol`

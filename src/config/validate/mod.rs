@@ -49,7 +49,9 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         .upstreams
         .iter()
         .map(|(name, u)| {
-            let urls = v.upstream_urls(name, &u.urls);
+            let written: Vec<&str> = u.urls.iter().map(|e| e.url.as_str()).collect();
+            let urls = v.upstream_urls(name, &written);
+            let backends = v.backends(name, u);
             Upstream {
                 name: name.clone(),
                 tls: v.upstream_tls(name, u, &urls, origin),
@@ -57,6 +59,10 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
                 protocol: u.protocol,
                 urls,
                 max_connections: v.upstream_max_connections(name, u.max_connections),
+                weights: backends.weights,
+                balance: u.balance,
+                retry: backends.retry,
+                outlier: backends.outlier,
             }
         })
         .collect();
@@ -298,7 +304,7 @@ impl Validator {
         }))
     }
 
-    fn upstream_urls(&mut self, name: &str, urls: &[String]) -> Vec<Uri> {
+    fn upstream_urls(&mut self, name: &str, urls: &[&str]) -> Vec<Uri> {
         if urls.is_empty() {
             self.fail(&format!("upstreams.{name}.urls"), "needs at least one URL");
         }
