@@ -169,6 +169,13 @@ async fn a_gateway_with_a_store_exports_what_promtool_accepts() {
             ("tollgate_store_debt_keys", "gauge"),
             ("tollgate_store_debt_dropped_total", "counter"),
             ("tollgate_upstream_healthy", "gauge"),
+            ("tollgate_upstream_requests_total", "counter"),
+            ("tollgate_upstream_failures_total", "counter"),
+            ("tollgate_upstream_in_flight", "gauge"),
+            ("tollgate_upstream_ejected", "gauge"),
+            ("tollgate_upstream_ejections_total", "counter"),
+            ("tollgate_upstream_retries_total", "counter"),
+            ("tollgate_upstream_retries_refused_total", "counter"),
         ],
     );
     assert_no_key(&metrics);

@@ -1,6 +1,7 @@
 //! Test harness: real upstream servers, a real gateway on port 0, and real clients.
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod browser;
 pub mod config;
 pub mod drop_reply;

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod backends;
 mod bodies_upgrades;
 mod connections;
 mod grpc;
