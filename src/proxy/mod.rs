@@ -31,6 +31,7 @@ pub mod trace;
 mod upgrade;
 pub mod upstream;
 mod upstream_tls;
+mod upstream_verify;
 mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};
