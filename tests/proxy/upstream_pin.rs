@@ -119,3 +119,149 @@ async fn the_quick_openssl_certificate_as_ca_file_is_accepted_pinned() {
         );
     }
 }
+
+/// `cert`'s pin as the issue's pipeline computes it (curl's `--pinnedpubkey` value).
+fn openssl_pin(cert: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl x509 -pubkey -noout -in '{}' | openssl pkey -pubin -outform der \
+             | openssl dgst -sha256 -binary | base64",
+            cert.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn pin(pin: &str) -> String {
+    format!("pin_sha256 = [\"{pin}\"]")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_self_signed_certificate_for_the_same_name_is_a_502() {
+    let dir = TempDir::new("pin-other");
+    let (cert, _) = quick_cert(&dir, "app", "localhost", "DNS:localhost,IP:127.0.0.1");
+    let (impostor, key) = quick_cert(&dir, "impostor", "localhost", "DNS:localhost,IP:127.0.0.1");
+    let up = backend(&impostor, &key).await;
+    assert_eq!(
+        status_via("localhost", up, &ca_file(&cert)).await,
+        StatusCode::BAD_GATEWAY,
+        "same names, not byte-equal"
+    );
+    assert_eq!(
+        status_via("localhost", up, &ca_file(&impostor)).await,
+        StatusCode::OK,
+        "the backend itself answers"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pinned_certificate_is_refused_for_a_host_it_does_not_name() {
+    let dir = TempDir::new("pin-name");
+    let (cert, key) = quick_cert(&dir, "app", "example.test", "DNS:example.test");
+    let up = backend(&cert, &key).await;
+    assert_eq!(
+        status_via("127.0.0.1", up, &ca_file(&cert)).await,
+        StatusCode::BAD_GATEWAY
+    );
+    // Nor by its key alone: a pin does not stand for the name.
+    assert_eq!(
+        status_via("127.0.0.1", up, &pin(&openssl_pin(&cert))).await,
+        StatusCode::BAD_GATEWAY
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pin_sha256_alone_vouches_for_a_self_signed_leaf() {
+    let dir = TempDir::new("pin-alone");
+    let (cert, key) = quick_cert(&dir, "app", "localhost", "DNS:localhost,IP:127.0.0.1");
+    let (other, _) = quick_cert(&dir, "other", "localhost", "DNS:localhost");
+    let up = backend(&cert, &key).await;
+    let right = pin(&openssl_pin(&cert));
+    assert_eq!(status_via("localhost", up, &right).await, StatusCode::OK);
+    assert_eq!(status_via("127.0.0.1", up, &right).await, StatusCode::OK);
+    let wrong = pin(&openssl_pin(&other));
+    assert_eq!(
+        status_via("localhost", up, &wrong).await,
+        StatusCode::BAD_GATEWAY
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_ca_file_the_pin_must_match_as_well() {
+    let dir = TempDir::new("pin-both");
+    let (cert, key) = quick_cert(&dir, "app", "localhost", "DNS:localhost,IP:127.0.0.1");
+    let (other, _) = quick_cert(&dir, "other", "localhost", "DNS:localhost");
+    let up = backend(&cert, &key).await;
+    let both = |p: &Path| format!("{}\n{}", ca_file(&cert), pin(&openssl_pin(p)));
+    assert_eq!(
+        status_via("localhost", up, &both(&cert)).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status_via("localhost", up, &both(&other)).await,
+        StatusCode::BAD_GATEWAY,
+        "ca_file right, pin wrong"
+    );
+    // The shipped development certificate verifies through the chain; a pin still applies.
+    let shipped = backend(
+        &repo_path("certs/localhost.pem"),
+        &repo_path("certs/localhost-key.pem"),
+    )
+    .await;
+    let dev = repo_path("certs/localhost.pem");
+    let dev_tls = |p: &Path| format!("{}\n{}", ca_file(&dev), pin(&openssl_pin(p)));
+    assert_eq!(
+        status_via("localhost", shipped, &dev_tls(&dev)).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status_via("localhost", shipped, &dev_tls(&cert)).await,
+        StatusCode::BAD_GATEWAY
+    );
+}
+
+#[test]
+fn check_says_what_a_self_signed_ca_in_ca_file_is_accepted_as() {
+    let dir = TempDir::new("pin-check");
+    let (cert, _) = quick_cert(&dir, "app", "localhost", "DNS:localhost,IP:127.0.0.1");
+    let run = |ca: &Path| {
+        let file = dir.file(
+            "check.toml",
+            format!(
+                "[server]\nlisten = \"127.0.0.1:8080\"\n[upstreams.app]\n\
+                 urls = [\"https://localhost:8443\"]\n{}\n",
+                ca_file(ca)
+            )
+            .as_bytes(),
+        );
+        let out = crate::common::process::tollgate()
+            .args(["check", "-c"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (file, String::from_utf8(out.stderr).unwrap())
+    };
+    let (file, stderr) = run(&cert);
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "{}: warning: upstreams.app.ca_file: `{}` holds a self-signed CA certificate \
+             (CA:TRUE) for localhost, 127.0.0.1: accepted as the upstream's own certificate \
+             only when presented byte for byte (pinned), and still a CA for any certificate \
+             it signs; `-addext basicConstraints=critical,CA:FALSE` makes it a plain leaf",
+            file.display(),
+            cert.display()
+        )
+    );
+    // The shipped certificate is no CA: nothing to say.
+    let (_, stderr) = run(&repo_path("certs/localhost.pem"));
+    assert_eq!(stderr.trim(), "");
+}
