@@ -1,5 +1,5 @@
-//! What `tollgate check` (and start-up) warns about in a valid config: nothing wrong enough
-//! to refuse, but likely not what was meant.
+//! What `tollgate check` warns about in a valid config: nothing wrong enough to refuse, but
+//! likely not what was meant.
 
 use super::{Config, Mode, Policy, Problem};
 use crate::limit::keys::KeyBuilder;
@@ -38,24 +38,22 @@ impl Config {
     /// is not what a CA file usually means, and the certificate stays a CA for this upstream
     /// too; the `-addext` that makes it an ordinary leaf is named.
     fn self_signed_ca_warnings(&self) -> impl Iterator<Item = Problem> + '_ {
-        (self.upstreams.iter()).flat_map(|u| {
-            let tls = u.tls.as_deref();
-            let file = tls.and_then(|t| t.ca_file.as_ref());
-            let certs = tls
-                .map(|t| t.self_signed_cas.as_slice())
-                .unwrap_or_default();
-            certs.iter().filter_map(move |names| {
-                Some(Problem::new(
+        let files = (self.upstreams.iter())
+            .filter_map(|u| Some((u, u.tls.as_deref()?)))
+            .filter_map(|(u, tls)| Some((u, tls.ca_file.as_ref()?, &tls.self_signed_cas)));
+        files.flat_map(|(u, file, certs)| {
+            certs.iter().map(move |names| {
+                Problem::new(
                     format!("upstreams.{}.ca_file", u.name),
                     format!(
                         "`{}` holds a self-signed CA certificate (CA:TRUE) for {}: accepted as \
                          the upstream's own certificate only when presented byte for byte \
                          (pinned), and still a CA for any certificate it signs; \
                          `-addext basicConstraints=critical,CA:FALSE` makes it a plain leaf",
-                        file?.display(),
+                        file.display(),
                         names.join(", ")
                     ),
-                ))
+                )
             })
         })
     }

@@ -95,6 +95,14 @@ impl UpstreamVerifier {
         }
     }
 
+    /// The chain verifier, which also checks the handshake signatures when there is one.
+    fn chain(&self) -> Option<&WebPkiServerVerifier> {
+        match &self.trust {
+            Trust::Roots { chain, .. } => chain.as_deref(),
+            Trust::PinsOnly => None,
+        }
+    }
+
     /// `Ok` when the leaf's public key hashes to one of the pins, or there are none and
     /// the chain decided (never with [`Trust::PinsOnly`], which is built only with pins).
     fn check_pins(&self, end_entity: &CertificateDer<'_>) -> Result<(), Error> {
@@ -182,15 +190,6 @@ impl ServerCertVerifier for UpstreamVerifier {
 
     fn root_hint_subjects(&self) -> Option<&[DistinguishedName]> {
         self.chain().and_then(|c| c.root_hint_subjects())
-    }
-}
-
-impl UpstreamVerifier {
-    fn chain(&self) -> Option<&WebPkiServerVerifier> {
-        match &self.trust {
-            Trust::Roots { chain, .. } => chain.as_deref(),
-            Trust::PinsOnly => None,
-        }
     }
 }
 
