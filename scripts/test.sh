@@ -19,6 +19,7 @@ need redis-cli redis-tools
 need chromium chromium   # the dashboard tests' headless browser (tests/admin/dashboard.rs)
 need python3 python3   # the differential tests' real Python readers (tests/common/readers.py)
 need promtool prometheus   # tests/admin/metrics_lint.rs: /metrics through Prometheus' own linter
+need openssl openssl   # tests/proxy/upstream_pin.rs: upstream certificates made as the issue made them
 python3 -c 'import jwt' 2>/dev/null || {
   echo "test.sh: installing PyJWT (the token differential test's Python reader)" >&2
   python3 -m pip install --quiet pyjwt 2>/dev/null || python3 -m pip install --quiet --break-system-packages pyjwt

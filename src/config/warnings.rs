@@ -9,7 +9,9 @@ impl Config {
     /// Problems that do not stop the config from loading: a policy no route lists (it limits
     /// nothing, which a policy added and then forgotten in a route's `policies` does
     /// silently), and an enforced policy that lets a request lacking a key part through
-    /// unlimited because `on_missing_key` is not set ([`Config::missing_key_warning`]).
+    /// unlimited because `on_missing_key` is not set ([`Config::missing_key_warning`]), and
+    /// a `ca_file` certificate that is a self-signed CA naming hosts
+    /// ([`Config::self_signed_ca_warnings`]).
     pub fn warnings(&self) -> Vec<Problem> {
         let unlisted = self
             .policies
@@ -24,7 +26,36 @@ impl Config {
             });
         let missing =
             (self.policies.iter().enumerate()).filter_map(|(i, p)| self.missing_key_warning(i, p));
-        unlisted.chain(missing).collect()
+        unlisted
+            .chain(missing)
+            .chain(self.self_signed_ca_warnings())
+            .collect()
+    }
+
+    /// A `ca_file` certificate made by OpenSSL's one-line `req -x509` for a server is marked
+    /// `CA:TRUE`, which webpki refuses as the server's own certificate; the upstream's
+    /// verifier accepts it pinned instead (`proxy/upstream_verify.rs`). Said, because that
+    /// is not what a CA file usually means, and the certificate stays a CA for this upstream
+    /// too; the `-addext` that makes it an ordinary leaf is named.
+    fn self_signed_ca_warnings(&self) -> impl Iterator<Item = Problem> + '_ {
+        let files = (self.upstreams.iter())
+            .filter_map(|u| Some((u, u.tls.as_deref()?)))
+            .filter_map(|(u, tls)| Some((u, tls.ca_file.as_ref()?, &tls.self_signed_cas)));
+        files.flat_map(|(u, file, certs)| {
+            certs.iter().map(move |names| {
+                Problem::new(
+                    format!("upstreams.{}.ca_file", u.name),
+                    format!(
+                        "`{}` holds a self-signed CA certificate (CA:TRUE) for {}: accepted as \
+                         the upstream's own certificate only when presented byte for byte \
+                         (pinned), and still a CA for any certificate it signs; \
+                         `-addext basicConstraints=critical,CA:FALSE` makes it a plain leaf",
+                        file.display(),
+                        names.join(", ")
+                    ),
+                )
+            })
+        })
     }
 
     /// Policy `i` is enforced on some route (neither the route's mode nor its own is

@@ -35,6 +35,7 @@ mod upgrade;
 pub mod upstream;
 pub mod upstream_metrics;
 mod upstream_tls;
+mod upstream_verify;
 mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};

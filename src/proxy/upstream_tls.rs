@@ -1,6 +1,7 @@
 //! The rustls client configuration of one upstream (step 5): its `ca_file` roots or the
-//! system's, its client certificate, and ring as the provider (the one the server side
-//! uses). Built once per worker's forwarder; verification is never off.
+//! system's, its `pin_sha256` pins, its client certificate, and ring as the provider (the
+//! one the server side uses). Built once per worker's forwarder; the certificate checks
+//! are `upstream_verify`'s, and verification is never off.
 
 use std::sync::Arc;
 
@@ -8,27 +9,41 @@ use rustls::ClientConfig;
 use rustls::RootCertStore;
 use tracing::warn;
 
+use super::upstream_verify::UpstreamVerifier;
 use crate::config::Upstream;
 
-/// `up`'s TLS client settings (plain `http://` upstreams get the system roots, unused).
+/// `up`'s TLS client settings (plain `http://` upstreams get a verifier that refuses
+/// everything, unused).
 pub(super) fn client_config(up: &Upstream) -> ClientConfig {
     let tls = up.tls.as_deref();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
-    match tls.and_then(|t| t.roots.as_ref()) {
+    let pins = tls.map(|t| t.pins.clone()).unwrap_or_default();
+    let ca_file = tls.and_then(|t| t.roots.clone());
+    match &ca_file {
         Some(certs) => {
             let (_, bad) = roots.add_parsable_certificates(certs.iter().cloned());
             if bad > 0 {
                 warn!(upstream = %up.name, bad, "ca_file: certificates rustls cannot use are skipped");
             }
         }
-        None if tls.is_some() => system_roots(&mut roots, &up.name),
+        // Pins without ca_file replace the chain: the system's roots are not asked.
+        None if tls.is_some() && pins.is_empty() => system_roots(&mut roots, &up.name),
         None => {}
     }
-    let builder =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(roots);
+    let pins_only = ca_file.is_none();
+    let verifier = UpstreamVerifier::new(
+        roots,
+        ca_file.unwrap_or_default(),
+        pins,
+        pins_only,
+        provider.clone(),
+    );
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
     match tls.and_then(|t| t.client.as_ref()) {
         Some((chain, key)) => match builder
             .clone()

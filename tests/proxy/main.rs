@@ -22,4 +22,5 @@ mod send_stall;
 mod tls;
 mod trace;
 mod upstream_health;
+mod upstream_pin;
 mod upstream_tls;

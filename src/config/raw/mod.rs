@@ -193,6 +193,10 @@ pub struct RawUpstream {
     pub client_cert: Option<String>,
     /// https: PEM private key of `client_cert`.
     pub client_key: Option<String>,
+    /// https: base64 SHA-256 of the leaf's SubjectPublicKeyInfo (curl's `--pinnedpubkey`),
+    /// one of which the upstream's key must match: on top of `ca_file`, or, without it,
+    /// instead of a chain (a self-signed leaf known by its key).
+    pub pin_sha256: Option<Vec<String>>,
     /// Active health checks of every URL.
     pub health: Option<super::health::RawHealth>,
     /// HTTP/1.1, or HTTP/2 (h2c prior knowledge on http://, ALPN h2 on https://): gRPC.
