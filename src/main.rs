@@ -196,6 +196,10 @@ fn main() -> ExitCode {
             };
             let access = AccessLog { buffer, file };
             let _log = telemetry::init(cli.log_format, "info", Some(access));
+            // What `check` warns about is said at start-up too, once, in the log.
+            for w in cfg.warnings() {
+                tracing::warn!(file = %config.display(), key = %w.key, "{}", w.message);
+            }
             report(runtime(workers).and_then(|rt| rt.block_on(serve(cfg, workers))))
         }
         Command::Demo => {

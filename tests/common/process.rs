@@ -11,6 +11,8 @@ pub struct GatewayProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub admin: Option<SocketAddr>,
+    /// The log lines written before it listened (start-up warnings among them).
+    pub early_log: Vec<String>,
 }
 
 impl Drop for GatewayProcess {
@@ -74,7 +76,12 @@ pub fn try_spawn_serve_with_env(
     };
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Ok(GatewayProcess { child, addr, admin })
+    Ok(GatewayProcess {
+        child,
+        addr,
+        admin,
+        early_log: seen,
+    })
 }
 
 /// A file in a fresh temp folder for this test.

@@ -265,3 +265,31 @@ fn check_says_what_a_self_signed_ca_in_ca_file_is_accepted_as() {
     let (_, stderr) = run(&repo_path("certs/localhost.pem"));
     assert_eq!(stderr.trim(), "");
 }
+
+/// `serve` says at start-up, in its log, what `check` warns about.
+#[test]
+fn serve_logs_the_warning_at_start_up() {
+    let dir = TempDir::new("pin-serve");
+    let (cert, _) = quick_cert(&dir, "app", "localhost", "DNS:localhost,IP:127.0.0.1");
+    let file = dir.file(
+        "serve.toml",
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.app]\n\
+             urls = [\"https://localhost:8443\"]\n{}\n[[routes]]\nname = \"all\"\nupstream = \"app\"\n",
+            ca_file(&cert)
+        )
+        .as_bytes(),
+    );
+    let gw = crate::common::process::spawn_serve(&file);
+    let warning = gw
+        .early_log
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["level"] == "WARN" && v["key"] == "upstreams.app.ca_file")
+        .unwrap_or_else(|| panic!("no start-up warning in {:#?}", gw.early_log));
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains("holds a self-signed CA certificate (CA:TRUE) for localhost, 127.0.0.1"),
+        "{message}"
+    );
+}
