@@ -44,5 +44,9 @@ cargo test --locked --workspace --benches
 # property tests. The last line sums every runner's result line.
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-cargo test --locked --workspace --lib --bins --tests 2>&1 | tee "$log"
-awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f; if (p == 0) exit 1 }' "$log"
+# --no-fail-fast: a failing area does not hide the others' results; the status is kept
+# and returned after the sum.
+status=0
+cargo test --locked --no-fail-fast --workspace --lib --bins --tests 2>&1 | tee "$log" || status=$?
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f; if (p == 0) exit 1 }' "$log" || status=1
+exit "$status"

@@ -104,13 +104,15 @@ async fn a_probe_cancelled_mid_call_does_not_wedge_the_breaker() {
 }
 
 /// Polls until `gw` decides `need` requests in a row centrally; returns when the first of
-/// them was decided, and when the last was.
+/// them was decided, and when the last was. The promise is the first (within 1 s of the
+/// restart); the streak only shows it holds, and is bounded by a hang guard, not timed, so
+/// a loaded machine's slow round trips do not count against the promise.
 async fn until_deciding(gw: &Gateway, since: Instant, need: usize) -> (Duration, Duration) {
     let (mut streak, mut first) = (0, Duration::ZERO);
     while streak < need {
         assert!(
-            since.elapsed() < Duration::from_secs(1),
-            "{:?}: not deciding centrally 1 s after Redis came back",
+            since.elapsed() < Duration::from_secs(10),
+            "{:?}: not deciding centrally 10 s after Redis came back",
             gw.addrs.listen
         );
         let at = since.elapsed();
@@ -122,6 +124,11 @@ async fn until_deciding(gw: &Gateway, since: Instant, need: usize) -> (Duration,
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+    assert!(
+        first < Duration::from_secs(1),
+        "{:?}: the first of {need} central decisions in a row came {first:?} after Redis came back",
+        gw.addrs.listen
+    );
     (first, since.elapsed())
 }
 
@@ -163,8 +170,12 @@ async fn killed_redis_is_used_again_within_a_second_of_its_restart() {
 
     let back = Instant::now();
     redis.start_again();
-    for gw in &nodes {
-        let (first, all) = until_deciding(gw, back, 20).await;
+    // Both nodes at once: each one's time is its own, not the other's streak added.
+    let (a, b) = tokio::join!(
+        until_deciding(&nodes[0], back, 20),
+        until_deciding(&nodes[1], back, 20)
+    );
+    for (gw, (first, all)) in nodes.iter().zip([a, b]) {
         let node = gw.addrs.listen;
         eprintln!("{node}: deciding again {first:?} after the restart (20 in a row: {all:?})");
         assert!(!breaker_open(gw.addrs.admin_listen.unwrap()).await);
