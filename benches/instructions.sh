@@ -20,6 +20,9 @@
 # and "idle": the process started and stopped with no traffic, subtracted from both rows, so
 #   per request = (instructions(row) - instructions(idle)) / requests(row).
 #
+# KEEP_PROFILES=DIR keeps each run's callgrind file as DIR/{old,new}.{idle,plain,abuse,central}.cg
+# (for `callgrind_annotate`, or benches/profile_table.py's top-ten table).
+#
 # Installs valgrind, wrk, nginx and redis-server with apt-get when missing; binds free
 # 127.0.0.1 ports; kills what it started by pid; takes about 3 minutes.
 set -euo pipefail
@@ -110,7 +113,7 @@ request = function()
 end
 LUA
 
-# run BINARY PATH-or-idle: prints "REQUESTS INSTRUCTIONS".
+# run BINARY PATH-or-idle NAME: prints "REQUESTS INSTRUCTIONS" (NAME: the kept profile's).
 run() {
     local out="$TMP/cg.out" n=0 pid
     RUST_LOG=warn TOLLGATE_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -125,6 +128,7 @@ run() {
         n=$(wrk -t1 -c8 -d8s "${script[@]}" "http://127.0.0.1:$GW$2" | awk '/requests in/ { print $1 }')
     fi
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+    [ -n "${KEEP_PROFILES:-}" ] && mkdir -p "$KEEP_PROFILES" && cp "$out" "$KEEP_PROFILES/$3.cg"
     echo "$n $(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
 }
 
@@ -132,10 +136,10 @@ declare -A PER
 for which in old new; do
     bin="$OLD"; [ "$which" = new ] && bin="$NEW"
     log "$which: $bin"
-    read -r _ idle <<<"$(run "$bin" idle)"
+    read -r _ idle <<<"$(run "$bin" idle "$which.idle")"
     for row in plain abuse central; do
         path=/bench; [ "$row" = abuse ] && path=/abuse; [ "$row" = central ] && path=/central
-        read -r n total <<<"$(run "$bin" "$path")"
+        read -r n total <<<"$(run "$bin" "$path" "$which.$row")"
         PER[$which.$row]=$(( (total - idle) / n ))
         log "$which $row: $n requests, $total instructions ($idle idle)"
     done

@@ -69,6 +69,32 @@ pub(super) async fn send(
             .await
             .map_err(Failed::into_error);
     }
+    // Boxed: the loop's state (a template, a second request, the backoff's timer) would
+    // otherwise enlarge every request's future, which is moved by value into its box.
+    Box::pin(retrying(
+        fwd,
+        pool,
+        parts,
+        body,
+        path_and_query,
+        deadline,
+        resend,
+    ))
+    .await
+}
+
+/// [`send`] with more than one URL or with retries: the attempts, until one answers or
+/// the rules of `retry.rs` say to stop.
+async fn retrying(
+    fwd: &Forwarder,
+    pool: &Pool,
+    parts: Parts,
+    body: UpstreamBody,
+    path_and_query: &PathAndQuery,
+    deadline: Instant,
+    resend: bool,
+) -> Result<(Response<Incoming>, InFlight), GatewayError> {
+    let replayable = body.is_end_stream();
     let template = replayable.then(|| Template {
         method: parts.method.clone(),
         version: parts.version,
