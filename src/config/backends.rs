@@ -113,16 +113,16 @@ fn two_seconds() -> String {
 fn five_minutes() -> String {
     "5m".into()
 }
-pub(super) fn default_retry_on() -> Vec<u16> {
+fn default_retry_on() -> Vec<u16> {
     vec![502, 503, 504]
 }
-pub(super) fn default_retry_budget_percent() -> f64 {
+fn default_retry_budget_percent() -> f64 {
     20.0
 }
-pub(super) fn default_retry_budget_min_per_second() -> u64 {
+fn default_retry_budget_min_per_second() -> u64 {
     3
 }
-pub(super) fn default_retry_backoff() -> String {
+fn default_retry_backoff() -> String {
     "25ms".into()
 }
 
@@ -177,16 +177,34 @@ impl Validator {
                 None => 1,
                 Some(w @ 1..=MOST_WEIGHT) => w as u32,
                 Some(w) => {
+                    let hint = if w == 0 {
+                        " (leave a URL out to send it nothing)"
+                    } else {
+                        ""
+                    };
                     self.fail(
                         &format!("upstreams.{name}.urls[{i}].weight"),
-                        format!("{w} is out of range: use 1 to {MOST_WEIGHT} (leave a URL out to send it nothing)"),
+                        format!("{w} is out of range: use 1 to {MOST_WEIGHT}{hint}"),
                     );
                     1
                 }
             })
             .collect();
         let retries = self.at_most(&at("retries"), raw.retries, MOST_RETRIES);
-        for (i, s) in raw.retry_on.iter().enumerate() {
+        let written = [
+            ("retry_on", raw.retry_on.is_some()),
+            ("retry_budget_percent", raw.retry_budget_percent.is_some()),
+            (
+                "retry_budget_min_per_second",
+                raw.retry_budget_min_per_second.is_some(),
+            ),
+            ("retry_backoff", raw.retry_backoff.is_some()),
+        ];
+        for (key, _) in written.iter().filter(|(_, set)| *set && raw.retries == 0) {
+            self.fail(&at(key), "has no effect without retries (set retries = N)");
+        }
+        let retry_on = raw.retry_on.clone().unwrap_or_else(default_retry_on);
+        for (i, s) in retry_on.iter().enumerate() {
             if !(500..=599).contains(s) {
                 self.fail(
                     &format!("upstreams.{name}.retry_on[{i}]"),
@@ -194,19 +212,26 @@ impl Validator {
                 );
             }
         }
-        let percent = raw.retry_budget_percent;
+        let percent = raw
+            .retry_budget_percent
+            .unwrap_or_else(default_retry_budget_percent);
         if !(0.0..=100.0).contains(&percent) {
             self.fail(
                 &at("retry_budget_percent"),
                 format!("{percent} is out of range: use 0 to 100"),
             );
         }
-        let min = raw.retry_budget_min_per_second;
+        let min =
+            (raw.retry_budget_min_per_second).unwrap_or_else(default_retry_budget_min_per_second);
         let min = self.at_most(&at("retry_budget_min_per_second"), min, 1000);
-        let backoff = self.span(&at("retry_backoff"), &raw.retry_backoff, MS, TEN_S);
+        let backoff = raw
+            .retry_backoff
+            .clone()
+            .unwrap_or_else(default_retry_backoff);
+        let backoff = self.span(&at("retry_backoff"), &backoff, MS, TEN_S);
         let retry = Retry {
             retries,
-            on_status: raw.retry_on.clone(),
+            on_status: retry_on,
             budget_ratio: (percent.clamp(0.0, 100.0) / 100.0) as f32,
             budget_min_per_second: min,
             backoff: backoff.unwrap_or(Duration::from_millis(25)),
@@ -225,7 +250,13 @@ impl Validator {
         if let (Some(b), Some(m)) = (base, max)
             && m < b
         {
-            self.fail(&at("max_ejection"), "must be at least base_ejection");
+            self.fail(
+                &at("max_ejection"),
+                format!(
+                    "`{}` (5m unless set) is shorter than base_ejection `{}`: make it at least that",
+                    raw.max_ejection, raw.base_ejection
+                ),
+            );
         }
         Outlier {
             consecutive_5xx: self.at_most(&at("consecutive_5xx"), raw.consecutive_5xx, 1000),

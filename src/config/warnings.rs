@@ -29,7 +29,22 @@ impl Config {
         unlisted
             .chain(missing)
             .chain(self.self_signed_ca_warnings())
+            .chain(self.repeated_url_warnings())
             .collect()
+    }
+
+    /// A URL listed twice: twice the share, as a weight would say, but its failures are
+    /// counted and ejected apart.
+    fn repeated_url_warnings(&self) -> impl Iterator<Item = Problem> + '_ {
+        self.upstreams.iter().flat_map(|u| {
+            (u.urls.iter().enumerate()).filter_map(move |(j, url)| {
+                let i = u.urls[..j].iter().position(|earlier| earlier == url)?;
+                Some(Problem::new(
+                    format!("upstreams.{}.urls[{j}]", u.name),
+                    format!("repeats urls[{i}], which so gets two shares of the load and two ejection counts: give urls[{i}] a weight instead"),
+                ))
+            })
+        })
     }
 
     /// A `ca_file` certificate made by OpenSSL's one-line `req -x509` for a server is marked

@@ -80,6 +80,24 @@ impl Picker {
         }
     }
 
+    /// A URL for a request's next attempt: as [`Self::pick`], except that round robin does
+    /// not take a turn. A retry that took one would push the next request's turn past the
+    /// URL it retried on, so with two URLs a failing one would get every first attempt.
+    pub fn pick_again(
+        &self,
+        ok: impl Fn(usize) -> bool,
+        in_flight: impl Fn(usize) -> i64,
+    ) -> Option<usize> {
+        if self.balance != Balance::RoundRobin {
+            return self.pick(ok, in_flight);
+        }
+        let n = self.schedule.len();
+        let at = self.next.load(Ordering::Relaxed);
+        (0..n)
+            .map(|k| self.schedule[(at + k) % n] as usize)
+            .find(|&i| ok(i))
+    }
+
     /// A URL drawn by weight that `ok` allows, in a few tries (a rejected draw is drawn
     /// again; after that the caller scans).
     fn draw(&self, ok: &impl Fn(usize) -> bool) -> Option<usize> {

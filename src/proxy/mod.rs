@@ -214,10 +214,12 @@ impl Gateway {
             // flood the log; a store outage's 503s are logged by the limiter at most once
             // a second, with a suppressed count.
             let route = route.as_ref().map_or(NO_ROUTE, |r| &*r.name);
+            // The id joins the line to its access-log line and its problem body.
+            let id = request_id.to_str().unwrap_or("");
             if err.is_upstream_failure() {
-                warn!(route, %client, error = %err, kind = err.kind(), "request failed");
+                warn!(route, %client, request_id = id, error = %err, kind = err.kind(), "request failed");
             } else {
-                tracing::debug!(route, %client, error = %err, kind = err.kind(), "request refused");
+                tracing::debug!(route, %client, request_id = id, error = %err, kind = err.kind(), "request refused");
             }
             if grpc {
                 observed = Some(err.status().as_u16());

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tower::retry::budget::{Budget, TpsBudget};
 
-use super::upstream_metrics::{RetryMetrics, UpstreamMetrics, UrlMetrics};
+use super::upstream_metrics::{RetryMetrics, UpstreamMetrics, UrlMetrics, url_label};
 use crate::config::{Outlier, Upstream};
 
 /// What became of one attempt on a URL.
@@ -43,6 +43,8 @@ struct UrlState {
     /// Ejections in a row (decayed when it is next ejected, see [`Backends::eject_at`]).
     ejections: AtomicU32,
     metrics: UrlMetrics,
+    /// The URL as its metrics' `url` label shows it (never its user-info), for the log.
+    label: Arc<str>,
 }
 
 /// One upstream's shared state: made once per process (and kept by a reload that does not
@@ -74,6 +76,7 @@ impl Backends {
                 ejected_until_ms: Arc::new(AtomicU64::new(0)),
                 ejections: AtomicU32::new(0),
                 metrics: metrics.url(&up.name, u),
+                label: Arc::from(url_label(u)),
             })
             .collect();
         let r = &up.retry;
@@ -172,7 +175,7 @@ impl Backends {
             .count();
         let allowed = (self.urls.len() * o.max_ejected_percent as usize / 100).max(1);
         if out >= allowed {
-            tracing::warn!(upstream = %self.name, url = i, out, allowed, "upstream URL failing, not ejected: max_ejected_percent are out already");
+            tracing::warn!(upstream = %self.name, url = %u.label, out, allowed, "upstream URL failing, not ejected: max_ejected_percent are out already");
             return false;
         }
         let base = o.base_ejection.as_millis() as u64;
@@ -188,7 +191,7 @@ impl Backends {
         u.ejected_until_ms.store(now + length, Ordering::Relaxed);
         u.metrics.ejections.inc();
         u.metrics.ejected.set(1);
-        tracing::warn!(upstream = %self.name, url = i, for_ms = length, times, "upstream URL ejected");
+        tracing::warn!(upstream = %self.name, url = %u.label, for_ms = length, times, "upstream URL ejected");
         self.clear_gauge_after(i, now + length, Duration::from_millis(length));
         true
     }
@@ -199,13 +202,15 @@ impl Backends {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let gauge = self.urls[i].metrics.ejected.clone();
-        let mark = self.urls[i].ejected_until_ms.clone();
+        let u = &self.urls[i];
+        let (gauge, mark) = (u.metrics.ejected.clone(), u.ejected_until_ms.clone());
+        let (upstream, url) = (self.name.clone(), u.label.clone());
         rt.spawn(async move {
             tokio::time::sleep(after).await;
             // A later ejection of the same URL (its mark moved) clears its own gauge.
             if mark.load(Ordering::Relaxed) == until {
                 gauge.set(0);
+                tracing::info!(%upstream, %url, "upstream URL back from ejection");
             }
         });
     }

@@ -127,6 +127,7 @@ async fn retrying(
                 let wait = retry::wait(&pool.retry, retries, Some(resp.headers()));
                 // A Retry-After past the upstream timeout: the answer, as it is.
                 if Instant::now() + wait >= deadline {
+                    m.refused_deadline.inc();
                     return Ok((resp, held));
                 }
                 if !pool.backends.withdraw() {
@@ -159,6 +160,7 @@ async fn retrying(
         };
         retries += 1;
         if Instant::now() + wait >= deadline {
+            m.refused_deadline.inc();
             return Err(error.unwrap_or_else(|| unavailable(pool, &"no time left to retry")));
         }
         tokio::time::sleep(wait).await;

@@ -43,6 +43,11 @@ impl Tried {
         i < 64 && self.0 & (1 << i) != 0
     }
 
+    /// Whether this is the request's first attempt.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     /// Whether every one of `n` URLs was tried.
     pub fn all(self, n: usize) -> bool {
         (0..n.min(64)).all(|i| self.has(i))
@@ -192,11 +197,14 @@ impl Pool {
         let load = |i: usize| b.in_flight(i);
         let fresh = |i: usize| !tried.has(i);
         let healthy = |i: usize| self.healthy[i].load(Ordering::Relaxed);
-        (self.picker)
-            .pick(|i| fresh(i) && b.is_in(i, now) && healthy(i), load)
-            .or_else(|| self.picker.pick(|i| fresh(i) && b.is_in(i, now), load))
-            .or_else(|| self.picker.pick(fresh, load))
-            .or_else(|| self.picker.pick(|_| true, load))
+        let pick = |ok: &dyn Fn(usize) -> bool| match tried.is_empty() {
+            true => self.picker.pick(ok, load),
+            false => self.picker.pick_again(ok, load),
+        };
+        pick(&|i| fresh(i) && b.is_in(i, now) && healthy(i))
+            .or_else(|| pick(&|i| fresh(i) && b.is_in(i, now)))
+            .or_else(|| pick(&fresh))
+            .or_else(|| pick(&|_| true))
             .unwrap_or(0)
     }
 

@@ -97,7 +97,7 @@ impl UpstreamMetrics {
         );
         registry.register(
             "tollgate_upstream_retries_refused",
-            "Retries not made because the retry budget was spent, by reason",
+            "Retries not made, by reason: the retry budget was spent (broken, status), or the wait (backoff or Retry-After) would pass upstream_timeout (deadline)",
             m.budget_refused.clone(),
         );
         m
@@ -145,6 +145,7 @@ impl UpstreamMetrics {
             status: of(&self.retries, "status"),
             refused_broken: of(&self.budget_refused, "broken"),
             refused_status: of(&self.budget_refused, "status"),
+            refused_deadline: of(&self.budget_refused, "deadline"),
         }
     }
 }
@@ -170,4 +171,5 @@ pub(super) struct RetryMetrics {
     pub status: Counter,
     pub refused_broken: Counter,
     pub refused_status: Counter,
+    pub refused_deadline: Counter,
 }

@@ -61,6 +61,17 @@ struct PinMismatch {
     presented: String,
 }
 
+/// webpki refused the leaf as a CA (`CaUsedAsEndEntity`), and it is not one `ca_file` holds:
+/// said plainly, since webpki's name for it points at the flag, not at the file. rustls
+/// logs the error's `Debug`, hence the sentence in a field.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+struct CaUsedAsEndEntity {
+    why: &'static str,
+}
+
+const NOT_LISTED: &str = "the upstream presented a CA certificate (CA:TRUE) as its own, and it is not byte for byte one of ca_file's (only the very certificate listed there is accepted as pinned)";
+
 /// The leaf is not a certificate x509-parser reads, or its validity period is unreadable.
 #[derive(Debug, thiserror::Error)]
 #[error("the upstream's certificate does not parse")]
@@ -146,7 +157,12 @@ impl ServerCertVerifier for UpstreamVerifier {
                     // The fallback only for a leaf `ca_file` holds itself; any other
                     // certificate keeps the chain's verdict.
                     if !leaves.iter().any(|l| l.as_ref() == end_entity.as_ref()) {
-                        return Err(e);
+                        let ca_as_leaf = format!("{e:?}").contains("CaUsedAsEndEntity");
+                        return Err(if ca_as_leaf && !leaves.is_empty() {
+                            other(CaUsedAsEndEntity { why: NOT_LISTED })
+                        } else {
+                            e
+                        });
                     }
                     pinned_leaf(end_entity, server_name, now)?;
                 }
@@ -299,9 +315,11 @@ mod tests {
             "{err:?}"
         );
         let (stranger, _) = ca_leaf(2020, 2200);
+        let err = verify(&v, &stranger, "localhost").unwrap_err();
+        // Said as what it is: not the listed certificate (webpki's name alone blames CA:TRUE).
         assert!(
-            verify(&v, &stranger, "localhost").is_err(),
-            "not byte-equal"
+            format!("{err}").contains("not byte for byte one of ca_file's"),
+            "{err}"
         );
     }
 

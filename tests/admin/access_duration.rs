@@ -18,7 +18,23 @@ async fn access_lines(format: &str, n: usize) -> Vec<String> {
 
 /// As [`access_lines`], with the `x-request-id` each response came back with, in order.
 pub(crate) async fn served(format: &str, n: usize) -> (Vec<String>, Vec<String>) {
-    let up = echo_upstream().await;
+    let (lines, ids) = logged(echo_upstream().await, format, n, 200).await;
+    let access: Vec<String> = lines
+        .into_iter()
+        .filter(|l| l.contains("tollgate::access"))
+        .collect();
+    assert_eq!(access.len(), n, "{access:?}");
+    (access, ids)
+}
+
+/// `tollgate serve` in `format` in front of `up`, `n` requests answered `status`, SIGTERM:
+/// every line it logged, and the `x-request-id` each response came back with, in order.
+pub(crate) async fn logged(
+    up: SocketAddr,
+    format: &str,
+    n: usize,
+    status: u16,
+) -> (Vec<String>, Vec<String>) {
     let toml = config(up, "", "");
     let path = temp_file("duration.toml", &toml);
     let mut child = tollgate()
@@ -36,7 +52,7 @@ pub(crate) async fn served(format: &str, n: usize) -> (Vec<String>, Vec<String>)
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let (tx, rx) = std::sync::mpsc::channel();
     let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.contains("tollgate listening") {
                 let _ = tx.send(line.clone());
@@ -51,7 +67,7 @@ pub(crate) async fn served(format: &str, n: usize) -> (Vec<String>, Vec<String>)
     let mut ids = Vec::new();
     for i in 0..n {
         let resp = send_h1(addr, get(&format!("http://{addr}/r{i}"))).await;
-        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.status(), status);
         ids.push(resp.headers()["x-request-id"].to_str().unwrap().to_owned());
         text(resp).await;
     }
@@ -59,13 +75,10 @@ pub(crate) async fn served(format: &str, n: usize) -> (Vec<String>, Vec<String>)
         .arg(child.id().to_string())
         .status();
     child.wait().unwrap();
+    // The child's stderr is closed: every line it wrote is read.
+    reader.join().unwrap();
     let lines = lines.lock().unwrap().clone();
-    let access: Vec<String> = lines
-        .into_iter()
-        .filter(|l| l.contains("tollgate::access"))
-        .collect();
-    assert_eq!(access.len(), n, "{access:?}");
-    (access, ids)
+    (lines, ids)
 }
 
 /// The `listen` address in the start-up line, JSON (`"listen":"…"`) or text (`listen=…`).

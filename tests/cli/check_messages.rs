@@ -203,3 +203,25 @@ fn access_log_flags_work_before_and_after_serve() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A URL listed twice is allowed (it gets two shares) but said: a weight says it better,
+/// and its failures would be counted apart.
+#[test]
+fn a_repeated_upstream_url_is_a_warning() {
+    let file = config_file(
+        "repeated-url",
+        "[server]\nlisten = \"127.0.0.1:8080\"\n[upstreams.app]\n\
+         urls = [\"http://a:1\", \"http://b:2\", \"http://a:1\"]\n\
+         [[routes]]\nname = \"all\"\nupstream = \"app\"\n",
+    );
+    let (code, _, stderr) = check(&file);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "{}: warning: upstreams.app.urls[2]: repeats urls[0], which so gets two shares of \
+             the load and two ejection counts: give urls[0] a weight instead",
+            file.display()
+        )
+    );
+}

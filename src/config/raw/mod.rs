@@ -208,18 +208,15 @@ pub struct RawUpstream {
     /// Extra attempts a request may make after its first (idempotent, replayable ones).
     #[serde(default)]
     pub retries: u64,
-    /// Upstream statuses that are retried (with `retries`).
-    #[serde(default = "super::backends::default_retry_on")]
-    pub retry_on: Vec<u16>,
+    /// Upstream statuses that are retried (with `retries`). The `retry_*` keys are options
+    /// so that one written without `retries` is refused rather than silently unused.
+    pub retry_on: Option<Vec<u16>>,
     /// At most this share of requests (%, over 10 s) are retries.
-    #[serde(default = "super::backends::default_retry_budget_percent")]
-    pub retry_budget_percent: f64,
+    pub retry_budget_percent: Option<f64>,
     /// Retries a second allowed whatever the budget says (so a quiet upstream can retry).
-    #[serde(default = "super::backends::default_retry_budget_min_per_second")]
-    pub retry_budget_min_per_second: u64,
+    pub retry_budget_min_per_second: Option<u64>,
     /// First wait before a retry, doubled for each next one, jittered.
-    #[serde(default = "super::backends::default_retry_backoff")]
-    pub retry_backoff: String,
+    pub retry_backoff: Option<String>,
     /// When a URL is ejected for failing.
     #[serde(default)]
     pub outlier: super::backends::RawOutlier,

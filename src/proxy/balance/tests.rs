@@ -58,3 +58,14 @@ fn least_request_prefers_the_less_loaded() {
     // Only one URL allowed: it is taken.
     assert_eq!(p.pick(|i| i == 1, |_| 0), Some(1));
 }
+
+#[test]
+fn a_retry_does_not_take_a_round_robin_turn() {
+    let p = Picker::new(Balance::RoundRobin, &[1, 1]);
+    // Request 1 takes URL 0's turn; its retry (URL 0 excluded) goes to URL 1 without moving
+    // the cursor; request 2 then gets URL 1's own turn, request 3 URL 0's.
+    assert_eq!(p.pick(|_| true, |_| 0), Some(0));
+    assert_eq!(p.pick_again(|i| i != 0, |_| 0), Some(1));
+    assert_eq!(p.pick(|_| true, |_| 0), Some(1));
+    assert_eq!(p.pick(|_| true, |_| 0), Some(0));
+}
