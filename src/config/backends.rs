@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::{Deserialize, de::value::MapAccessDeserializer};
 
 use super::validate::Validator;
 
@@ -21,14 +21,6 @@ impl From<String> for RawUpstreamUrl {
     fn from(url: String) -> Self {
         RawUpstreamUrl { url, weight: None }
     }
-}
-
-/// The table form, with its keys checked (a misspelt `wieght` is an error, not ignored).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WeightedUrl {
-    url: String,
-    weight: Option<u64>,
 }
 
 impl<'de> Deserialize<'de> for RawUpstreamUrl {
@@ -47,11 +39,24 @@ impl<'de> Deserialize<'de> for RawUpstreamUrl {
                     weight: None,
                 })
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let w = WeightedUrl::deserialize(MapAccessDeserializer::new(map))?;
+            /// The table form, its keys checked as `deny_unknown_fields` would (a misspelt
+            /// `wieght` is an error, not ignored).
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                const KEYS: &[&str] = &["url", "weight"];
+                let (mut url, mut weight) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "url" if url.is_none() => url = Some(map.next_value()?),
+                        "weight" if weight.is_none() => weight = Some(map.next_value()?),
+                        "url" | "weight" => {
+                            return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+                        }
+                        other => return Err(de::Error::unknown_field(other, KEYS)),
+                    }
+                }
                 Ok(RawUpstreamUrl {
-                    url: w.url,
-                    weight: w.weight,
+                    url: url.ok_or_else(|| de::Error::missing_field("url"))?,
+                    weight,
                 })
             }
         }
