@@ -18,6 +18,7 @@ pub mod returns;
 pub mod sentinel;
 pub mod simulate;
 pub mod temp;
+pub mod tls_backend;
 pub mod wire;
 
 use std::convert::Infallible;

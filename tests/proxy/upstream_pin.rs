@@ -11,15 +11,9 @@ use std::sync::Arc;
 
 use crate::common::temp::TempDir;
 use crate::common::*;
-use bytes::Bytes;
-use http::{Response, StatusCode};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 /// The command: a self-signed certificate for `cn` with `san` as its names, made
 /// the quick way (OpenSSL marks it `CA:TRUE`). Its certificate and key paths in `dir`.
@@ -60,28 +54,7 @@ async fn backend(cert: &Path, key: &Path) -> SocketAddr {
     .with_no_client_auth()
     .with_single_cert(chain, key)
     .unwrap();
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc = service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
-                        "pinned ok",
-                    ))))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    addr
+    crate::common::tls_backend::serve(config, "pinned ok").await
 }
 
 /// The status of `GET /x` through a gateway whose upstream `app` is `https://HOST:PORT`

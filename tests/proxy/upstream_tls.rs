@@ -7,17 +7,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::common::*;
-use bytes::Bytes;
-use http::{Response, StatusCode};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 fn certs() -> Vec<CertificateDer<'static>> {
     CertificateDer::pem_file_iter(repo_path("certs/localhost.pem"))
@@ -45,28 +39,7 @@ async fn tls_upstream(client_auth: bool) -> SocketAddr {
         builder.with_no_client_auth()
     };
     let config = builder.with_single_cert(certs(), key).unwrap();
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc = service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
-                        "tls ok",
-                    ))))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    addr
+    crate::common::tls_backend::serve(config, "tls ok").await
 }
 
 /// A gateway whose upstream `app` is `https://localhost:PORT` with `tls` keys.
