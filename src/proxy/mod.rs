@@ -42,13 +42,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use http::{HeaderName, Request, Response, header};
+use http::{Request, Response, header};
 use hyper::body::Incoming;
 use tracing::{info, warn};
 
 use crate::body::{self, ResponseBody};
 use crate::config::Response as ResponseConfig;
-use crate::config::{Config, KeyPart, MethodOverride, PathRules};
+use crate::config::{Config, MethodOverride, PathRules};
 use crate::limit::keys::Target;
 use crate::limit::keys::canonical;
 use crate::limit::{Admitted, At, Decision, Limiter};
@@ -157,7 +157,10 @@ impl Gateway {
                 limiter,
                 response: config.response,
                 pools,
-                forwarder: Forwarder::new(config, protected_headers(config, tracing.is_some())),
+                forwarder: Forwarder::new(
+                    config,
+                    headers::names::of_config(config, tracing.is_some()),
+                ),
                 route_metrics,
                 body_timeout: config.server.body_timeout,
                 tracing,
@@ -412,38 +415,4 @@ fn declared_length_of(headers: &http::HeaderMap) -> Option<u64> {
         .ok()?
         .parse()
         .ok()
-}
-
-/// Headers that carry identity (who the client is, which account, what the gateway keyed
-/// on, how long the body is): a client naming one in `Connection` must not make the gateway
-/// drop it, or the upstream would see a different request than the one limited.
-fn protected_headers(config: &Config, traced: bool) -> Vec<HeaderName> {
-    let mut names = vec![
-        header::HOST,
-        header::FORWARDED,
-        header::CONTENT_LENGTH,
-        HeaderName::from_static("x-forwarded-for"),
-        HeaderName::from_static("x-forwarded-proto"),
-        HeaderName::from_static("x-real-ip"),
-    ];
-    names.push(config.server.request_id_header.clone());
-    if traced {
-        // The context this gateway wrote for its upstream span (`trace.rs`).
-        names.push(HeaderName::from_static("traceparent"));
-        names.push(HeaderName::from_static("tracestate"));
-    }
-    names.extend(config.account.as_ref().map(|a| a.header.clone()));
-    for policy in &config.policies {
-        for part in &policy.key {
-            let name = match part {
-                KeyPart::Header(name) => name.clone(),
-                KeyPart::Cookie(_) => header::COOKIE,
-                _ => continue,
-            };
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-    }
-    names
 }

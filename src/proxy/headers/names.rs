@@ -5,7 +5,9 @@
 //! request's names, to every protected name — identity headers, forwarding claims and method
 //! overrides — deciding which of them this peer may send upstream.
 
-use http::header::{HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName};
+
+use crate::config::{Config, KeyPart};
 use smallvec::SmallVec;
 
 /// The one rule: whether header `name` is `protected` as a CGI backend reads both, `_` and
@@ -205,6 +207,40 @@ impl Protected {
             headers.remove(name);
         }
     }
+}
+
+/// Headers that carry identity (who the client is, which account, what the gateway keyed
+/// on, how long the body is): a client naming one in `Connection` must not make the gateway
+/// drop it, or the upstream would see a different request than the one limited.
+pub fn of_config(config: &Config, traced: bool) -> Vec<HeaderName> {
+    let mut names = vec![
+        header::HOST,
+        header::FORWARDED,
+        header::CONTENT_LENGTH,
+        HeaderName::from_static("x-forwarded-for"),
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderName::from_static("x-real-ip"),
+    ];
+    names.push(config.server.request_id_header.clone());
+    if traced {
+        // The context this gateway wrote for its upstream span (`trace.rs`).
+        names.push(HeaderName::from_static("traceparent"));
+        names.push(HeaderName::from_static("tracestate"));
+    }
+    names.extend(config.account.as_ref().map(|a| a.header.clone()));
+    for policy in &config.policies {
+        for part in &policy.key {
+            let name = match part {
+                KeyPart::Header(name) => name.clone(),
+                KeyPart::Cookie(_) => header::COOKIE,
+                _ => continue,
+            };
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 #[cfg(test)]
