@@ -186,12 +186,18 @@ fn padded_value(headers: &HeaderMap) -> bool {
 
 /// Whether every `content-length` line is a plain decimal number.
 fn lengths_are_numbers(headers: &HeaderMap) -> bool {
+    if super::headers::surely_absent(headers, &header::CONTENT_LENGTH) {
+        return true;
+    }
     (headers.get_all(header::CONTENT_LENGTH).iter())
         .all(|v| !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit))
 }
 
 /// Whether any `Via` entry (`1.1 name`, `HTTP/1.1 name (comment)`) names `pseudonym`.
 fn has_looped(headers: &HeaderMap, pseudonym: &str) -> bool {
+    if super::headers::surely_absent(headers, &header::VIA) {
+        return false;
+    }
     headers
         .get_all(header::VIA)
         .iter()

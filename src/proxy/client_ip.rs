@@ -52,11 +52,17 @@ impl TrustedProxies {
         }
         match self.header {
             ForwardedHeader::XForwardedFor => {
+                if super::headers::surely_absent(headers, &X_FORWARDED_FOR) {
+                    return peer;
+                }
                 let lines = headers.get_all(&X_FORWARDED_FOR).into_iter().rev();
                 let hops = lines.flat_map(|v| v.as_bytes().rsplit(|&b| b == b','));
                 self.walk(peer, hops.map(|h| parse_node(h.trim_ascii())))
             }
             ForwardedHeader::Forwarded => {
+                if super::headers::surely_absent(headers, &header::FORWARDED) {
+                    return peer;
+                }
                 let lines = headers.get_all(header::FORWARDED).into_iter().rev();
                 let elements = lines.flat_map(|v| RevElements::new(v.as_bytes()));
                 let hops = elements.map(|e| parse_node(&for_value(e.ok()?)?));

@@ -151,11 +151,12 @@ impl Forwarder {
         let upgrade = upgrade_proto.as_ref();
         // `TE: trailers` is hop-by-hop on HTTP/1.1, but on HTTP/2 it is the one TE value a
         // request may carry, and gRPC servers expect it: passed on to an h2 upstream.
-        let trailers = parts
-            .headers
-            .get_all(header::TE)
-            .iter()
-            .any(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
+        let trailers = !headers::surely_absent(&parts.headers, &header::TE)
+            && parts
+                .headers
+                .get_all(header::TE)
+                .iter()
+                .any(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
         prepare_headers(self, &mut parts, conn, client, peer_trusted, upgrade);
         parts.version = match pool.protocol {
             UpstreamProtocol::Http1 => Version::HTTP_11,

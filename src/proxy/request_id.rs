@@ -47,6 +47,9 @@ impl RequestIds {
 
 /// The header's value when it has exactly one.
 fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
+    if super::headers::surely_absent(headers, name) {
+        return None;
+    }
     let mut values = headers.get_all(name).iter();
     let first = values.next()?;
     values.next().is_none().then_some(first)
