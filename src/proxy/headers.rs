@@ -294,7 +294,10 @@ mod tests {
         h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
         assert!(surely_absent(&h, &header::VIA));
         assert!(!surely_absent(&h, &header::HOST));
-        assert!(!surely_absent(&h, &HeaderName::from_static("x-forwarded-for")));
+        assert!(!surely_absent(
+            &h,
+            &HeaderName::from_static("x-forwarded-for")
+        ));
         // Past the names it compares, it does not know: the caller looks up.
         for i in 0..SCANNED {
             h.insert(
