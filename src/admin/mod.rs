@@ -166,6 +166,11 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
             return resp;
         }
     }
+    // Probes and scrapers read; a POST or DELETE here is a mistake worth saying so.
+    let read_only = matches!(path, "/healthz" | "/readyz" | "/metrics");
+    if read_only && !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return method_not_allowed("GET, HEAD");
+    }
     match path {
         "/healthz" => text(StatusCode::OK, "ok\n".into(), "text/plain"),
         "/readyz" if state.ready.load(Ordering::Acquire) => {

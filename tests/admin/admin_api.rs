@@ -154,6 +154,25 @@ async fn other_methods_get_405_with_allow_and_unknown_paths_404() {
             assert_eq!(resp.headers()[header::ALLOW], "GET", "{method} {path}");
         }
     }
+    // Probes and the scrape answer GET and HEAD only.
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        for (method, status) in [("POST", 405), ("DELETE", 405), ("HEAD", 200), ("GET", 200)] {
+            let req = Request::builder()
+                .method(method)
+                .uri(format!("http://{admin}{path}"))
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            let resp = send_h1(admin, req).await;
+            assert_eq!(resp.status().as_u16(), status, "{method} {path}");
+            if status == 405 {
+                assert_eq!(
+                    resp.headers()[header::ALLOW],
+                    "GET, HEAD",
+                    "{method} {path}"
+                );
+            }
+        }
+    }
     let resp = send_h1(admin, get(&format!("http://{admin}/routes/x"))).await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     assert_eq!(text(resp).await, "not found\n");
