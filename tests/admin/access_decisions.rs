@@ -4,13 +4,9 @@
 //! `duration_us` as an integer; every line the process writes, the start-up line
 //! included, is JSON without Rust `Debug` text.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::common::process::{temp_file, tollgate};
+use crate::common::process::{LoggedServe, temp_file};
 use crate::common::*;
 use bytes::Bytes;
 use http::Request;
@@ -59,35 +55,16 @@ async fn every_line_says_what_the_limit_step_decided() {
     let up = echo_upstream().await;
     let dead = dead_port().await;
     let path = temp_file("decisions.toml", &config(up, dead));
-    let mut child = tollgate()
-        .args(["serve", "-c"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .env("TOLLGATE_LOG_FORMAT", "json")
-        .env("TOLLGATE_WORKERS", "1")
-        .env("TOLLGATE_ACCESS_LOG_BUFFER", "0")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                && v["message"] == "tollgate listening"
-            {
-                let _ = tx.send(v["listen"].as_str().unwrap_or("").to_owned());
-            }
-            sink.lock().unwrap().push(line);
-        }
-    });
-    let addr: SocketAddr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("tollgate listens")
-        .parse()
-        .unwrap();
+    let gw = LoggedServe::start(
+        &path,
+        &[
+            ("RUST_LOG", "info"),
+            ("TOLLGATE_LOG_FORMAT", "json"),
+            ("TOLLGATE_WORKERS", "1"),
+            ("TOLLGATE_ACCESS_LOG_BUFFER", "0"),
+        ],
+    );
+    let addr = gw.addr;
     let answers = [
         send(addr, "/login", &["sk_live_alice"]).await,
         send(addr, "/login", &["sk_live_alice"]).await,
@@ -101,11 +78,7 @@ async fn every_line_says_what_the_limit_step_decided() {
     ];
     assert_eq!(answers, [200, 429, 200, 200, 200, 401, 400, 503, 200]);
     // SIGTERM flushes the access log; the process ends before its lines are read.
-    let _ = std::process::Command::new("kill")
-        .arg(child.id().to_string())
-        .status();
-    child.wait().unwrap();
-    let lines = lines.lock().unwrap().clone();
+    let lines = gw.stop();
     let access: Vec<serde_json::Value> = lines
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -2,13 +2,9 @@
 //! (`0.316`, never the float noise `0.31612300000000004` of seconds × 1000), in the text and
 //! the JSON format, and agrees with `duration_us`.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::common::process::{temp_file, tollgate};
+use crate::common::process::{LoggedServe, temp_file};
 use crate::common::*;
 
 /// `tollgate serve` in `format`, `n` requests, SIGTERM: every access line it wrote.
@@ -37,33 +33,17 @@ pub(crate) async fn logged(
 ) -> (Vec<String>, Vec<String>) {
     let toml = config(up, "", "");
     let path = temp_file("duration.toml", &toml);
-    let mut child = tollgate()
-        .args(["serve", "-c"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .env("TOLLGATE_LOG_FORMAT", format)
-        .env("TOLLGATE_WORKERS", "1")
-        .env("TOLLGATE_ACCESS_LOG_BUFFER", "0")
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("tollgate listening") {
-                let _ = tx.send(line.clone());
-            }
-            sink.lock().unwrap().push(line);
-        }
-    });
-    let listening = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("tollgate listens");
-    let addr = listen_addr(&listening);
+    let gw = LoggedServe::start(
+        &path,
+        &[
+            ("RUST_LOG", "info"),
+            ("TOLLGATE_LOG_FORMAT", format),
+            ("TOLLGATE_WORKERS", "1"),
+            ("TOLLGATE_ACCESS_LOG_BUFFER", "0"),
+            ("NO_COLOR", "1"),
+        ],
+    );
+    let addr = gw.addr;
     let mut ids = Vec::new();
     for i in 0..n {
         let resp = send_h1(addr, get(&format!("http://{addr}/r{i}"))).await;
@@ -71,29 +51,8 @@ pub(crate) async fn logged(
         ids.push(resp.headers()["x-request-id"].to_str().unwrap().to_owned());
         text(resp).await;
     }
-    let _ = std::process::Command::new("kill")
-        .arg(child.id().to_string())
-        .status();
-    child.wait().unwrap();
-    // The child's stderr is closed: every line it wrote is read.
-    reader.join().unwrap();
-    let lines = lines.lock().unwrap().clone();
+    let lines = gw.stop();
     (lines, ids)
-}
-
-/// The `listen` address in the start-up line, JSON (`"listen":"…"`) or text (`listen=…`).
-fn listen_addr(line: &str) -> SocketAddr {
-    let rest = line
-        .split_once("\"listen\":\"")
-        .or_else(|| line.split_once("listen="))
-        .unwrap_or_else(|| panic!("no listen address: {line}"))
-        .1;
-    let addr: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-        .collect();
-    addr.parse()
-        .unwrap_or_else(|_| panic!("bad address in {line}"))
 }
 
 /// The text after `name` up to the next `,`, `}` or space.

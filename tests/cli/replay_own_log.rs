@@ -3,13 +3,9 @@
 //! and query policies exactly as the live gateway did — it used to see no account in the
 //! log and report an account-keyed policy as 0 allowed / 0 denied.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::common::process::{temp_file, tollgate};
+use crate::common::process::{LoggedServe, temp_file};
 use crate::common::*;
 use bytes::Bytes;
 use http::Request;
@@ -54,34 +50,15 @@ async fn send(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> u16 {
 
 /// Run the traffic through a live gateway; its access-log lines.
 async fn live(config: &std::path::Path) -> Vec<String> {
-    let mut child = tollgate()
-        .args(["serve", "-c"])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .env("TOLLGATE_LOG_FORMAT", "json")
-        .env("TOLLGATE_ACCESS_LOG_BUFFER", "0")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && v["message"] == "tollgate listening"
-            {
-                let _ = tx.send(v["listen"].as_str().unwrap_or("").to_owned());
-            }
-            sink.lock().unwrap().push(line);
-        }
-    });
-    let addr: SocketAddr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let gw = LoggedServe::start(
+        config,
+        &[
+            ("RUST_LOG", "info"),
+            ("TOLLGATE_LOG_FORMAT", "json"),
+            ("TOLLGATE_ACCESS_LOG_BUFFER", "0"),
+        ],
+    );
+    let addr = gw.addr;
     for (who, tenant, n) in [
         ("alice", "acme", 5),
         ("bob", "acme", 2),
@@ -96,12 +73,7 @@ async fn live(config: &std::path::Path) -> Vec<String> {
     }
     send(addr, "/me", &[("x-api-key", "dave")]).await;
     send(addr, "/me", &[]).await;
-    let _ = std::process::Command::new("kill")
-        .arg(child.id().to_string())
-        .status();
-    child.wait().unwrap();
-    let lines = lines.lock().unwrap();
-    lines
+    gw.stop()
         .iter()
         .filter(|l| l.contains("\"target\":\"tollgate::access\""))
         .cloned()

@@ -228,3 +228,73 @@ impl Logged {
         self.lines.lock().unwrap().clone()
     }
 }
+
+/// `tollgate serve -c config` with `env`, its stderr kept line by line: for tests that read
+/// what the gateway logged (the access log at `TOLLGATE_ACCESS_LOG_BUFFER=0`, warnings).
+pub struct LoggedServe {
+    child: Child,
+    /// The traffic listener, read from the start-up line (JSON or text format).
+    pub addr: SocketAddr,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl LoggedServe {
+    pub fn start(config: &Path, env: &[(&str, &str)]) -> LoggedServe {
+        let mut child = tollgate()
+            .args(["serve", "-c"])
+            .arg(config)
+            .envs(env.iter().copied())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stderr, sink) = (child.stderr.take().unwrap(), lines.clone());
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("tollgate listening") {
+                    let _ = tx.send(line.clone());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let listening = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("tollgate listens");
+        LoggedServe {
+            child,
+            addr: listen_addr(&listening),
+            lines,
+            reader,
+        }
+    }
+
+    /// SIGTERM (which flushes the access log), then every line the process wrote: read to
+    /// the end of its stderr, so none is still on its way when the caller looks.
+    pub fn stop(mut self) -> Vec<String> {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        self.child.wait().unwrap();
+        self.reader.join().unwrap();
+        let lines = self.lines.lock().unwrap();
+        lines.clone()
+    }
+}
+
+/// The `listen` address in the start-up line, JSON (`"listen":"…"`) or text (`listen=…`).
+fn listen_addr(line: &str) -> SocketAddr {
+    let rest = line
+        .split_once("\"listen\":\"")
+        .or_else(|| line.split_once("listen="))
+        .unwrap_or_else(|| panic!("no listen address: {line}"))
+        .1;
+    let addr: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+        .collect();
+    addr.parse()
+        .unwrap_or_else(|_| panic!("bad address in {line}"))
+}
