@@ -162,8 +162,9 @@ pub struct Outlier {
     pub max_ejected_percent: u32,
 }
 
-/// What [`Validator::backends`] makes of one upstream's keys.
-pub(super) struct Backends {
+/// What [`Validator::backends`] makes of one upstream's keys (the proxy's shared state of
+/// the same URLs is `proxy::outlier::Backends`).
+pub(super) struct BackendKeys {
     pub weights: Vec<u32>,
     pub retry: Retry,
     pub outlier: Outlier,
@@ -175,7 +176,7 @@ const MOST_RETRIES: u64 = 10;
 
 impl Validator {
     /// The weights, retry and outlier settings of upstream `name`.
-    pub(super) fn backends(&mut self, name: &str, raw: &super::raw::RawUpstream) -> Backends {
+    pub(super) fn backends(&mut self, name: &str, raw: &super::raw::RawUpstream) -> BackendKeys {
         let at = |k: &str| format!("upstreams.{name}.{k}");
         let weights = (raw.urls.iter().enumerate())
             .map(|(i, u)| match u.weight {
@@ -241,7 +242,7 @@ impl Validator {
             budget_min_per_second: min,
             backoff: backoff.unwrap_or(Duration::from_millis(25)),
         };
-        Backends {
+        BackendKeys {
             weights,
             retry,
             outlier: self.outlier(name, &raw.outlier),

@@ -40,16 +40,22 @@ pub(super) fn wait(retry: &Retry, n: u32, answer: Option<&HeaderMap>) -> Duratio
         .map_or(jittered, |after| after.max(jittered))
 }
 
-/// An upstream's `Retry-After` (RFC 9110 §10.2.3): seconds, or an HTTP date.
+/// The longest `Retry-After` taken as it is: any wait past the upstream timeout means "no
+/// retry" alike, and an upstream's `18446744073709551615` must not overflow the clock
+/// arithmetic that compares the wait with the deadline.
+const LONGEST_AFTER: Duration = Duration::from_secs(86_400);
+
+/// An upstream's `Retry-After` (RFC 9110 §10.2.3): seconds, or an HTTP date; at most a day.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let v = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+        return Some(Duration::from_secs(secs).min(LONGEST_AFTER));
     }
     let at = httpdate::parse_http_date(v).ok()?;
     Some(
         at.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
+            .unwrap_or(Duration::ZERO)
+            .min(LONGEST_AFTER),
     )
 }
 
@@ -106,6 +112,10 @@ mod tests {
         );
         let w = wait(&r, 0, Some(&h));
         assert!((28..=30).contains(&w.as_secs()), "{w:?}");
+        // An upstream's absurd value is a day: later arithmetic on it cannot overflow.
+        h.insert(header::RETRY_AFTER, u64::MAX.to_string().parse().unwrap());
+        assert_eq!(wait(&r, 0, Some(&h)), LONGEST_AFTER);
+        let _ = tokio::time::Instant::now() + wait(&r, 0, Some(&h));
         h.insert(header::RETRY_AFTER, "soon".parse().unwrap());
         assert!(wait(&r, 0, Some(&h)) <= Duration::from_millis(10));
     }
