@@ -34,7 +34,7 @@ pub use admission::{
 };
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
-pub use limiter::{At, Limiter, LimiterError, set_running_nodes};
+pub use limiter::{At, Checked, Limiter, LimiterError, set_running_nodes};
 pub(crate) mod deny_cache;
 pub mod membership;
 pub mod peer;

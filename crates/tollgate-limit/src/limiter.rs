@@ -30,7 +30,7 @@ mod decide;
 mod nodes;
 mod status;
 use crate::spec::{Exempt, LimiterSpec, StoreKind};
-pub use decide::At;
+pub use decide::{At, Checked};
 pub use nodes::set_running_nodes;
 pub use status::{DecisionTotals, FleetView};
 

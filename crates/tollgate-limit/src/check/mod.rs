@@ -39,7 +39,7 @@ use crate::admission::{Admission, Admitted, Answer};
 use crate::ask::{Ask, Spent, keeps};
 use crate::check::report::Reported;
 use crate::permit::Permits;
-use crate::route_limits::RouteLimits;
+use crate::route_limits::{RouteLimits, Site};
 use crate::site::Sites;
 use crate::site::central::CentralItem;
 use crate::site::lease::LeaseItem;
@@ -76,6 +76,18 @@ impl Check<'_> {
         self.gossip().await;
         self.local();
         ControlFlow::Continue(())
+    }
+
+    /// Whether [`Check::walk`] may wait on anything: only a lease, central, owner or
+    /// gossip key can (each step above returns at once without one of its own, and the
+    /// central step without a store: its policies are then local). Without one, the walk
+    /// is [`Check::local`] alone.
+    pub(crate) fn waits(&self) -> bool {
+        self.asks.iter().any(|a| match a.entry.site {
+            Site::Local | Site::Split => false,
+            Site::Central { .. } => self.sites.central.is_some(),
+            Site::Lease | Site::Owner | Site::Gossip => true,
+        })
     }
 
     /// An enforcing policy denied.

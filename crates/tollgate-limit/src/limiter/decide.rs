@@ -2,8 +2,10 @@
 //! then its asks (`asks.rs`) and the walk through the sites (`check/`), or why it is
 //! answered before any policy is asked (401, 400, no policy applies).
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
@@ -80,6 +82,32 @@ impl Limiter {
         self.decide(at, target, headers, &[]).await
     }
 
+    /// [`Limiter::check_target`] without a future when none is needed: most routes' policies
+    /// are decided in this process (local and split sites, or no policy at all), and their
+    /// admission is returned as it is. A request with a key at a site that waits on an
+    /// answer (the store, a lease coordinator, an owner, gossip peers) gets that walk
+    /// boxed, so a caller's own future never carries the walk's state (some 4 KiB, which a
+    /// future nesting it would copy on every move whether or not it ever waits).
+    pub fn check_now<'a>(
+        &'a self,
+        at: At<'a>,
+        target: Target<'_>,
+        headers: &HeaderMap,
+    ) -> Checked<'a> {
+        let (mut check, would_refuse) = match self.prepare(at, target, headers, &[]) {
+            Prepared::Walk(check, would_refuse) => (check, would_refuse),
+            Prepared::Answered(admission) => return Checked::Now(admission),
+        };
+        if check.waits() {
+            return Checked::Later(Box::pin(async move {
+                let walked = check.walk().await;
+                finish(check, walked, would_refuse)
+            }));
+        }
+        check.local();
+        Checked::Now(finish(check, ControlFlow::Continue(()), would_refuse))
+    }
+
     async fn decide(
         &self,
         at: At<'_>,
@@ -87,6 +115,24 @@ impl Limiter {
         headers: &HeaderMap,
         given: &[&str],
     ) -> Admission {
+        match self.prepare(at, target, headers, given) {
+            Prepared::Walk(mut check, would_refuse) => {
+                let walked = check.walk().await;
+                finish(check, walked, would_refuse)
+            }
+            Prepared::Answered(admission) => admission,
+        }
+    }
+
+    /// The request's facts and asks, ready to walk (with the shadow policies that would
+    /// refuse it), or its admission when it is answered before any policy is asked.
+    fn prepare<'a>(
+        &'a self,
+        at: At<'a>,
+        target: Target<'_>,
+        headers: &HeaderMap,
+        given: &[&str],
+    ) -> Prepared<'a> {
         let At {
             route,
             route_name,
@@ -95,14 +141,14 @@ impl Limiter {
         } = at;
         let limits = &self.routes[route];
         if !limits.require_account && limits.entries.is_empty() {
-            return Admission::default();
+            return Prepared::Answered(Admission::default());
         }
         // Built once: a token is verified once per request, whatever its parts.
         let mut facts = self.keys.facts(client, route_name, method, target, headers);
         facts.give(given);
         // An account stated twice, or a token that does not verify, is none.
         if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
-            return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
+            return refused(Outcome::Unauthenticated, Answer::Unauthenticated);
         }
         let (asks, would_refuse) = match self.asks(limits, client, &facts) {
             Ok(a) if !a.asks.is_empty() => (a.asks, a.would_refuse),
@@ -115,18 +161,18 @@ impl Limiter {
                     None => Decision::default(),
                 };
                 decision.would_refuse(a.would_refuse);
-                return Admission {
+                return Prepared::Answered(Admission {
                     decision,
                     answer: Answer::default(),
-                };
+                });
             }
             // A key part stated ambiguously (400) or from a token that does not verify
             // (401): nothing asked.
             Err(Refusal::BadRequest(why)) => {
-                return Admission::refused(Outcome::Ambiguous, Answer::Ambiguous(why));
+                return refused(Outcome::Ambiguous, Answer::Ambiguous(why));
             }
             Err(Refusal::Unauthenticated) => {
-                return Admission::refused(Outcome::Unauthenticated, Answer::Unauthenticated);
+                return refused(Outcome::Unauthenticated, Answer::Unauthenticated);
             }
             // A `deny` policy's key part is missing: the access log names the policy.
             Err(Refusal::Missing(m)) => {
@@ -138,13 +184,13 @@ impl Limiter {
                     policy: Some(m.policy.clone()),
                     ..Decision::of(outcome)
                 };
-                return Admission {
+                return Prepared::Answered(Admission {
                     decision,
                     answer: Answer::MissingKey(m),
-                };
+                });
             }
         };
-        let mut check = Check {
+        let check = Check {
             sites: &self.sites,
             route: limits,
             route_name,
@@ -152,18 +198,46 @@ impl Limiter {
             held: Vec::new(),
             store_deadline: None,
         };
-        match check.walk().await {
-            ControlFlow::Break(Stop::Refused(refused)) => {
-                check.give_back_all();
-                *refused
-            }
-            _ => {
-                let mut admission = check.end();
-                admission.decision.would_refuse(would_refuse);
-                admission
-            }
+        Prepared::Walk(check, would_refuse)
+    }
+}
+
+/// The shadow policy that would have refused a request, as the asks found it.
+type WouldRefuse = Option<Arc<str>>;
+
+/// A request before its walk.
+enum Prepared<'a> {
+    /// Its asks, to walk through their sites, and the shadow policy that would refuse it.
+    Walk(Check<'a>, WouldRefuse),
+    /// Answered before any policy is asked (no policy applies, 401, 400).
+    Answered(Admission),
+}
+
+/// The admission of a walked check.
+fn finish(mut check: Check<'_>, walked: ControlFlow<Stop>, would_refuse: WouldRefuse) -> Admission {
+    match walked {
+        ControlFlow::Break(Stop::Refused(refused)) => {
+            check.give_back_all();
+            *refused
+        }
+        _ => {
+            let mut admission = check.end();
+            admission.decision.would_refuse(would_refuse);
+            admission
         }
     }
+}
+
+fn refused(outcome: Outcome, answer: Answer) -> Prepared<'static> {
+    Prepared::Answered(Admission::refused(outcome, answer))
+}
+
+/// What [`Limiter::check_now`] found: the admission, or the walk that waits for it.
+pub enum Checked<'a> {
+    /// Decided without waiting on anything.
+    Now(Admission),
+    /// A policy's site answers later: await this for the admission.
+    Later(Pin<Box<dyn Future<Output = Admission> + Send + 'a>>),
 }
 
 /// Which request of which route a check decides.
