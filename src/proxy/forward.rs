@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::request::Parts;
-use http::uri::{Authority, PathAndQuery};
+use http::uri::Authority;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
-use hyper::body::{Body, Incoming};
+use hyper::body::Incoming;
 
 use super::key_body::ClientBody;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -24,13 +23,12 @@ use tokio::time::Instant;
 
 use super::h1pool::H1Pool;
 use super::headers::names::Protected;
-use super::headers::{self, Hop, ViaValues};
+use super::headers::{self, ViaValues};
+use super::outgoing::{self, Outgoing};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
 use super::{ConnInfo, upgrade};
 use crate::config::{Config, Upstream, UpstreamProtocol};
-use crate::limit::SentBytes;
-use crate::limit::keys::canonical;
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
 
@@ -134,42 +132,20 @@ impl Forwarder {
 
     /// Send `req` (from `client`, on `conn`, whose peer is a trusted proxy when
     /// `peer_trusted`) to `pool` and bring the answer back.
+    ///
+    /// The request is made ready for its upstream before anything is awaited
+    /// (`outgoing.rs`), and the call is one boxed future (`send.rs`): this future, which
+    /// its callers nest and move, keeps little more than the request while it waits.
     pub async fn forward(
         &self,
         entry: &RouteEntry,
         pool: &Pool,
-        mut req: Request<ClientBody>,
+        req: Request<ClientBody>,
         conn: ConnInfo,
         client: IpAddr,
         peer_trusted: bool,
     ) -> Result<Forwarded, GatewayError> {
-        let upgrade_proto = headers::upgrade_request(req.headers(), &entry.route.upgrades);
-        let client_upgrade = upgrade_proto.as_ref().map(|_| hyper::upgrade::on(&mut req));
-        let (mut parts, body) = req.into_parts();
-        let path_and_query = upstream_path(entry, &parts)?;
-        let client_version = parts.version;
-        let upgrade = upgrade_proto.as_ref();
-        // `TE: trailers` is hop-by-hop on HTTP/1.1, but on HTTP/2 it is the one TE value a
-        // request may carry, and gRPC servers expect it: passed on to an h2 upstream.
-        let trailers = !headers::surely_absent(&parts.headers, &header::TE)
-            && parts
-                .headers
-                .get_all(header::TE)
-                .iter()
-                .any(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
-        prepare_headers(self, &mut parts, conn, client, peer_trusted, upgrade);
-        parts.version = match pool.protocol {
-            UpstreamProtocol::Http1 => Version::HTTP_11,
-            UpstreamProtocol::H2 => {
-                if trailers {
-                    parts
-                        .headers
-                        .insert(header::TE, HeaderValue::from_static("trailers"));
-                }
-                Version::HTTP_2
-            }
-        };
-
+        let out = outgoing::prepare(self, entry, pool, req, &conn, client, peer_trusted)?;
         let now = Instant::now();
         let timed_out = || GatewayError::UpstreamTimeout {
             upstream: pool.name.to_string(),
@@ -180,23 +156,16 @@ impl Forwarder {
         // The answer is awaited from when the request leaves: after the slot, when waited
         // for; else from `now`, read once (a clock read costs ~20 ns here, a few a request).
         let leaves = if waited { Instant::now() } else { now };
-        // `request_bytes` policies count the body (the proxy put their counter here).
-        let sent = parts.extensions.remove::<SentBytes>().map(|s| s.0);
-        let watch = (!body.is_end_stream()).then(|| BodyWatch::new(sent));
-        let body = match &watch {
-            None => Either::Right(Empty::new()),
-            Some(w) => {
-                let limit = entry.route.max_body_bytes;
-                Either::Left(Watchdog::new(
-                    body,
-                    self.body_timeout,
-                    limit,
-                    Some(w.clone()),
-                ))
-            }
-        };
         let timeout = self.upstream_timeout;
-        let sent = super::send::send(self, pool, parts, body, &path_and_query, leaves + timeout);
+        let Outgoing {
+            req,
+            path_and_query,
+            client_version,
+            upgrade_proto,
+            client_upgrade,
+            watch,
+        } = out;
+        let sent = super::send::send(self, pool, req, &path_and_query, leaves + timeout);
         let (mut resp, url) = match await_answer(sent, watch.as_deref(), leaves, timeout).await {
             Some(r) => {
                 r.map_err(|e| client_fault(watch.as_deref(), self.body_timeout).unwrap_or(e))?
@@ -244,6 +213,26 @@ impl Forwarder {
 }
 
 impl Forwarder {
+    /// Longest silence inside a request or response body.
+    pub(super) fn body_timeout(&self) -> Duration {
+        self.body_timeout
+    }
+
+    /// Names a client may not strip by listing them in `Connection`.
+    pub(super) fn protected(&self) -> &[HeaderName] {
+        &self.protected
+    }
+
+    /// Every protected name, in any `_`/`-` spelling.
+    pub(super) fn names(&self) -> &Protected {
+        &self.names
+    }
+
+    /// This hop's `Via` entries.
+    pub(super) fn via(&self) -> &ViaValues {
+        &self.via
+    }
+
     /// The worker's own HTTP/1.1 connections for URL `i` of `pool`, and its authority,
     /// when that URL is plain `http://` on an HTTP/1.1 upstream.
     pub(super) fn h1_for<'a>(
@@ -277,14 +266,13 @@ impl Forwarder {
 /// last moment the request body moved (from `leaves`, when the request left, for a
 /// bodiless request): a slow but steady upload is not the upstream's delay, and a stalled
 /// one is the body watchdog's to end.
-async fn await_answer<F: Future>(
-    sent: F,
+async fn await_answer<F: Future + Unpin>(
+    mut sent: F,
     watch: Option<&BodyWatch>,
     leaves: Instant,
     timeout: Duration,
 ) -> Option<F::Output> {
     let mut deadline = leaves + timeout;
-    tokio::pin!(sent);
     loop {
         tokio::select! {
             answer = &mut sent => return Some(answer),
@@ -348,59 +336,4 @@ fn check_switch(
     } else {
         Err(unexpected(&format!("`{}`", chosen.trim())))
     }
-}
-
-/// The path (and query) to request upstream, after `strip_prefix`. Without a prefix to
-/// strip this is the request's own (a cheap, shared clone): most requests pay no parsing.
-fn upstream_path(entry: &RouteEntry, parts: &Parts) -> Result<PathAndQuery, GatewayError> {
-    let original = parts
-        .uri
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    if !entry.route.strip_prefix {
-        return Ok(original);
-    }
-    // The router matched the prefix (in any case on a `case_insensitive` route): cut its
-    // length. A prefix may end inside a segment (`/pub` matches `/pub..`): what is left
-    // then starts a segment of its own upstream, which must not be a dot segment, or the
-    // upstream would resolve `/public/../private/x` outside the base path.
-    let path = parts.uri.path();
-    let rest = path.get(entry.route.path_prefix.len()..).unwrap_or(path);
-    let slash = if rest.starts_with('/') { "" } else { "/" };
-    if slash == "/" && matches!(rest.split('/').next(), Some("." | "..")) {
-        return Err(GatewayError::BadRequest(
-            "the path left after the route's prefix is a dot segment".into(),
-        ));
-    }
-    let stripped = match parts.uri.query() {
-        Some(q) => format!("{slash}{rest}?{q}"),
-        None => format!("{slash}{rest}"),
-    };
-    PathAndQuery::try_from(stripped).map_err(|e| GatewayError::BadRequest(e.to_string()))
-}
-
-fn prepare_headers(
-    fwd: &Forwarder,
-    parts: &mut Parts,
-    conn: ConnInfo,
-    client: IpAddr,
-    peer_trusted: bool,
-    upgrade: Option<&HeaderValue>,
-) {
-    // The canonical step already wrote the one authority (HTTP/2 :authority, absolute-form
-    // target or Host) as `Host`, which is what an HTTP/1.1 upstream needs.
-    headers::remove_hop_by_hop(&mut parts.headers, upgrade, &fwd.protected);
-    // Room for the five forwarding headers added below: the map of a small request (wrk's
-    // has one header) otherwise grows, rehashing, while they go in.
-    parts.headers.reserve(5);
-    let hop = Hop {
-        peer: canonical(conn.peer.ip()),
-        tls: conn.tls,
-        version: parts.version,
-        peer_trusted,
-    };
-    fwd.names.strip(&mut parts.headers, hop.peer_trusted);
-    headers::add_forwarding(&mut parts.headers, &hop, &conn.hop, &fwd.via);
-    headers::set_real_ip(&mut parts.headers, client, hop.peer, &conn.hop);
 }

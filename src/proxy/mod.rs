@@ -26,6 +26,7 @@ pub mod health;
 mod key_body;
 mod method_override;
 pub mod metrics;
+mod outgoing;
 mod outlier;
 pub mod request_id;
 mod retry;
@@ -51,7 +52,7 @@ use crate::config::Response as ResponseConfig;
 use crate::config::{Config, MethodOverride, PathRules};
 use crate::limit::keys::Target;
 use crate::limit::keys::canonical;
-use crate::limit::{Admitted, At, Decision, Limiter};
+use crate::limit::{Admitted, At, Checked, Decision, Limiter};
 use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
 use access::{Access, access_log};
@@ -329,18 +330,20 @@ impl Gateway {
             body: keyed.as_ref(),
             ..Target::of(req.uri())
         };
-        let check = inner.limiter.check_target(at, target, req.headers());
-        let admission = match (&trace, &inner.tracing) {
-            (Some(span), Some(tracing)) => {
-                let at = SystemTime::now();
-                // Boxed: in place, a second copy of the check's future would sit in every
-                // request's future, traced or not (7 KiB more to move a request).
-                let (admission, store) = Box::pin(crate::limit::store_time::measured(check)).await;
-                span.limit(tracing, at, &admission.decision, store);
-                admission
+        let traced = trace.as_ref().zip(inner.tracing.as_ref());
+        let began = traced.map(|_| SystemTime::now());
+        // Decided here, without a future, unless a policy's site answers later (the store,
+        // a lease, an owner, gossip peers): that walk comes boxed.
+        let (admission, store) = match inner.limiter.check_now(at, target, req.headers()) {
+            Checked::Now(admission) => (admission, Duration::ZERO),
+            Checked::Later(check) if traced.is_some() => {
+                crate::limit::store_time::measured(check).await
             }
-            _ => check.await,
+            Checked::Later(check) => (check.await, Duration::ZERO),
         };
+        if let (Some((span, tracing)), Some(began)) = (traced, began) {
+            span.limit(tracing, began, &admission.decision, store);
+        }
         *decision = Some(admission.decision);
         let Admitted {
             report,

@@ -5,7 +5,9 @@
 //!
 //! [`H1Pool`]: super::h1pool::H1Pool
 
-use http::request::Parts;
+use std::future::Future;
+use std::pin::Pin;
+
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Request, Response, Version};
 use http_body_util::{Either, Empty};
@@ -46,41 +48,37 @@ impl Template {
     }
 }
 
-/// Send to `pool`, retrying as `retry.rs` allows until `deadline` (the upstream timeout):
-/// the answer, with the in-flight mark of the URL that gave it (held until its body ends).
-pub(super) async fn send(
-    fwd: &Forwarder,
-    pool: &Pool,
-    parts: Parts,
-    body: UpstreamBody,
-    path_and_query: &PathAndQuery,
+/// An upstream call in flight: the answer, with the in-flight mark of the URL that gave it
+/// (held until its body ends).
+pub(super) type Sending<'a> =
+    Pin<Box<dyn Future<Output = Result<(Response<Incoming>, InFlight), GatewayError>> + Send + 'a>>;
+
+/// Send `req` to `pool`, retrying as `retry.rs` allows until `deadline` (the upstream
+/// timeout). Boxed, once: the attempt's state (the request, hyper's send) lives in the
+/// box, so the caller's future, moved by value into its own box and through its parents,
+/// carries a pointer instead of kilobytes.
+pub(super) fn send<'a>(
+    fwd: &'a Forwarder,
+    pool: &'a Pool,
+    req: Request<UpstreamBody>,
+    path_and_query: &'a PathAndQuery,
     deadline: Instant,
-) -> Result<(Response<Incoming>, InFlight), GatewayError> {
-    let replayable = body.is_end_stream();
-    let resend = replayable && pool.retry.retries > 0 && retry::idempotent(&parts.method);
+) -> Sending<'a> {
+    let replayable = req.body().is_end_stream();
+    let resend = replayable && pool.retry.retries > 0 && retry::idempotent(req.method());
     if resend {
         pool.backends.deposit();
     }
     if pool.len() == 1 && !resend {
         // The usual case: one URL, nothing to retry; a refused connection has nowhere else
         // to go, and no copy of the request is made.
-        let req = Request::from_parts(parts, body);
-        return once(fwd, pool, 0, req, path_and_query)
-            .await
-            .map_err(Failed::into_error);
+        return Box::pin(async move {
+            once(fwd, pool, 0, req, path_and_query)
+                .await
+                .map_err(Failed::into_error)
+        });
     }
-    // Boxed: the loop's state (a template, a second request, the backoff's timer) would
-    // otherwise enlarge every request's future, which is moved by value into its box.
-    Box::pin(retrying(
-        fwd,
-        pool,
-        parts,
-        body,
-        path_and_query,
-        deadline,
-        resend,
-    ))
-    .await
+    Box::pin(retrying(fwd, pool, req, path_and_query, deadline, resend))
 }
 
 /// [`send`] with more than one URL or with retries: the attempts, until one answers or
@@ -88,19 +86,18 @@ pub(super) async fn send(
 async fn retrying(
     fwd: &Forwarder,
     pool: &Pool,
-    parts: Parts,
-    body: UpstreamBody,
+    req: Request<UpstreamBody>,
     path_and_query: &PathAndQuery,
     deadline: Instant,
     resend: bool,
 ) -> Result<(Response<Incoming>, InFlight), GatewayError> {
-    let replayable = body.is_end_stream();
+    let replayable = req.body().is_end_stream();
     let template = replayable.then(|| Template {
-        method: parts.method.clone(),
-        version: parts.version,
-        headers: parts.headers.clone(),
+        method: req.method().clone(),
+        version: req.version(),
+        headers: req.headers().clone(),
     });
-    let mut next = Some(Request::from_parts(parts, body));
+    let mut next = Some(req);
     let mut tried = Tried::default();
     let mut retries = 0;
     let m = &pool.backends.retry_metrics;
@@ -197,7 +194,8 @@ async fn once(
     let answer = if let Some((h1, authority)) = fwd.h1_for(pool, i) {
         // hyper's connection writes the URI as given: origin-form for an origin server.
         *req.uri_mut() = pool.origin(i, path_and_query).map_err(refused)?;
-        Box::pin(h1.send(i, authority, req))
+        // In place: `send` boxed the attempt once, this with it.
+        h1.send(i, authority, req)
             .await
             .map_err(|(e, back)| match e {
                 super::h1pool::H1Error::Connect(_) => {
