@@ -131,7 +131,8 @@ impl Forwarder {
     }
 
     /// Send `req` (from `client`, on `conn`, whose peer is a trusted proxy when
-    /// `peer_trusted`) to `pool` and bring the answer back.
+    /// `peer_trusted`) to `pool` and bring the answer back; `now` is the caller's clock
+    /// reading as it hands the request over (one read serves both).
     ///
     /// The request is made ready for its upstream before anything is awaited
     /// (`outgoing.rs`), and the call is one boxed future (`send.rs`): this future, which
@@ -144,9 +145,10 @@ impl Forwarder {
         conn: ConnInfo,
         client: IpAddr,
         peer_trusted: bool,
+        now: std::time::Instant,
     ) -> Result<Forwarded, GatewayError> {
         let out = outgoing::prepare(self, entry, pool, req, &conn, client, peer_trusted)?;
-        let now = Instant::now();
+        let now = Instant::from_std(now);
         let timed_out = || GatewayError::UpstreamTimeout {
             upstream: pool.name.to_string(),
             timeout: self.upstream_timeout,

@@ -273,6 +273,21 @@ mod tests {
     }
 
     #[test]
+    fn connection_tokens_in_any_case_name_headers_once() {
+        let mut h = HeaderMap::new();
+        h.append(header::CONNECTION, "Keep-Alive, X-Secret".parse().unwrap());
+        h.append(header::CONNECTION, "close, x-secret".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.append("keep-alive", "timeout=5".parse().unwrap());
+        h.append("keep-alive", "max=9".parse().unwrap());
+        h.insert("close", "a header named as the token".parse().unwrap());
+        h.insert("x-keep", "1".parse().unwrap());
+        remove_hop_by_hop(&mut h, None, &[]);
+        let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-keep"]);
+    }
+
+    #[test]
     fn a_line_that_is_not_utf8_stays_in_the_chain() {
         let mut h = HeaderMap::new();
         h.insert(

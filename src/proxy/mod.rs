@@ -368,7 +368,7 @@ impl Gateway {
         };
         let sent = Instant::now();
         let result = (inner.forwarder)
-            .forward(entry, pool, req, conn, client, peer_trusted)
+            .forward(entry, pool, req, conn, client, peer_trusted, sent)
             .await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
         if let Some(call) = call {
