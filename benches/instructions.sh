@@ -20,11 +20,15 @@
 # and "idle": the process started and stopped with no traffic, subtracted from both rows, so
 #   per request = (instructions(row) - instructions(idle)) / requests(row).
 #
+# Last, the peer: nginx proxy_pass (one process) on the plain row's load, counted the same
+# way, and new plain / nginx.
+#
 # KEEP_PROFILES=DIR keeps each run's callgrind file as DIR/{old,new}.{idle,plain,abuse,central}.cg
+# and DIR/nginx.{idle,load}.cg
 # (for `callgrind_annotate`, or benches/profile_table.py's top-ten table).
 #
 # Installs valgrind, wrk, nginx and redis-server with apt-get when missing; binds free
-# 127.0.0.1 ports; kills what it started by pid; takes about 3 minutes.
+# 127.0.0.1 ports; kills what it started by pid; takes about 4 minutes.
 set -euo pipefail
 
 OLD="${1:?usage: benches/instructions.sh OLD_BINARY [NEW_BINARY]}"
@@ -48,9 +52,9 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
 trap cleanup EXIT
 
-read -r UP GW RP <<<"$(python3 -c '
+read -r UP GW RP NP <<<"$(python3 -c '
 import socket
-s = [socket.socket() for _ in range(3)]
+s = [socket.socket() for _ in range(4)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*(x.getsockname()[1] for x in s))')"
 
@@ -145,12 +149,55 @@ for which in old new; do
     done
 done
 
+# The peer, counted the same way: nginx proxy_pass (one process, keep-alive upstream, as
+# load.sh's nginx row) on the plain row's load. What a request costs it in user space is
+# the yardstick for the per-core goal: kernel time a request is level between the two.
+cat >"$TMP/proxy.conf" <<EOF
+master_process off;
+daemon off;
+worker_processes 1;
+pid $TMP/proxy.pid;
+error_log $TMP/proxy-error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    upstream app { server 127.0.0.1:$UP; keepalive 64; }
+    server {
+        listen 127.0.0.1:$NP;
+        location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    }
+}
+EOF
+# nginx_run idle|load: prints "REQUESTS INSTRUCTIONS".
+nginx_run() {
+    local out="$TMP/cg-nginx.out" n=1 pid
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$NGINX" -p "$TMP" -c "$TMP/proxy.conf" \
+        2>/dev/null & pid=$!
+    PIDS+=("$pid")
+    sleep 4
+    if [ "$1" = idle ]; then
+        sleep 8
+    else
+        n=$(wrk -t1 -c8 -d8s "http://127.0.0.1:$NP/bench" | awk '/requests in/ { print $1 }')
+    fi
+    kill -QUIT "$pid"; wait "$pid" 2>/dev/null || true
+    [ -n "${KEEP_PROFILES:-}" ] && cp "$out" "$KEEP_PROFILES/nginx.$1.cg"
+    echo "$n $(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
+}
+read -r _ nginx_idle <<<"$(nginx_run idle)"
+read -r nginx_n nginx_total <<<"$(nginx_run load)"
+NGINX_PER=$(( (nginx_total - nginx_idle) / nginx_n ))
+log "nginx proxy_pass: $nginx_n requests, $nginx_total instructions ($nginx_idle idle)"
+
 echo "| row | old instructions/request | new instructions/request | new / old |"
 echo "| --- | ---: | ---: | ---: |"
 for row in plain abuse central; do
     o=${PER[old.$row]} n=${PER[new.$row]}
     echo "| $row | $o | $n | $(awk -v a="$n" -v b="$o" 'BEGIN { printf "%.3f", a / b }') |"
 done
+echo
+echo "nginx proxy_pass, the plain row's load: $NGINX_PER instructions a request;" \
+    "new plain / nginx: $(awk -v a="${PER[new.plain]}" -v b="$NGINX_PER" 'BEGIN { printf "%.2f", a / b }')"
 echo
 echo "old: $OLD"
 echo "new: $NEW"
