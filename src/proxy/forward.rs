@@ -3,7 +3,6 @@
 //! returned, not answered: `respond` does that.
 
 use std::future::Future;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use super::headers::{self, ViaValues};
 use super::outgoing::{self, Outgoing};
 use super::upstream::Pool;
 use super::watchdog::{BodyFault, BodyWatch, Watchdog};
-use super::{ConnInfo, upgrade};
+use super::{Asker, upgrade};
 use crate::config::{Config, Upstream, UpstreamProtocol};
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
@@ -130,9 +129,9 @@ impl Forwarder {
         }
     }
 
-    /// Send `req` (from `client`, on `conn`, whose peer is a trusted proxy when
-    /// `peer_trusted`) to `pool` and bring the answer back; `now` is the caller's clock
-    /// reading as it hands the request over (one read serves both).
+    /// Send `req` (from `asker`: the connection, the client it speaks for, whether its
+    /// peer is a trusted proxy) to `pool` and bring the answer back; `now` is the caller's
+    /// clock reading as it hands the request over (one read serves both).
     ///
     /// The request is made ready for its upstream before anything is awaited
     /// (`outgoing.rs`), and the call is one boxed future (`send.rs`): this future, which
@@ -142,12 +141,10 @@ impl Forwarder {
         entry: &RouteEntry,
         pool: &Pool,
         req: Request<ClientBody>,
-        conn: ConnInfo,
-        client: IpAddr,
-        peer_trusted: bool,
+        asker: Asker,
         now: std::time::Instant,
     ) -> Result<Forwarded, GatewayError> {
-        let out = outgoing::prepare(self, entry, pool, req, &conn, client, peer_trusted)?;
+        let out = outgoing::prepare(self, entry, pool, req, &asker)?;
         let now = Instant::from_std(now);
         let timed_out = || GatewayError::UpstreamTimeout {
             upstream: pool.name.to_string(),

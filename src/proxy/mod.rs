@@ -293,11 +293,7 @@ impl Gateway {
         trace: Option<&mut RequestTrace>,
     ) -> Result<Response<ResponseBody>, GatewayError> {
         let inner = &*self.inner;
-        let Asker {
-            conn,
-            client,
-            peer_trusted,
-        } = asker;
+        let client = asker.client;
         if let Some(limit) = entry.route.max_body_bytes
             && declared_length(&req).is_some_and(|n| n > limit)
         {
@@ -368,7 +364,7 @@ impl Gateway {
         };
         let sent = Instant::now();
         let result = (inner.forwarder)
-            .forward(entry, pool, req, conn, client, peer_trusted, sent)
+            .forward(entry, pool, req, asker, sent)
             .await;
         inner.route_metrics[entry.index].record_upstream(sent.elapsed());
         if let Some(call) = call {

@@ -18,12 +18,12 @@ use http::{HeaderValue, Request, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::Body;
 
-use super::ConnInfo;
 use super::forward::{Forwarder, UpstreamBody};
 use super::headers::{self, Hop};
 use super::key_body::ClientBody;
 use super::upstream::Pool;
 use super::watchdog::{BodyWatch, Watchdog};
+use super::{Asker, ConnInfo};
 use crate::config::UpstreamProtocol;
 use crate::limit::SentBytes;
 use crate::limit::keys::canonical;
@@ -46,17 +46,15 @@ pub(super) struct Outgoing {
     pub watch: Option<Arc<BodyWatch>>,
 }
 
-/// Make `req` (from `client`, on `conn`, whose peer is a trusted proxy when
-/// `peer_trusted`) ready for `pool`, or refuse it (a path left as a dot segment).
+/// Make `req` (from `asker`) ready for `pool`, or refuse it (a path left as a dot segment).
 pub(super) fn prepare(
     fwd: &Forwarder,
     entry: &RouteEntry,
     pool: &Pool,
     mut req: Request<ClientBody>,
-    conn: &ConnInfo,
-    client: IpAddr,
-    peer_trusted: bool,
+    asker: &Asker,
 ) -> Result<Outgoing, GatewayError> {
+    let conn = &asker.conn;
     let upgrade_proto = headers::upgrade_request(req.headers(), &entry.route.upgrades);
     let client_upgrade = upgrade_proto.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
@@ -74,9 +72,16 @@ pub(super) fn prepare(
         peer: canonical(conn.peer.ip()),
         tls: conn.tls,
         version: parts.version,
-        peer_trusted,
+        peer_trusted: asker.peer_trusted,
     };
-    prepare_headers(fwd, &mut parts, &hop, conn, client, upgrade_proto.as_ref());
+    prepare_headers(
+        fwd,
+        &mut parts,
+        &hop,
+        conn,
+        asker.client,
+        upgrade_proto.as_ref(),
+    );
     parts.version = match pool.protocol {
         UpstreamProtocol::Http1 => Version::HTTP_11,
         UpstreamProtocol::H2 => {
