@@ -13,6 +13,8 @@
 # answering `200 hello`):
 #   plain   GET /bench, a route without policies: the proxy path (canonical request, route,
 #           forward, both bodies)
+#   local   GET /local, one local GCRA keyed by client IP whose limit is never reached: what
+#           a policy decided in process costs (its check, its RateLimit headers)
 #   abuse   GET /abuse, a local GCRA limited to 100/s: almost every answer is a 429
 #   central GET /central, a GCRA keyed by client IP with site = "central" (a Redis started
 #           here), X-Forwarded-For spread over 1 000 clients, limit never reached: what a
@@ -23,12 +25,12 @@
 # Last, the peer: nginx proxy_pass (one process) on the plain row's load, counted the same
 # way, and new plain / nginx.
 #
-# KEEP_PROFILES=DIR keeps each run's callgrind file as DIR/{old,new}.{idle,plain,abuse,central}.cg
+# KEEP_PROFILES=DIR keeps each run's callgrind file as DIR/{old,new}.{idle,plain,local,abuse,central}.cg
 # and DIR/nginx.{idle,load}.cg
 # (for `callgrind_annotate`, or benches/profile_table.py's top-ten table).
 #
 # Installs valgrind, wrk, nginx and redis-server with apt-get when missing; binds free
-# 127.0.0.1 ports; kills what it started by pid; takes about 4 minutes.
+# 127.0.0.1 ports; kills what it started by pid; takes about 5 minutes.
 set -euo pipefail
 
 OLD="${1:?usage: benches/instructions.sh OLD_BINARY [NEW_BINARY]}"
@@ -77,6 +79,12 @@ urls = ["redis://127.0.0.1:$RP"]
 timeout = "1s"
 [upstreams.app]
 urls = ["http://127.0.0.1:$UP"]
+[policies.local_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
 [policies.abuse_ip]
 key = ["ip"]
 algorithm = "gcra"
@@ -94,6 +102,11 @@ name = "central"
 match = { path_prefix = "/central" }
 upstream = "app"
 policies = ["central_ip"]
+[[routes]]
+name = "local"
+match = { path_prefix = "/local" }
+upstream = "app"
+policies = ["local_ip"]
 [[routes]]
 name = "abuse"
 match = { path_prefix = "/abuse" }
@@ -141,8 +154,9 @@ for which in old new; do
     bin="$OLD"; [ "$which" = new ] && bin="$NEW"
     log "$which: $bin"
     read -r _ idle <<<"$(run "$bin" idle "$which.idle")"
-    for row in plain abuse central; do
-        path=/bench; [ "$row" = abuse ] && path=/abuse; [ "$row" = central ] && path=/central
+    for row in plain local abuse central; do
+        path=/bench; [ "$row" = local ] && path=/local
+        [ "$row" = abuse ] && path=/abuse; [ "$row" = central ] && path=/central
         read -r n total <<<"$(run "$bin" "$path" "$which.$row")"
         PER[$which.$row]=$(( (total - idle) / n ))
         log "$which $row: $n requests, $total instructions ($idle idle)"
@@ -191,7 +205,7 @@ log "nginx proxy_pass: $nginx_n requests, $nginx_total instructions ($nginx_idle
 
 echo "| row | old instructions/request | new instructions/request | new / old |"
 echo "| --- | ---: | ---: | ---: |"
-for row in plain abuse central; do
+for row in plain local abuse central; do
     o=${PER[old.$row]} n=${PER[new.$row]}
     echo "| $row | $o | $n | $(awk -v a="$n" -v b="$o" 'BEGIN { printf "%.3f", a / b }') |"
 done
