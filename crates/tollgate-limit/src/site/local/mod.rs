@@ -32,7 +32,7 @@ pub const SHARDS: usize = 64;
 /// Per-request lists stay on the stack up to this many keys (most routes have one or two
 /// policies), so a check allocates nothing; more spill to the heap. Kept small because the
 /// results are moved by value.
-const INLINE: usize = 2;
+pub(crate) const INLINE: usize = 2;
 
 /// One key of one request, as the site sees it.
 #[derive(Debug, Clone)]
