@@ -29,7 +29,8 @@ impl Check<'_> {
     /// Metrics, shadow logs and the report of what was decided. Last: the deciding key is
     /// moved out for the access log.
     pub(crate) fn report(&mut self) -> Reported {
-        let (mut report, mut delay) = (Vec::new(), 0);
+        // Sized once: grown from empty, its first push cost a reallocation's path.
+        let (mut report, mut delay) = (Vec::with_capacity(self.asks.len()), 0);
         // The deciding ask, by rank: an enforcing denial, a shadow denial, the longest
         // delay, the first that applied (`decision`).
         let mut deciding: Option<Deciding> = None;
