@@ -2,7 +2,8 @@
 //! than 10^17 ms is written as the general path writes it; a concurrency check run twice (the
 //! store sends a check again after a dropped connection) is not denied by its own slot; a
 //! refund's marker lives at most ten minutes whatever the store timeout; a sliding window
-//! admits exactly at every instant. (Each test failed before its fix.)
+//! admits exactly at every instant. (Each test failed before its fix.) And which checks
+//! `Limiter::check_now` decides at once and which it hands back to await.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,9 +13,9 @@ use crate::common::drop_reply::drop_next_reply_proxy;
 use crate::common::redis::RedisServer;
 use prometheus_client::registry::Registry;
 use tollgate::config::Mode;
-use tollgate::limit::Limiter;
 use tollgate::limit::central::{CHECK_LUA, CentralItem};
 use tollgate::limit::clock::SystemClock;
+use tollgate::limit::{At, Checked, Limiter};
 
 /// 3650 days in µs (the longest period the validation accepts).
 const PERIOD_US: &str = "315360000000000";
@@ -214,4 +215,45 @@ async fn a_sliding_window_admits_exactly_at_every_instant() {
     }
     assert!(compared > 15_000, "{compared} calls compared");
     println!("{near} calls in the window's last thousandth");
+}
+
+/// `check_now` decides a local policy at once, with no store call, and hands a central
+/// policy's walk back to await: a store call, which admits.
+#[tokio::test]
+async fn check_now_decides_local_keys_at_once_and_hands_back_store_walks() {
+    let redis = RedisServer::start();
+    for (site, waits) in [("local", false), ("central", true)] {
+        let cfg = one_policy(
+            redis.addr(),
+            "2s",
+            &format!("algorithm = \"gcra\"\nlimit = 5\nperiod = \"1s\"\nsite = \"{site}\""),
+        );
+        let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+            .expect("a limiter");
+        let name: Arc<str> = Arc::from("api");
+        let at = At {
+            route: 0,
+            route_name: &name,
+            client: "192.0.2.7".parse().unwrap(),
+            method: &http::Method::GET,
+        };
+        let before = redis.scripts_run();
+        let admission = match limiter.check_now(at, Default::default(), &http::HeaderMap::new()) {
+            Checked::Now(admission) => {
+                assert!(
+                    !waits,
+                    "{site}: decided at once, yet its site waits on the store"
+                );
+                admission
+            }
+            Checked::Later(walk) => {
+                assert!(waits, "{site}: handed back, yet nothing to wait on");
+                walk.await
+            }
+        };
+        assert_eq!(admission.decision.outcome.as_str(), "allow", "{site}");
+        // The first central call may load the script too: what matters is none or some.
+        let ran = redis.scripts_run() - before;
+        assert_eq!(ran > 0, waits, "{site}: {ran} script calls");
+    }
 }

@@ -72,17 +72,7 @@ impl Limiter {
     }
 
     /// [`Limiter::check_request`] with the request's target and, for `form:` and `json:`
-    /// parts, the body the proxy read for them.
-    pub async fn check_target(
-        &self,
-        at: At<'_>,
-        target: Target<'_>,
-        headers: &HeaderMap,
-    ) -> Admission {
-        self.decide(at, target, headers, &[]).await
-    }
-
-    /// [`Limiter::check_target`] without a future when none is needed: most routes' policies
+    /// parts, the body the proxy read for them; without a future when none is needed: most routes' policies
     /// are decided in this process (local and split sites, or no policy at all), and their
     /// admission is returned as it is. A request with a key at a site that waits on an
     /// answer (the store, a lease coordinator, an owner, gossip peers) gets that walk
