@@ -135,7 +135,17 @@ async fn a_reload_keeps_each_pairs_series_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_on_the_memory_store_without_a_fleet() {
     let gw = Gateway::start(&shadow_and_enforce(echo_upstream().await)).await;
-    let v = admin_json(gw.addrs.admin_listen.unwrap(), "/status").await;
+    let admin = gw.addrs.admin_listen.unwrap();
+    // The admin listener answers as soon as it is bound; `ready` flips once every listener
+    // serves. Wait for that (as a load balancer's probe would) before reading the status.
+    eventually("/readyz answers 200", Duration::from_secs(10), || async {
+        send_h1(admin, get(&format!("http://{admin}/readyz")))
+            .await
+            .status()
+            == StatusCode::OK
+    })
+    .await;
+    let v = admin_json(admin, "/status").await;
     assert_eq!(
         v,
         json!({
