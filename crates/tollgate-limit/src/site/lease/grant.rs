@@ -27,6 +27,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ask::RefillAsk;
+use super::busy::{GrantRate, busy, busy_span, cautious};
 use super::hold::{Holds, LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
 use super::returns::{Returns, grant_returning};
@@ -46,7 +47,8 @@ pub struct Grant {
     pub frontier: i64,
     /// The key's grant rate: cells granted to all nodes over the last few TTLs (this grant
     /// included, decayed over [`busy_span`]), per mille of what its limit allows in that
-    /// time. Wasted cells count: it is what the coordinator gave, not what was spent.
+    /// time (`busy.rs`). Wasted cells count: it is what the coordinator gave, not what was
+    /// spent.
     pub busy: u32,
     /// The cells are long cells (`hold.rs`): all conform now, valid `long_life` from now.
     pub long: bool,
@@ -55,36 +57,6 @@ pub struct Grant {
     pub returnable: bool,
     /// The coordinator's now at the grant (ns): what a return names its cells by.
     pub at: Nanos,
-}
-
-/// Time constant of the grant rate in TTLs: long enough that one node's batch moves it
-/// little, short enough to notice an overload within a second at the default TTL.
-pub const BUSY_TTLS: u64 = 4;
-
-/// The grant-rate time constant of `p` (ns).
-pub fn busy_span(p: &LeaseParams) -> Nanos {
-    p.ttl.saturating_mul(BUSY_TTLS).max(1)
-}
-
-/// The grant-rate average after `granted` cells at `now`: `prev` is `(count, at)`, cells
-/// decayed by `e^(−Δt / span)`. A key with no average starts at the full rate, so a node is
-/// not calm before the key has been seen below it for a while. Returns the new
-/// `(count, at)` and [`Grant::busy`]. `lease.lua` computes the same.
-pub fn busy(
-    p: &LeaseParams,
-    prev: Option<(f64, Nanos)>,
-    granted: u32,
-    now: Nanos,
-) -> ((f64, Nanos), u32) {
-    let span = busy_span(p) as f64;
-    let interval_ns = p.ns_ceil(p.interval()).max(1) as f64;
-    let (count, at) = prev.unwrap_or((span / interval_ns, now));
-    let dt = now.saturating_sub(at) as f64;
-    let count = count * (-dt / span).exp() + f64::from(granted);
-    let per_mille = (count * interval_ns / span * 1000.0)
-        .round()
-        .clamp(0.0, 1e9) as u32;
-    ((count, now), per_mille)
 }
 
 /// The grant rule on one key's `tat` (ticks) and long-cell holds, for `want` cells
@@ -183,13 +155,14 @@ impl MemoryCoordinator {
             None => (None, Holds::default(), Returns::default()),
         };
         let rate = old.and_then(|e| e.1.filter(|_| e.2 > now));
-        let busy_before = busy(p, rate, 0, now).1;
-        let ask = match busy_before < LONG_BUSY {
+        // Long cells and returns go by the cautious reading (`busy.rs`).
+        let before = cautious(p, rate, now);
+        let ask = match before < LONG_BUSY {
             true => ask,
             false => RefillAsk { long: 0, ..ask },
         };
         let tat = old.map(|e| e.0);
-        let (tat, mut g) = grant_returning(p, tat, &mut holds, &mut returns, ask, busy_before, now);
+        let (tat, mut g) = grant_returning(p, tat, &mut holds, &mut returns, ask, before, now);
         let (rate, busy) = busy(p, rate, g.granted, now);
         g.busy = busy;
         // As lease.lua: the average is stored only with a grant (decay needs no write).
@@ -265,7 +238,7 @@ struct Entry {
     /// When `tat` has passed (ns): the key is full again.
     full_at: Nanos,
     /// The grant-rate average (`busy`), forgotten at `forget_at` (ns).
-    rate: Option<(f64, Nanos)>,
+    rate: Option<GrantRate>,
     forget_at: Nanos,
     /// Long cells held (`hold.rs`).
     holds: Holds,

@@ -3,7 +3,8 @@
 -- arrival time in microseconds, less the cells its long cells hold, in the format
 -- check.lua keeps for a central GCRA key (so check.lua's debit takes from it).
 --
--- KEYS[1]: the key. KEYS[2]: its grant-rate average ("count:at_us", in KEYS[1]'s slot).
+-- KEYS[1]: the key. KEYS[2]: its grant-rate average ("count:at_us:born_us", in KEYS[1]'s
+-- slot).
 -- KEYS[3]: its long cells' holds ("until_us:n,until_us:n,...", until ascending, same slot).
 -- KEYS[4]: its returnable run (returns.rs): "since_us|state|at_us:n,at_us:n,...|id,id,..."
 -- (the run's start, KEYS[1]'s value as this script last left it, the returns taken in the
@@ -19,8 +20,8 @@
 -- 0 for none).
 -- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
 -- conform time of the last cell granted, relative to now), now_us, busy (cells granted
--- over the last span, decayed, this grant included, per mille of what the rate allows:
--- grant.rs `busy`; a key with no average starts at 1000; without KEYS[2], always 1000),
+-- over the last span, decayed, this grant included, per mille of what the rate allows in
+-- the time the average has lived: busy.rs `busy`; without KEYS[2], always 1000),
 -- long (1 when the cells granted are long cells), returnable (1 when the cells granted live
 -- lease_ttl less return_cells * T and may be given back).
 --
@@ -37,18 +38,25 @@ local want = tonumber(ARGV[5])
 local span = tonumber(ARGV[6])
 local long = tonumber(ARGV[7]) or 0
 
--- The grant rate before this grant (the count decays; granted cells are added below).
-local count, at = nil, now
+-- The grant rate before this grant (busy.rs): cells granted, decayed, and when the
+-- average started ("count:at_us:born_us"; a value of two fields was written before the
+-- start was kept, and counts as born long ago). Read cautiously (what the average has not
+-- seen counts as the full rate), it gates long cells and returns.
+local count, at, born = nil, now, now
+local unseen = 1
 if KEYS[2] and span and span > 0 then
-  count = span / T
+  count = 0
   local rate = redis.call('GET', KEYS[2])
   if rate then
-    local c, a = string.match(rate, '^([^:]+):([^:]+)$')
-    if c and tonumber(c) and tonumber(a) then count, at = tonumber(c), tonumber(a) end
+    local c, a, b = string.match(rate, '^([^:]+):([^:]+):?([^:]*)$')
+    if c and tonumber(c) and tonumber(a) then
+      count, at, born = tonumber(c), tonumber(a), tonumber(b) or -math.huge
+    end
   end
   count = count * math.exp(-math.max(0, now - at) / span)
+  unseen = math.exp(-math.max(0, now - born) / span)
 end
-local busy_before = count and math.floor(count * T / span * 1000 + 0.5) or 1000
+local busy_before = count and math.floor((count * T / span + unseen) * 1000 + 0.5) or 1000
 
 -- The state is the key's tat less its held cells (hold.rs): a plain GCRA tat once the
 -- holds that ended are settled into it; the held cells come off the level.
@@ -207,14 +215,18 @@ if changed then
 end
 
 -- The grant rate: stored only with a grant (decay needs no write), forgotten after four
--- spans (then it starts at the full rate again). A call without KEYS[2] or span gets 1000
--- and touches nothing more (a caller that does not read it: never calm).
+-- spans (then it starts again). Reported as seen (busy.rs): over the time the average has
+-- lived, at least a quarter of the span (one TTL: FIRST_WINDOW_TTLS / BUSY_TTLS). A call
+-- without KEYS[2] or span gets 1000 and touches nothing more (a caller that does not read
+-- it: never calm).
 local busy = 1000
 if count then
   count = count + granted
   if granted > 0 then
-    redis.call('SET', KEYS[2], string.format('%.4f:%d', count, now), 'PX', math.floor(4 * span / 1000) + 1)
+    redis.call('SET', KEYS[2], string.format('%.4f:%d:%d', count, now, born), 'PX', math.floor(4 * span / 1000) + 1)
   end
-  busy = math.floor(count * T / span * 1000 + 0.5)
+  busy = math.floor(count * T / (span * math.max(1 - unseen, 0.25)) * 1000 + 0.5)
+  -- Nothing seen at all (no average, nothing granted): the cautious 1000.
+  if count == 0 and unseen == 1 then busy = 1000 end
 end
 return {granted, math.ceil(tat + held * T - tau - now - EPS), now, busy, is_long, returnable}

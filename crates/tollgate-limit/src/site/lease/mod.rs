@@ -10,6 +10,7 @@
 //! - `book.rs`: one key's lease on one node: spend, expire, size the batch, refill;
 //! - `size.rs`: how many cells a node asks for, and how long it stays away after an
 //!   empty answer (pure functions of its demand);
+//! - `busy.rs`: the key's grant rate, which the coordinator reports with every grant;
 //! - `calm.rs`: whether a key's grant rate leaves room to ask generously, as a node sees it;
 //! - `hold.rs`: long cells, and the holds that keep them within the bound;
 //! - `returns.rs`: cells given back under overload, and the run that keeps them within it;
@@ -21,6 +22,7 @@ mod ask;
 mod batch;
 mod book;
 mod books;
+mod busy;
 mod calm;
 mod grant;
 mod hold;
@@ -32,7 +34,8 @@ mod size;
 
 pub use ask::{RefillAsk, Take, Taken};
 pub use book::LeaseBook;
-pub use grant::{BUSY_TTLS, Grant, MemoryCoordinator, busy, busy_span, grant};
+pub use busy::{BUSY_TTLS, GrantRate, busy, busy_span};
+pub use grant::{Grant, MemoryCoordinator, grant};
 pub use hold::Holds;
 pub use params::LeaseParams;
 pub use refill::script_args;

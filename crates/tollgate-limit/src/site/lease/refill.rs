@@ -14,7 +14,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::ask::RefillAsk;
-use super::grant::{Grant, busy_span};
+use super::busy::busy_span;
+use super::grant::Grant;
 use super::hold::{LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
 use super::returns::RETURN_BUSY;
