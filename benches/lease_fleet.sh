@@ -25,7 +25,9 @@
 #
 # Environment: DURATION (20), WARMUP (5), RATES (30,20,10), LIMIT (100), BURST (20),
 # LEASE_MAX (20), LEASE_TTL (500ms), LEASE_TARGET (unset), HEARTBEAT (1s), STORE_TIMEOUT
-# (50ms), ARRIVALS (fixed | poisson), TOLLGATE_WORKERS (2), SKIP_BUILD, KEEP_TMP, TOLLGATE_BIN.
+# (50ms), ARRIVALS (fixed | poisson), FALLBACK (the route's on_store_error: closed; with
+# local, N decides and membership beats every HEARTBEAT, else every ten), TOLLGATE_WORKERS
+# (2), SKIP_BUILD, KEEP_TMP, TOLLGATE_BIN.
 set -euo pipefail
 
 DURATION="${DURATION:-20}"
@@ -39,11 +41,12 @@ LEASE_TARGET="${LEASE_TARGET:-}"
 HEARTBEAT="${HEARTBEAT:-1s}"
 STORE_TIMEOUT="${STORE_TIMEOUT:-50ms}"
 ARRIVALS="${ARRIVALS:-fixed}"
+FALLBACK="${FALLBACK:-closed}"
 TOLLGATE_WORKERS="${TOLLGATE_WORKERS:-2}"
 NGINX="${NGINX:-/usr/sbin/nginx}"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-COMMAND_LINE="DURATION=$DURATION WARMUP=$WARMUP RATES=$RATES LIMIT=$LIMIT BURST=$BURST LEASE_MAX=$LEASE_MAX LEASE_TTL=$LEASE_TTL${LEASE_TARGET:+ LEASE_TARGET=$LEASE_TARGET} HEARTBEAT=$HEARTBEAT ARRIVALS=$ARRIVALS benches/lease_fleet.sh"
+COMMAND_LINE="DURATION=$DURATION WARMUP=$WARMUP RATES=$RATES LIMIT=$LIMIT BURST=$BURST LEASE_MAX=$LEASE_MAX LEASE_TTL=$LEASE_TTL${LEASE_TARGET:+ LEASE_TARGET=$LEASE_TARGET} HEARTBEAT=$HEARTBEAT ARRIVALS=$ARRIVALS FALLBACK=$FALLBACK benches/lease_fleet.sh"
 
 log() { printf '[lease_fleet.sh] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -182,7 +185,7 @@ name = "lease"
 match = { path_prefix = "/lease" }
 upstream = "app"
 policies = ["leased"]
-on_store_error = "closed"
+on_store_error = "$FALLBACK"
 [[routes]]
 name = "ready"
 match = { path_prefix = "/ready" }

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod idle_beats;
 mod lease_batches;
 mod lease_book;
 mod lease_bounds;

@@ -6,6 +6,8 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
 use super::Limiter;
+use crate::route_limits::Site;
+use crate::spec::OnStoreError;
 
 impl Limiter {
     /// Held across a reload and the swap of its limiter (`server/reload.rs`): a change of
@@ -26,6 +28,17 @@ impl Limiter {
         }
         self.nodes_gauge.set(i64::from(nodes.get()));
         changed
+    }
+
+    /// Whether N decides anything on this node: a `split` policy, or a route that falls
+    /// back to its L/N share while the store is down. Without either, membership beats
+    /// seldom (`membership/mod.rs`, `IDLE_BEATS`): a lease or central fleet is not charged
+    /// a store call a node a heartbeat for a count nothing reads.
+    pub fn decides_on_nodes(&self) -> bool {
+        self.routes.iter().any(|r| {
+            r.on_store_error == OnStoreError::Local
+                || r.entries.iter().any(|e| e.site == Site::Split)
+        })
     }
 
     /// N of the L/N split now: `tollgate_cluster_nodes`, the one record of it (set at start

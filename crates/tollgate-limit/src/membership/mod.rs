@@ -8,6 +8,8 @@
 //! has held for a few beats ([`next_nodes`]), and each change of N rescales the split
 //! states (`local/reload.rs`). With the memory store there is no shared place to meet: N
 //! stays `[cluster] expected_nodes`. While the store is down the last N known is kept.
+//! Where N decides nothing (no `split` policy, no local fallback, `peers` listed) a node
+//! beats every ten heartbeats instead (`beats.rs`), its membership living as much longer.
 //!
 //! Membership is also the fleet's address book when `[cluster] peers` is empty: a node
 //! with a `peer_listen` joins as `node_id#instance@peer_listen`, and each of its beats
@@ -23,6 +25,7 @@
 //! reads the node id as everything before the last `#`, and the address as what follows an
 //! `@` after that `#`.
 
+mod beats;
 mod count;
 
 use std::net::SocketAddr;
@@ -36,7 +39,6 @@ use tracing::{info, warn};
 
 use crate::limiter::{Limiter, set_running_nodes};
 use crate::membership::count::{Lowering, MISSED_BEATS, next_nodes};
-use crate::shutdown::Shutdown;
 use crate::spec::Cluster;
 use crate::store::{RedisStore, StoreError};
 
@@ -117,7 +119,13 @@ impl Membership {
 
     /// Renew this node and rescale to the members counted; returns N.
     pub async fn beat(&self) -> Result<NonZeroU32, StoreError> {
-        let reply = self.call("join").await?;
+        self.beat_apart(self.beats_apart()).await
+    }
+
+    /// A beat whose membership lives until `apart` heartbeats have been missed
+    /// `MISSED_BEATS` times.
+    pub(super) async fn beat_apart(&self, apart: u32) -> Result<NonZeroU32, StoreError> {
+        let reply = self.call("join", apart).await?;
         let n = {
             let mut lowering = self.lowering.lock().unwrap_or_else(|e| e.into_inner());
             let current = self.limiter.load().nodes();
@@ -139,28 +147,12 @@ impl Membership {
     /// Leave the set (a clean stop): the others rescale, and drop this node from their
     /// rings, on their next beat.
     pub async fn leave(&self) {
-        let _ = self.call("leave").await;
+        let _ = self.call("leave", 1).await;
     }
 
-    /// Beat every `heartbeat` until `shutdown`, then leave.
-    pub async fn run(self, mut shutdown: Shutdown) {
-        let mut tick = tokio::time::interval(self.heartbeat);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = self.beat().await {
-                        warn!(error = %e, nodes = self.limiter.load().nodes().get(), "membership heartbeat failed; keeping the last N");
-                    }
-                }
-                _ = shutdown.recv() => break,
-            }
-        }
-        self.leave().await;
-    }
-
-    async fn call(&self, op: &'static str) -> Result<Reply, StoreError> {
-        let ttl_ms = (self.heartbeat * MISSED_BEATS).as_millis().max(1) as u64;
+    /// One script call; a `join`'s membership lives `MISSED_BEATS · apart` heartbeats.
+    async fn call(&self, op: &'static str, apart: u32) -> Result<Reply, StoreError> {
+        let ttl_ms = (self.heartbeat * MISSED_BEATS * apart).as_millis().max(1) as u64;
         let mut args = vec![op.to_string(), self.member.clone(), ttl_ms.to_string()];
         let with_peers = op == "join" && self.peers_from_members;
         if with_peers {
