@@ -14,7 +14,9 @@ use tollgate::simulate::{Arrival, Design, Options, trace};
 
 const RATES: [f64; 3] = [30.0, 20.0, 10.0];
 const SECS: f64 = 600.0;
-/// The bench's warm-up: a key starts at the full grant rate, so its first seconds are not calm.
+/// The bench's warm-up (its `WARMUP`): the first seconds, while the nodes learn their demand
+/// and the key its grant rate, are measured on their own (`benches/lease_fleet.sh` with
+/// `WARMUP=0`).
 const WARM_UP: u64 = 5_000_000_000;
 
 fn options() -> Options {

@@ -248,7 +248,7 @@ struct Entry {
 }
 
 /// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
-/// means full, at the full rate: nothing is lost, and a node is only less generous), once
+/// means full, with a new average, read cautiously at the full rate: nothing is lost), once
 /// their holds can no longer bind and their run is over (as Redis keeps `~ret:`).
 fn drop_full(tats: &mut HashMap<Box<str>, Entry>, now: Nanos) {
     tats.retain(|_, e| {
