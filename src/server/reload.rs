@@ -262,6 +262,10 @@ impl Reloader {
         let held = nodes_lock.lock().unwrap_or_else(|e| e.into_inner());
         let (limiter, carried) = self.limiter.load().reload(&new)?;
         let limiter = Arc::new(limiter);
+        if limiter.decides_on_nodes() && !self.limiter.load().decides_on_nodes() {
+            // Membership beat seldom while N decided nothing: beat now (`beat_now`).
+            limiter.beat_now().notify_one();
+        }
         let slots = slots.reloaded(&old.upstreams, &new.upstreams);
         // The request path first, the admin views last: once `/routes` shows the new
         // config, every request that starts after it is served by the new config.

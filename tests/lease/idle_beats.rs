@@ -7,17 +7,27 @@
 use std::time::Duration;
 
 use crate::common::redis::RedisServer;
-use crate::common::reload::{file, policy, reload, route, serve};
+use crate::common::reload::{admin, file, policy, reload, route, serve};
 use crate::common::*;
 use tollgate::limit::clock::ManualClock;
 
 /// The config: a Redis store, a 100 ms heartbeat, one policy at `site`, failing `fallback`.
 fn config(up: std::net::SocketAddr, redis: &RedisServer, site: &str, fallback: &str) -> String {
+    config_beating(up, redis, site, fallback, "100ms")
+}
+
+fn config_beating(
+    up: std::net::SocketAddr,
+    redis: &RedisServer,
+    site: &str,
+    fallback: &str,
+    heartbeat: &str,
+) -> String {
     file(
         up,
         &format!(
             "[store]\nkind = \"redis\"\nurls = [\"{}\"]\n\
-             [cluster]\nnode_id = \"beats\"\nexpected_nodes = 1\nheartbeat = \"100ms\"\n{}{}\
+             [cluster]\nnode_id = \"beats\"\nexpected_nodes = 1\nheartbeat = \"{heartbeat}\"\n{}{}\
              on_store_error = \"{fallback}\"\n",
             redis.url(),
             policy("per_ip", "gcra", 100, &format!("site = \"{site}\"")),
@@ -91,6 +101,70 @@ async fn a_lease_fleet_beats_seldom_until_a_reload_makes_n_decide() {
         "a split node beats every heartbeat",
         Duration::from_secs(10),
         || async { expiry_and_now(&redis).is_some_and(|(e, now)| e - now <= 300) },
+    )
+    .await;
+}
+
+/// A node idle since it started alone has N = 1 while another node joins; a reload that
+/// gives it a split policy must not run that policy on N = 1 until its next beat (ten
+/// heartbeats away, or one): it beats at once. With a 10 s heartbeat, N is 2 within a
+/// round trip of the reload, not 10 s later. (A hostile review's finding: the node took the
+/// L/1 share for a heartbeat.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_makes_n_decide_beats_at_once() {
+    let redis = RedisServer::start();
+    let up = echo_upstream().await;
+    let s = serve(
+        &config_beating(up, &redis, "lease", "closed", "10s"),
+        &ManualClock::new(),
+    )
+    .await;
+    eventually("the first beat", Duration::from_secs(10), || async {
+        expiry_and_now(&redis).is_some()
+    })
+    .await;
+    let nodes = || async {
+        let (status, v) = admin(s.admin, http::Method::GET, "/status").await;
+        assert_eq!(status, http::StatusCode::OK, "{v:#}");
+        v["nodes"].as_u64().expect("nodes")
+    };
+    assert_eq!(nodes().await, 1, "alone at its first beat");
+    // Another gateway joins (its membership, as its beat would write it).
+    let (_, now) = expiry_and_now(&redis).expect("a member");
+    let until = (now + 60_000).to_string();
+    redis.cli(&["ZADD", "tg:members", &until, "other#1"]);
+    assert_eq!(
+        nodes().await,
+        1,
+        "an idle node learns of it at its next beat"
+    );
+
+    let split = config_beating(up, &redis, "split", "closed", "10s");
+    let (status, answer) = reload(&s, &split).await;
+    assert_eq!(status, http::StatusCode::OK, "{answer:#}");
+    eventually(
+        "N = 2 right after the reload",
+        Duration::from_secs(3),
+        || async { nodes().await == 2 },
+    )
+    .await;
+}
+
+/// An idle node whose first beat fails (the store down at start) tries again at the next
+/// heartbeat, not ten heartbeats later: with a 1 s heartbeat it is a member within about a
+/// second of the store coming back (was 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_first_beat_is_tried_again_at_the_next_heartbeat() {
+    let mut redis = RedisServer::start();
+    let up = echo_upstream().await;
+    let text = config_beating(up, &redis, "lease", "closed", "1s");
+    redis.stop();
+    let _s = serve(&text, &ManualClock::new()).await;
+    redis.start_again();
+    eventually(
+        "a member once the store is back",
+        Duration::from_secs(4),
+        || async { expiry_and_now(&redis).is_some() },
     )
     .await;
 }

@@ -58,6 +58,10 @@ pub struct Limiter {
     /// Held by whoever changes N ([`Limiter::set_nodes`]) or swaps in a reloaded limiter
     /// (built at N): shared by every limiter of the process, like the gauge.
     nodes_lock: Arc<Mutex<()>>,
+    /// Membership beats at once when notified (shared by every limiter of the process,
+    /// like the lock): a reload that makes N decide must not run on an N learned while
+    /// membership beat seldom ([`Limiter::beat_now`]).
+    beat_now: Arc<tokio::sync::Notify>,
     /// The decision counters, registered once: a reloaded limiter counts on them too.
     metrics: LimitMetrics,
     /// The per-policy series, registered once (a reload takes its policies' handles).
@@ -193,6 +197,7 @@ impl Limiter {
         let (metrics, gauge) = (self.metrics.clone(), self.nodes_gauge.clone());
         let mut limiter = Self::assemble(spec, keys, parts, gauge, metrics, gauges);
         limiter.nodes_lock = self.nodes_lock.clone();
+        limiter.beat_now = self.beat_now.clone();
         Ok((limiter, report))
     }
 
@@ -244,6 +249,7 @@ impl Limiter {
             sites,
             nodes_gauge,
             nodes_lock: Arc::default(),
+            beat_now: Arc::default(),
             metrics,
             gauges,
             exempt,

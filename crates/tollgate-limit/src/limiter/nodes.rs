@@ -41,6 +41,15 @@ impl Limiter {
         })
     }
 
+    /// Membership's wake-up. While N decides nothing membership beats every ten
+    /// heartbeats, so N may be that old; a reload that makes N decide notifies it
+    /// (`server/reload.rs`) and it beats at once: the new split runs on the stale N for one
+    /// store round trip, not up to a heartbeat (a node that started alone and stayed idle
+    /// while two more joined took L/1 for that heartbeat: a hostile review's finding).
+    pub fn beat_now(&self) -> Arc<tokio::sync::Notify> {
+        self.beat_now.clone()
+    }
+
     /// N of the L/N split now: `tollgate_cluster_nodes`, the one record of it (set at start
     /// to `expected_nodes`, then by membership; shared by a reloaded limiter, which starts
     /// its policies at it even when the config before had none).

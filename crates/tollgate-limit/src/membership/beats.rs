@@ -1,6 +1,8 @@
 //! When membership beats: every `[cluster] heartbeat` while N decides something on this
 //! node, seldom while it decides nothing. `mod.rs` is what one beat does.
 
+use std::sync::atomic::Ordering;
+
 use tracing::warn;
 
 use super::Membership;
@@ -26,31 +28,38 @@ impl Membership {
     }
 
     /// Beat every `heartbeat` (every [`IDLE_BEATS`] while N decides nothing here) until
-    /// `shutdown`, then leave. A reload that makes N decide brings the next beat to the next
-    /// heartbeat; a failed beat is tried again at the next one.
+    /// `shutdown`, then leave. A reload that makes N decide wakes it to beat at once
+    /// ([`Limiter::beat_now`](crate::limiter::Limiter::beat_now)); a failed beat, the
+    /// server's first included, is tried again at the next heartbeat.
     pub async fn run(self, mut shutdown: Shutdown) {
+        let wake = self.limiter.load().beat_now();
         let mut tick = tokio::time::interval(self.heartbeat);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // The first tick is now: the server beat before serving.
-        // The server's first beat was at the running config's spacing.
-        let (mut apart, mut since) = (self.beats_apart(), 0u32);
+        let mut apart = match self.last_ok.load(Ordering::Acquire) {
+            true => self.beats_apart(),
+            false => 1,
+        };
+        let mut since = 0u32;
         loop {
-            tokio::select! {
+            let due = tokio::select! {
                 _ = tick.tick() => {
                     since += 1;
-                    let now_apart = self.beats_apart();
-                    if since < apart.min(now_apart) {
-                        continue;
-                    }
-                    match self.beat_apart(now_apart).await {
-                        Ok(_) => (apart, since) = (now_apart, 0),
-                        Err(e) => {
-                            apart = 1;
-                            warn!(error = %e, nodes = self.limiter.load().nodes().get(), "membership heartbeat failed; keeping the last N");
-                        }
-                    }
+                    since >= apart.min(self.beats_apart())
                 }
+                _ = wake.notified() => true,
                 _ = shutdown.recv() => break,
+            };
+            if !due {
+                continue;
+            }
+            let now_apart = self.beats_apart();
+            match self.beat_apart(now_apart).await {
+                Ok(_) => (apart, since) = (now_apart, 0),
+                Err(e) => {
+                    apart = 1;
+                    warn!(error = %e, nodes = self.limiter.load().nodes().get(), "membership heartbeat failed; keeping the last N");
+                }
             }
         }
         self.leave().await;

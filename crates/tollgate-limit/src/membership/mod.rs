@@ -69,6 +69,8 @@ pub struct Membership {
     /// The addresses more than one member registered at the last beat (warned about on
     /// change).
     shared: Mutex<Vec<SocketAddr>>,
+    /// The last beat reached the store (the server's first decides when `run` beats next).
+    last_ok: std::sync::atomic::AtomicBool,
     /// A count below N seen on the last beats, not yet believed ([`next_nodes`]).
     lowering: Mutex<Option<Lowering>>,
 }
@@ -111,6 +113,7 @@ impl Membership {
             peers: Mutex::new(Vec::new()),
             shared: Mutex::new(Vec::new()),
             lowering: Mutex::new(None),
+            last_ok: std::sync::atomic::AtomicBool::new(false),
             script: Script::new(MEMBERSHIP_LUA),
             limiter,
             store,
@@ -125,7 +128,10 @@ impl Membership {
     /// A beat whose membership lives until `apart` heartbeats have been missed
     /// `MISSED_BEATS` times.
     pub(super) async fn beat_apart(&self, apart: u32) -> Result<NonZeroU32, StoreError> {
-        let reply = self.call("join", apart).await?;
+        let reply = self.call("join", apart).await;
+        self.last_ok
+            .store(reply.is_ok(), std::sync::atomic::Ordering::Release);
+        let reply = reply?;
         let n = {
             let mut lowering = self.lowering.lock().unwrap_or_else(|e| e.into_inner());
             let current = self.limiter.load().nodes();
@@ -202,7 +208,7 @@ impl Membership {
     fn warn_shared(&self, shared: Vec<SocketAddr>) {
         if changed_to_some(&self.shared, shared.clone()) {
             let list: Vec<String> = shared.iter().map(SocketAddr::to_string).collect();
-            warn!(addresses = %list.join(","), node_id = %self.node_id, "two gateways registered the same peer_listen in membership: they cannot both be reached; give each its own address (a gateway restarted without leaving shows here until its old membership expires, three heartbeats)");
+            warn!(addresses = %list.join(","), node_id = %self.node_id, "two gateways registered the same peer_listen in membership: they cannot both be reached; give each its own address (a gateway restarted without leaving shows here until its old membership expires, three of its beats)");
         }
     }
 }
