@@ -63,7 +63,7 @@ fn t_of(r: &PolicyReport) -> u64 {
 
 /// An sf-string: the policy name in quotes, `"` and `\\` escaped (names are validated ASCII;
 /// neither byte occurs inside a UTF-8 sequence, so escaping bytes is escaping characters).
-fn sf_string(out: &mut Vec<u8>, s: &str) {
+fn sf_string(out: &mut Buf, s: &str) {
     out.push(b'"');
     if s.bytes().any(|b| b == b'"' || b == b'\\') {
         for b in s.bytes() {
@@ -79,7 +79,7 @@ fn sf_string(out: &mut Vec<u8>, s: &str) {
 }
 
 /// `;NAME=:BASE64:`, an sf-binary parameter (RFC 9651 §3.3.5: standard alphabet, padded).
-fn sf_bytes(out: &mut Vec<u8>, name: &str, bytes: &[u8]) {
+fn sf_bytes(out: &mut Buf, name: &str, bytes: &[u8]) {
     use base64::Engine;
     out.push(b';');
     out.extend_from_slice(name.as_bytes());
@@ -90,7 +90,7 @@ fn sf_bytes(out: &mut Vec<u8>, name: &str, bytes: &[u8]) {
 }
 
 /// `;NAME=N`, an sf-integer parameter.
-fn sf_int(out: &mut Vec<u8>, digits: &mut itoa::Buffer, name: &[u8], n: u64) {
+fn sf_int(out: &mut Buf, digits: &mut itoa::Buffer, name: &[u8], n: u64) {
     out.push(b';');
     out.extend_from_slice(name);
     out.push(b'=');
@@ -126,8 +126,8 @@ pub fn add_headers(
 /// item, numbers by `itoa`: `String`s grown by `write!` cost ~2 000 instructions a request
 /// (callgrind, a route with one local policy), more than the policy's own check.
 fn add_draft_headers(headers: &mut HeaderMap, report: &[PolicyReport]) {
-    let mut policy = Vec::with_capacity(48 * report.len());
-    let mut state = Vec::with_capacity(40 * report.len());
+    let mut policy = Buf::new();
+    let mut state = Buf::new();
     let mut digits = itoa::Buffer::new();
     for (i, r) in report.iter().enumerate() {
         if i > 0 {
@@ -151,13 +151,18 @@ fn add_draft_headers(headers: &mut HeaderMap, report: &[PolicyReport]) {
             }
         }
     }
-    insert_bytes(headers, RATELIMIT_POLICY.clone(), policy);
-    insert_bytes(headers, RATELIMIT.clone(), state);
+    insert_bytes(headers, RATELIMIT_POLICY.clone(), &policy);
+    insert_bytes(headers, RATELIMIT.clone(), &state);
 }
 
-/// A value written as bytes, taken without a copy (a `Vec` becomes `Bytes` as it is).
-fn insert_bytes(headers: &mut HeaderMap, name: HeaderName, value: Vec<u8>) {
-    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(value)) {
+/// A header value being written: on the stack for the usual one or two items. Written into
+/// a `Vec` and taken as `Bytes`, each value cost two allocations (the `Vec`, then the
+/// shared header `Bytes` puts on a `Vec` with spare capacity): 4 of a limited request's
+/// 20 (`benches/allocations.rs`). Now the value's one copy is its one allocation.
+type Buf = smallvec::SmallVec<[u8; 128]>;
+
+fn insert_bytes(headers: &mut HeaderMap, name: HeaderName, value: &[u8]) {
+    if let Ok(v) = HeaderValue::from_bytes(value) {
         headers.insert(name, v);
     }
 }
