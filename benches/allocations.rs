@@ -3,7 +3,8 @@
 //! the binary uses (mimalloc), and nothing else in the process that allocates per request.
 //! The client and the upstream are plain `std` threads that write fixed bytes and read into
 //! fixed buffers, so every allocation counted over the measured requests is the gateway's
-//! (its runtime and background tasks included, which over 20 000 requests is noise).
+//! (its runtime and background tasks included, which over 20 000 requests is noise), with
+//! logging as `tollgate serve` starts it by default (the access log on, into /dev/null).
 //!
 //! Rows, as `instructions.sh`'s: `plain` (a route without policies), `local` (one local
 //! GCRA keyed by client IP, never reached), `abuse` (a local GCRA limited to 100/s: almost
@@ -20,7 +21,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use std::time::Duration;
+
 use mimalloc::MiMalloc;
+use tollgate::telemetry::{self, AccessBuffer, AccessFile, AccessLog, LogFormat};
 
 /// Counts calls into the allocator, then hands them to mimalloc.
 struct Counting;
@@ -181,6 +185,16 @@ fn main() {
     let origin = Path::new("benches/allocations.rs");
     let raw = tollgate::config::parse_str(&text, origin).expect("the bench config parses");
     let config = tollgate::config::validate(raw, origin).expect("the bench config is valid");
+    // Logging as `tollgate serve` starts it by default (text lines, the access log on, a
+    // 64 KiB buffer flushed every second), into /dev/null: its lines are a request's cost.
+    let access = AccessLog {
+        buffer: AccessBuffer {
+            bytes: 65_536,
+            flush: Duration::from_secs(1),
+        },
+        file: Some(AccessFile::open(Path::new("/dev/null")).expect("open /dev/null")),
+    };
+    let _log = telemetry::init(LogFormat::Text, "info", Some(access));
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     let server = rt
         .block_on(tollgate::server::Server::bind(config))

@@ -221,9 +221,14 @@ pub fn problem(status: StatusCode, body: serde_json::Value) -> Response<Response
 
 /// [`problem`] of any serializable body.
 pub fn problem_of(status: StatusCode, body: &impl serde::Serialize) -> Response<ResponseBody> {
-    // A struct of strings and numbers serializes without failing.
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut resp = Response::new(full(Bytes::from(bytes)));
+    // A struct of strings and numbers serializes without failing. Written on the stack and
+    // copied once: `to_vec` grew its buffer twice for a usual 429 body, and the `Vec` with
+    // spare room cost `Bytes` a shared header (`benches/allocations.rs`, the abuse row).
+    let mut bytes = smallvec::SmallVec::<[u8; 512]>::new();
+    if serde_json::to_writer(&mut bytes, body).is_err() {
+        bytes.clear();
+    }
+    let mut resp = Response::new(full(Bytes::copy_from_slice(&bytes)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
