@@ -262,15 +262,17 @@ impl Reloader {
         let held = nodes_lock.lock().unwrap_or_else(|e| e.into_inner());
         let (limiter, carried) = self.limiter.load().reload(&new)?;
         let limiter = Arc::new(limiter);
-        if limiter.decides_on_nodes() && !self.limiter.load().decides_on_nodes() {
-            // Membership beat seldom while N decided nothing: beat now (`beat_now`).
-            limiter.beat_now().notify_one();
-        }
+        // Membership beat seldom while N decided nothing: it beats now (`beat_now`), once
+        // the new limiter runs, so the beat is spaced for it and its N lands on it.
+        let wake = limiter.decides_on_nodes() && !self.limiter.load().decides_on_nodes();
         let slots = slots.reloaded(&old.upstreams, &new.upstreams);
         // The request path first, the admin views last: once `/routes` shows the new
         // config, every request that starts after it is served by the new config.
         self.limiter.store(limiter.clone());
         drop(held);
+        if wake {
+            limiter.beat_now().notify_one();
+        }
         self.live.publish(make_gateway(
             &new,
             &limiter,

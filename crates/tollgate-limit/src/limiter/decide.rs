@@ -72,8 +72,8 @@ impl Limiter {
     }
 
     /// [`Limiter::check_request`] with the request's target and, for `form:` and `json:`
-    /// parts, the body the proxy read for them; without a future when none is needed: most routes' policies
-    /// are decided in this process (local and split sites, or no policy at all), and their
+    /// parts, the body the proxy read for them; without a future when none is needed: most
+    /// routes' policies are decided in this process (local and split sites, or no policy at all), and their
     /// admission is returned as it is. A request with a key at a site that waits on an
     /// answer (the store, a lease coordinator, an owner, gossip peers) gets that walk
     /// boxed, so a caller's own future never carries the walk's state (some 4 KiB, which a

@@ -32,7 +32,7 @@ impl Limiter {
 
     /// Whether N decides anything on this node: a `split` policy, or a route that falls
     /// back to its L/N share while the store is down. Without either, membership beats
-    /// seldom (`membership/mod.rs`, `IDLE_BEATS`): a lease or central fleet is not charged
+    /// seldom (`membership/beats.rs`, `IDLE_BEATS`): a lease or central fleet is not charged
     /// a store call a node a heartbeat for a count nothing reads.
     pub fn decides_on_nodes(&self) -> bool {
         self.routes.iter().any(|r| {

@@ -9,8 +9,8 @@ use super::Membership;
 use crate::shutdown::Shutdown;
 
 /// Heartbeats between beats while N decides nothing on this node
-/// ([`Limiter::decides_on_nodes`](crate::limiter::Limiter::decides_on_nodes)) and the fleet's peers are not found through members:
-/// three gateways leasing one key at 60 requests a second spent 0.049 script calls a
+/// ([`Limiter::decides_on_nodes`](crate::limiter::Limiter::decides_on_nodes)) and the
+/// fleet's peers are not found through members: three gateways leasing one key at 60 requests a second spent 0.049 script calls a
 /// request on beats nothing read (BENCHMARKS.md, issue 37). Such a beat's membership lives
 /// `MISSED_BEATS` times as long, so a node that does need N still counts this one; the
 /// count and `/status` lag by up to this many heartbeats, and a dead node leaves other

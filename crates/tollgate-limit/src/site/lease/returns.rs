@@ -201,8 +201,8 @@ impl Returns {
 /// The grant rule (`grant.rs`) with returns: settle the holds, break the run if this call
 /// breaks a condition of the module doc, take back what the ask returns, grant, and mark
 /// the grant returnable if the run goes on (`busy_before`: the key's grant rate before
-/// this call, read cautiously: `busy::cautious`). `tat: None` is a key the coordinator does not know (full, or forgotten):
-/// it breaks the run, so no cell granted before it was forgotten is taken back.
+/// this call, read cautiously: `busy::cautious`). `tat: None` is a key the coordinator
+/// does not know (full, or forgotten): it breaks the run, so no cell granted before it was forgotten is taken back.
 pub fn grant_returning(
     p: &LeaseParams,
     tat: Option<u128>,
