@@ -8,8 +8,11 @@
 //!
 //! Rows, as `instructions.sh`'s: `plain` (a route without policies), `local` (one local
 //! GCRA keyed by client IP, never reached), `abuse` (a local GCRA limited to 100/s: almost
-//! every answer is a 429 the gateway makes itself). One keep-alive connection, one request
-//! at a time, 2 000 requests of warm-up then `REQUESTS` (20 000) measured.
+//! every answer is a 429 the gateway makes itself), `central` (one GCRA keyed by client IP
+//! decided in a `redis-server` this bench starts on a free port, never reached: what a
+//! store call costs the gateway when nothing else is queued on its connection). One
+//! keep-alive connection, one request at a time, 2 000 requests of warm-up then
+//! `REQUESTS` (20 000) measured.
 //!
 //! Run: `cargo bench --bench allocations` (seconds). Counts are not timings: they repeat
 //! from run to run on any machine, so a change to the request path reads as a difference
@@ -19,6 +22,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use std::time::Duration;
@@ -146,6 +150,10 @@ fn drive(conn: &mut TcpStream, request: &[u8], n: u64) -> [u64; 6] {
 const CONFIG: &str = r#"
 [server]
 listen = "127.0.0.1:0"
+[store]
+kind = "redis"
+urls = ["redis://REDIS"]
+timeout = "1s"
 [upstreams.app]
 urls = ["http://UPSTREAM"]
 [policies.local]
@@ -158,6 +166,17 @@ key = ["ip"]
 algorithm = "gcra"
 limit = 100
 period = "1s"
+[policies.central]
+key = ["ip"]
+algorithm = "gcra"
+limit = 1000000000
+period = "1s"
+site = "central"
+[[routes]]
+name = "central"
+match = { path_prefix = "/central" }
+upstream = "app"
+policies = ["central"]
 [[routes]]
 name = "local"
 match = { path_prefix = "/local" }
@@ -174,6 +193,46 @@ match = { path_prefix = "/" }
 upstream = "app"
 "#;
 
+/// A `redis-server` on a free loopback port, killed (by its pid) when dropped.
+struct Redis {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server (scripts/test.sh installs it)");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut redis = Redis { child, addr };
+        for _ in 0..500 {
+            if TcpStream::connect(addr).is_ok() {
+                return redis;
+            }
+            if let Ok(Some(status)) = redis.child.try_wait() {
+                panic!("redis-server exited at start: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not listen on {addr} within 5 s");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn main() {
     let scale = match std::env::args().any(|a| a == "--bench") {
         true => 1,
@@ -181,7 +240,10 @@ fn main() {
     };
     let (warm_up, requests) = (WARM_UP / scale, REQUESTS / scale);
     let up = upstream();
-    let text = CONFIG.replace("UPSTREAM", &up.to_string());
+    let redis = Redis::start();
+    let text = CONFIG
+        .replace("UPSTREAM", &up.to_string())
+        .replace("REDIS", &redis.addr.to_string());
     let origin = Path::new("benches/allocations.rs");
     let raw = tollgate::config::parse_str(&text, origin).expect("the bench config parses");
     let config = tollgate::config::validate(raw, origin).expect("the bench config is valid");
@@ -211,6 +273,7 @@ fn main() {
         ("plain", "/bench"),
         ("local", "/local"),
         ("abuse", "/abuse"),
+        ("central", "/central"),
     ] {
         let request = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n");
         let mut conn = TcpStream::connect(listen).expect("connect to the gateway");

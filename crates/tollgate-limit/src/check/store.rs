@@ -3,7 +3,6 @@
 //! same for central and leased keys), and what the L/N fallback owes the store.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -183,7 +182,7 @@ impl Check<'_> {
                 CentralItem {
                     key: site.key(&ask.key),
                     params: [1.0, 1.0, interval_us, f64::from(l.burst), cost, 0.0, 1.0],
-                    slot: Arc::from("-"),
+                    slot: crate::site::central::no_slot(),
                 }
             } else {
                 central_item(self, site, ask)

@@ -26,6 +26,7 @@
 //! each master has its own breaker (see `Breakers`).
 
 mod breaker;
+mod call;
 mod connection;
 mod debts;
 pub(crate) mod metrics;
@@ -45,6 +46,7 @@ pub use slot::slot;
 pub(crate) use slot::{by_slot, slot_tag};
 
 use breaker::{Breaker, Breakers};
+pub use call::ScriptCall;
 pub use connection::bind_worker;
 use connection::{Connection, conn_of_thread};
 use debts::Debts;
@@ -230,11 +232,31 @@ impl RedisStore {
         keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
+        self.run(self.script_call(script, op, keys, args)).await
+    }
+
+    /// `script` on `keys` with `op` and `args`, written into its command now: the call then
+    /// borrows nothing of them (`central/batch.rs` answers its waiters while it is out).
+    pub fn script_call<'s, K: AsRef<str>, A: redis::ToRedisArgs>(
+        &self,
+        script: &'s Script,
+        op: &'static str,
+        keys: &[K],
+        args: &[A],
+    ) -> ScriptCall<'s> {
+        ScriptCall::new(self.shared.cluster, script, op, keys, args)
+    }
+
+    /// Send `call` through this thread's connection, its breaker, timeout and metrics, and
+    /// read its reply as `T` (see [`Self::eval_script`]).
+    pub async fn run<T: redis::FromRedisValue>(
+        &self,
+        call: ScriptCall<'_>,
+    ) -> Result<T, StoreError> {
         let s = &*self.shared;
         let conn = conn_of_thread(s.conns.len());
-        let key = keys.first().map_or("", AsRef::as_ref);
-        let slot = s.cluster.then(|| slot::slot(key.as_bytes()));
-        let breaker = s.breakers.for_slot(slot);
+        let (key, op) = (call.route_key(), call.op);
+        let breaker = s.breakers.for_slot(call.slot);
         let Some(ticket) = breaker.permit(&*self.clock) else {
             self.metrics.error(StoreError::BreakerOpen.kind());
             self.ping_until_answered(&breaker, conn, key);
@@ -245,14 +267,6 @@ impl RedisStore {
             return Err(StoreError::BreakerOpen);
         };
         self.metrics.call(op);
-        let mut invocation = script.prepare_invoke();
-        for k in keys {
-            invocation.key(k.as_ref());
-        }
-        invocation.arg(op);
-        for a in args {
-            invocation.arg(a);
-        }
         // Undos run in their own tasks, no request waits on them: give them time. (A
         // debit may be on a request's path: it keeps the store timeout, and one that timed
         // out counts as paid, see `debts.rs`.)
@@ -267,7 +281,7 @@ impl RedisStore {
         // Nor is a reset (the admin API's): a late second run would erase what was spent
         // between the two.
         let may_repeat = !matches!(op, "refund" | "reset");
-        let outcome = self.invoke(&invocation, conn, may_repeat, timeout).await;
+        let outcome = self.invoke(&call, conn, may_repeat, timeout).await;
         if let Err(e) = &outcome {
             self.metrics.error(e.kind());
         }
@@ -296,7 +310,7 @@ impl RedisStore {
     /// twice, which can under-admit, never over-admit.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
-        invocation: &redis::ScriptInvocation<'_>,
+        call: &ScriptCall<'_>,
         conn: usize,
         may_repeat: bool,
         timeout: Duration,
@@ -305,14 +319,14 @@ impl RedisStore {
         let mut conn = s.conns[conn].clone();
         let started = Instant::now();
         let deadline = tokio::time::Instant::from_std(started + timeout);
-        let mut result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
+        let mut result = timeout_at(deadline, call.send(&mut conn)).await;
         if let Ok(Err(e)) = &result
             && may_repeat
             && reconnecting(e)
         {
             // The call met a dropped connection and set off its reconnect: that says
             // nothing about the store yet, so wait for the new connection and try again.
-            result = timeout_at(deadline, invocation.invoke_async(&mut conn)).await;
+            result = timeout_at(deadline, call.send(&mut conn)).await;
         }
         match result {
             Ok(Ok(reply)) => {

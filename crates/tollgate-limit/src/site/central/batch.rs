@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{CentralItem, CentralResult, CentralSite, ScriptArg, decode};
-use crate::store::StoreError;
+use super::{ARGS, CentralItem, CentralResult, CentralSite, ScriptArg, decode};
+use crate::store::{ScriptCall, StoreError};
 
 /// Keys per call: larger queues wait for the next call.
 const MAX_BATCH_KEYS: usize = 512;
@@ -37,7 +37,8 @@ type Answer = Result<Vec<CentralResult>, StoreError>;
 /// One request's check, waiting for its call.
 struct Waiter {
     items: Vec<CentralItem>,
-    tx: oneshot::Sender<Answer>,
+    /// Taken when answered: by its results, or by `Timeout` while its call is out.
+    tx: Option<oneshot::Sender<Answer>>,
     /// When the request gives up: the store `timeout` after it queued.
     deadline: Instant,
 }
@@ -89,7 +90,7 @@ impl CentralSite {
             let mut q = self.batcher.lock(conn);
             q.waiting.push(Waiter {
                 items: items.to_vec(),
-                tx,
+                tx: Some(tx),
                 deadline: queued_deadline,
             });
             !std::mem::replace(&mut q.in_flight, true)
@@ -119,7 +120,8 @@ impl CentralSite {
             let (late, batch) = {
                 let mut q = self.batcher.lock(conn);
                 // A waiter that gave up is not sent: nobody would hold what it spends.
-                q.waiting.retain(|w| !w.tx.is_closed());
+                q.waiting
+                    .retain(|w| w.tx.as_ref().is_some_and(|tx| !tx.is_closed()));
                 let late: Vec<Waiter> = q.waiting.extract_if(.., |w| w.deadline <= now).collect();
                 let batch = take(&mut q.waiting);
                 if batch.is_empty() && late.is_empty() {
@@ -129,8 +131,8 @@ impl CentralSite {
                 (late, batch)
             };
             // Out of time before its call could start: nothing of it reached the store.
-            for w in late {
-                let _ = w.tx.send(Err(self.timed_out()));
+            for tx in late.into_iter().filter_map(|w| w.tx) {
+                let _ = tx.send(Err(self.timed_out()));
             }
             if !batch.is_empty() {
                 self.send(conn, batch).await;
@@ -140,46 +142,36 @@ impl CentralSite {
 
     /// One call for `batch`; each waiter gets its own results (or the call's error), or
     /// `Timeout` at its deadline if the call is still out then.
-    async fn send(self: &Arc<Self>, conn: usize, batch: Vec<Waiter>) {
-        let mut items = Vec::with_capacity(batch.len());
-        let mut txs = Vec::with_capacity(batch.len());
-        let mut deadlines = Vec::with_capacity(batch.len());
-        for w in batch {
-            items.push(w.items);
-            txs.push(Some(w.tx));
-            deadlines.push(w.deadline);
-        }
-        let call = async {
-            match items.as_slice() {
-                [one] => self.call("check", one).await.map(|r| vec![r]),
-                _ => self.call_batch(&items).await,
-            }
+    async fn send(self: &Arc<Self>, conn: usize, mut batch: Vec<Waiter>) {
+        // Written before it goes: the call borrows nothing of the waiters, which are
+        // answered (and taken) as their deadlines pass while it is out.
+        let call = match batch.as_slice() {
+            [one] => self.script_call("check", &one.items),
+            _ => self.batch_call(&batch),
         };
-        let answer = self.expiring(conn, call, &deadlines, &mut txs).await;
-        self.deliver(answer, &items, txs);
+        let answer = self.expiring(conn, self.store.run(call), &mut batch).await;
+        self.deliver(answer, batch);
     }
 
     /// Await `call`, answering `Timeout` to each waiter whose deadline passes first: this
-    /// call's (`txs`, taken when answered) and those still queued on `conn` behind it (only
-    /// when more than a call's keys queued before it started). One timer for the call, set
-    /// to the earliest deadline not yet answered.
+    /// call's (`batch`, whose senders are taken when answered) and those still queued on
+    /// `conn` behind it (only when more than a call's keys queued before it started). One
+    /// timer for the call, set to the earliest deadline not yet answered.
     async fn expiring<T>(
         &self,
         conn: usize,
         call: impl Future<Output = T>,
-        deadlines: &[Instant],
-        txs: &mut [Option<oneshot::Sender<Answer>>],
+        batch: &mut [Waiter],
     ) -> T {
         tokio::pin!(call);
         loop {
             // Queued waiters' deadlines rise from the front (each is its queueing time plus
             // the same timeout).
             let queued = self.batcher.lock(conn).waiting.first().map(|w| w.deadline);
-            let next = deadlines
+            let next = batch
                 .iter()
-                .zip(txs.iter())
-                .filter(|(_, tx)| tx.is_some())
-                .map(|(d, _)| *d)
+                .filter(|w| w.tx.is_some())
+                .map(|w| w.deadline)
                 .chain(queued)
                 .min();
             // Everyone answered: the call still ends (its spends must be given back).
@@ -187,23 +179,16 @@ impl CentralSite {
             tokio::select! {
                 biased;
                 answer = &mut call => return answer,
-                () = tokio::time::sleep_until(next) => self.expire(conn, deadlines, txs),
+                () = tokio::time::sleep_until(next) => self.expire(conn, batch),
             }
         }
     }
 
     /// Answer `Timeout` to every waiter past its deadline, of the call out and of the queue.
-    fn expire(
-        &self,
-        conn: usize,
-        deadlines: &[Instant],
-        txs: &mut [Option<oneshot::Sender<Answer>>],
-    ) {
+    fn expire(&self, conn: usize, batch: &mut [Waiter]) {
         let now = Instant::now();
-        for (d, tx) in deadlines.iter().zip(txs.iter_mut()) {
-            if *d <= now
-                && let Some(tx) = tx.take()
-            {
+        for w in batch.iter_mut().filter(|w| w.deadline <= now) {
+            if let Some(tx) = w.tx.take() {
                 let _ = tx.send(Err(self.timed_out()));
             }
         }
@@ -212,35 +197,40 @@ impl CentralSite {
             let n = q.waiting.iter().take_while(|w| w.deadline <= now).count();
             q.waiting.drain(..n).collect()
         };
-        for w in late {
-            let _ = w.tx.send(Err(self.timed_out()));
+        for w in late.into_iter().filter_map(|w| w.tx) {
+            let _ = w.send(Err(self.timed_out()));
         }
     }
 
     /// Each waiter still waiting gets its results (or the call's error); the slots of those
     /// that gave up or timed out while the call was out are given back.
-    fn deliver(
-        self: &Arc<Self>,
-        answer: Result<Vec<Vec<CentralResult>>, StoreError>,
-        items: &[Vec<CentralItem>],
-        txs: Vec<Option<oneshot::Sender<Answer>>>,
-    ) {
-        match answer {
-            Ok(results) => {
-                for ((tx, its), r) in txs.into_iter().zip(items).zip(results) {
-                    let unheld = match tx {
+    fn deliver(self: &Arc<Self>, reply: Result<redis::Value, StoreError>, batch: Vec<Waiter>) {
+        let keys = batch.iter().map(|w| w.items.len()).sum();
+        match reply.and_then(|r| decode(&r, keys)) {
+            Ok(mut results) => {
+                let mut from = 0;
+                for w in batch {
+                    let n = w.items.len();
+                    let r: Vec<CentralResult> = match from == 0 && n == results.len() {
+                        // A lone waiter's results are the call's: no copy.
+                        true => std::mem::take(&mut results),
+                        false => results[from..from + n].to_vec(),
+                    };
+                    from += n;
+                    let unheld = match w.tx {
                         Some(tx) => tx.send(Ok(r)).err().and_then(Result::ok),
                         None => Some(r),
                     };
                     if let Some(r) = unheld {
-                        self.release_unheld(its, &r);
+                        self.release_unheld(&w.items, &r);
                     }
                 }
             }
             Err(e) => {
-                let all: Vec<CentralItem> = items.iter().flatten().cloned().collect();
+                let all: Vec<CentralItem> =
+                    batch.iter().flat_map(|w| w.items.iter().cloned()).collect();
                 self.release_after_timeout(&e, &all);
-                for tx in txs.into_iter().flatten() {
+                for tx in batch.into_iter().filter_map(|w| w.tx) {
                     let _ = tx.send(Err(e.clone()));
                 }
             }
@@ -248,25 +238,15 @@ impl CentralSite {
     }
 
     /// The `batch` op: request sizes first, then every request's keys and values.
-    async fn call_batch(
-        &self,
-        batch: &[Vec<CentralItem>],
-    ) -> Result<Vec<Vec<CentralResult>>, StoreError> {
-        let items: Vec<&CentralItem> = batch.iter().flatten().collect();
-        let keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
+    fn batch_call(&self, batch: &[Waiter]) -> ScriptCall<'_> {
+        let items = || batch.iter().flat_map(|w| &w.items);
+        let keys: Vec<&str> = items().map(|it| it.key.as_str()).collect();
         let count = |n: usize| ScriptArg::Number(n as f64);
-        let mut args = vec![count(batch.len())];
-        args.extend(batch.iter().map(|w| count(w.len())));
-        args.extend(items.iter().flat_map(|it| it.args()));
-        let reply = self
-            .store
-            .eval_script(&self.script, "batch", &keys, &args)
-            .await?;
-        let mut all = decode(&reply, items.len())?.into_iter();
-        Ok(batch
-            .iter()
-            .map(|w| all.by_ref().take(w.len()).collect())
-            .collect())
+        let mut args = Vec::with_capacity(1 + batch.len() + keys.len() * ARGS);
+        args.push(count(batch.len()));
+        args.extend(batch.iter().map(|w| count(w.items.len())));
+        args.extend(items().flat_map(CentralItem::args));
+        self.store.script_call(&self.script, "batch", &keys, &args)
     }
 
     /// Concurrency slots a check took for a request that is no longer waiting for it.

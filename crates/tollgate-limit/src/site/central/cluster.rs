@@ -143,7 +143,7 @@ impl CentralSite {
         let Some(receipt) = receipt else {
             return self.call("check", group).await;
         };
-        let reply = self.call_with_receipt("reserve", group, receipt).await?;
+        let reply: redis::Value = self.call_with_receipt("reserve", group, receipt).await?;
         decode(&reply, group.len())
     }
 
@@ -165,20 +165,23 @@ impl CentralSite {
         }
         let site = self.clone();
         tokio::spawn(async move {
-            let _ = site.call_with_receipt("refund_if", &group, &receipt).await;
+            let _ = site
+                .call_with_receipt::<redis::Value>("refund_if", &group, &receipt)
+                .await;
         });
     }
 
-    async fn call_with_receipt(
+    async fn call_with_receipt<T: redis::FromRedisValue>(
         &self,
         op: &'static str,
         items: &[CentralItem],
         receipt: &str,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<T, StoreError> {
         let mut keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
         keys.push(receipt);
         let args: Vec<ScriptArg> = items.iter().flat_map(CentralItem::args).collect();
-        self.store.eval_script(&self.script, op, &keys, &args).await
+        let call = self.store.script_call(&self.script, op, &keys, &args);
+        self.store.run(call).await
     }
 
     /// A fresh receipt key in `slot` (`None` if the key prefix's own hash tag would move it

@@ -31,7 +31,7 @@ use cluster::by_slot;
 use crate::clock::Nanos;
 use crate::spec::{AlgorithmName, Mode, Policy};
 use crate::store::metrics::StoreMetrics;
-use crate::store::{Debt, RedisStore, StoreError};
+use crate::store::{Debt, RedisStore, ScriptCall, StoreError};
 
 /// The Lua source; see the file for the argument and reply layout.
 pub const CHECK_LUA: &str = include_str!("check.lua");
@@ -51,6 +51,9 @@ pub struct CentralItem {
     /// removes exactly its own slot; "-" for the other algorithms.
     pub slot: Arc<str>,
 }
+
+/// Arguments of one item: its 7 numbers and its slot.
+const ARGS: usize = 8;
 
 /// Appended to a concurrency key: its value is a sorted set, which an older gateway's
 /// script (or another algorithm's) must never `GET` after a policy changes algorithm.
@@ -90,11 +93,7 @@ impl CentralItem {
                 policy.max_delay.as_micros() as f64,
                 if mode == Mode::Enforce { 1.0 } else { 2.0 },
             ],
-            slot: if concurrency {
-                slot_id()
-            } else {
-                Arc::from("-")
-            },
+            slot: if concurrency { slot_id() } else { no_slot() },
         }
     }
 
@@ -102,7 +101,7 @@ impl CentralItem {
         self.params[6] == 1.0
     }
 
-    /// The script's 8 arguments for this item.
+    /// The script's [`ARGS`] arguments for this item.
     fn args(&self) -> impl Iterator<Item = ScriptArg<'_>> {
         self.params
             .iter()
@@ -134,6 +133,12 @@ impl redis::ToRedisArgs for ScriptArg<'_> {
             ScriptArg::Text(s) => out.write_arg(s.as_bytes()),
         }
     }
+}
+
+/// The slot of an item that takes none ("-"): one shared string, not one a request.
+pub(crate) fn no_slot() -> Arc<str> {
+    static NONE: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("-"));
+    NONE.clone()
 }
 
 /// A fresh slot id: a random per-process prefix (64 bits from the std hasher's random
@@ -326,9 +331,7 @@ impl CentralSite {
         op: &'static str,
         items: &[CentralItem],
     ) -> Result<Vec<i64>, StoreError> {
-        let keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
-        let args: Vec<ScriptArg> = items.iter().flat_map(CentralItem::args).collect();
-        self.store.eval_script(&self.script, op, &keys, &args).await
+        self.store.run(self.script_call(op, items)).await
     }
 
     async fn call(
@@ -336,32 +339,49 @@ impl CentralSite {
         op: &'static str,
         items: &[CentralItem],
     ) -> Result<Vec<CentralResult>, StoreError> {
-        let reply = self.call_raw(op, items).await?;
+        let reply = self.store.run(self.script_call(op, items)).await?;
         decode(&reply, items.len())
+    }
+
+    /// `op` on `items`: their keys, then each item's [`ARGS`] arguments.
+    fn script_call(&self, op: &'static str, items: &[CentralItem]) -> ScriptCall<'_> {
+        let keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
+        let mut args = Vec::with_capacity(items.len() * ARGS);
+        args.extend(items.iter().flat_map(CentralItem::args));
+        self.store.script_call(&self.script, op, &keys, &args)
     }
 }
 
 /// 6 integers per item (admitted, committed, remaining, reset_us, wait_us, next_us), then
-/// now_us.
-fn decode(reply: &[i64], n: usize) -> Result<Vec<CentralResult>, StoreError> {
-    if reply.len() != n * 6 + 1 {
+/// now_us. Read from the reply as it came, without a `Vec<i64>` between.
+fn decode(reply: &redis::Value, n: usize) -> Result<Vec<CentralResult>, StoreError> {
+    let redis::Value::Array(values) = reply else {
+        return Err(StoreError::Reply(format!("{reply:?} for {n} keys")));
+    };
+    if values.len() != n * 6 + 1 {
         return Err(StoreError::Reply(format!(
             "{} values for {n} keys",
-            reply.len()
+            values.len()
         )));
     }
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(i) => Ok(*i),
+        other => Err(StoreError::Reply(format!("{other:?} for a number"))),
+    };
     let us = |v: i64| (v.max(0) as u64).saturating_mul(1_000);
-    Ok(reply
+    values
         .chunks_exact(6)
-        .map(|c| CentralResult {
-            admitted: c[0] == 1,
-            committed: c[1] == 1,
-            remaining: c[2].max(0) as u64,
-            reset_after: us(c[3]),
-            wait: us(c[4]),
-            next_after: us(c[5]),
+        .map(|c| {
+            Ok(CentralResult {
+                admitted: int(&c[0])? == 1,
+                committed: int(&c[1])? == 1,
+                remaining: int(&c[2])?.max(0) as u64,
+                reset_after: us(int(&c[3])?),
+                wait: us(int(&c[4])?),
+                next_after: us(int(&c[5])?),
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

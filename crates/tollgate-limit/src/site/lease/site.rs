@@ -197,7 +197,7 @@ impl LeaseSite {
                     store.owe(Debt {
                         key: store.key(&item.key),
                         params: [1.0, 1.0, interval_us, f64::from(p.burst), cost, 0.0, 1.0],
-                        slot: Arc::from("-"),
+                        slot: crate::site::central::no_slot(),
                     });
                 }
             }
