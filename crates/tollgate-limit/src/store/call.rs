@@ -7,7 +7,7 @@
 //! loading a script the store does not know, `send` does the same way.
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
 
 use super::slot;
 
@@ -77,4 +77,21 @@ impl<'s> ScriptCall<'s> {
             reply => reply,
         }
     }
+}
+
+/// The connection was found dropped: the connection manager is reconnecting.
+pub(super) fn reconnecting(e: &RedisError) -> bool {
+    e.is_connection_dropped() || e.is_io_error()
+}
+
+/// The store itself answered with an error about this call (a Lua error on a foreign
+/// value, an unknown error code, a reply of the wrong type): it is up, only this call
+/// cannot be decided.
+pub(super) fn answered(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::ResponseError)
+            | ErrorKind::Extension
+            | ErrorKind::UnexpectedReturnType
+    )
 }

@@ -3,6 +3,7 @@
 //! membership alike. Each of them brings its own script and runs it through
 //! [`RedisStore::eval_script`].
 //!
+//! - `call.rs`: one script call, written into its command before it is sent;
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection (one per worker);
 //! - `breaker.rs`: the circuit breaker, one per store node;
 //! - `slot.rs`: Redis Cluster slots (which keys one script call may touch);
@@ -10,9 +11,9 @@
 //!   any site decides in it again;
 //! - `metrics.rs`: `tollgate_store_*`.
 //!
-//! One store call is a script with its timeout, breaker and metrics around it.
-//! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restarted or flushed Redis), loads
-//! the script and retries once, so a Redis restart needs nothing from us.
+//! One store call is a script with its timeout, breaker and metrics around it (`call.rs`
+//! writes it): `EVALSHA`, and on `NOSCRIPT` (a restarted or flushed Redis) the script is
+//! loaded and the call sent once more, so a Redis restart needs nothing from us.
 //!
 //! Recovery does not wait for traffic: while the breaker is open, each worker that saw it
 //! open pings the store on its own connection (every [`PING_EVERY`], with the store
@@ -38,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::Script;
 use tokio::time::timeout_at;
 
 pub use debts::Debt;
@@ -47,6 +48,7 @@ pub(crate) use slot::{by_slot, slot_tag};
 
 use breaker::{Breaker, Breakers};
 pub use call::ScriptCall;
+use call::{answered, reconnecting};
 pub use connection::bind_worker;
 use connection::{Connection, conn_of_thread};
 use debts::Debts;
@@ -390,21 +392,4 @@ async fn ping_loop(shared: Weak<Shared>, breaker: Arc<Breaker>, conn: usize, key
             return;
         }
     }
-}
-
-/// The connection was found dropped: the connection manager is reconnecting.
-fn reconnecting(e: &RedisError) -> bool {
-    e.is_connection_dropped() || e.is_io_error()
-}
-
-/// The store itself answered with an error about this call (a Lua error on a foreign
-/// value, an unknown error code, a reply of the wrong type): it is up, only this call
-/// cannot be decided.
-fn answered(e: &RedisError) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::Server(ServerErrorKind::ResponseError)
-            | ErrorKind::Extension
-            | ErrorKind::UnexpectedReturnType
-    )
 }

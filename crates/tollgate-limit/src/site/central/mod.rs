@@ -20,6 +20,7 @@ mod batch;
 mod cluster;
 mod deadline;
 mod refund;
+mod wire;
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use cluster::by_slot;
+use wire::{ARGS, ScriptArg, decode};
 
 use crate::clock::Nanos;
 use crate::spec::{AlgorithmName, Mode, Policy};
@@ -51,9 +53,6 @@ pub struct CentralItem {
     /// removes exactly its own slot; "-" for the other algorithms.
     pub slot: Arc<str>,
 }
-
-/// Arguments of one item: its 7 numbers and its slot.
-const ARGS: usize = 8;
 
 /// Appended to a concurrency key: its value is a sorted set, which an older gateway's
 /// script (or another algorithm's) must never `GET` after a policy changes algorithm.
@@ -107,31 +106,6 @@ impl CentralItem {
             .iter()
             .map(|&v| ScriptArg::Number(v))
             .chain(std::iter::once(ScriptArg::Text(&self.slot)))
-    }
-}
-
-/// One script argument, written straight into the call: no `String` per value, and whole
-/// numbers (all of them in practice) printed by `itoa`, not by the float formatter, which
-/// was a sixth of the gateway's instructions a central request spends beyond a local one
-/// (callgrind). A whole number prints as `Display` prints it ("1", not "1.0"): check.lua
-/// compares the algorithm's text.
-#[derive(Debug, Clone, Copy)]
-enum ScriptArg<'a> {
-    Number(f64),
-    Text(&'a str),
-}
-
-impl redis::ToRedisArgs for ScriptArg<'_> {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        /// 2^53: every whole f64 below it is exactly an i64.
-        const EXACT: f64 = 9_007_199_254_740_992.0;
-        match *self {
-            ScriptArg::Number(v) if v.fract() == 0.0 && v.abs() < EXACT => {
-                out.write_arg(itoa::Buffer::new().format(v as i64).as_bytes());
-            }
-            ScriptArg::Number(v) => out.write_arg_fmt(v),
-            ScriptArg::Text(s) => out.write_arg(s.as_bytes()),
-        }
     }
 }
 
@@ -349,54 +323,5 @@ impl CentralSite {
         let mut args = Vec::with_capacity(items.len() * ARGS);
         args.extend(items.iter().flat_map(CentralItem::args));
         self.store.script_call(&self.script, op, &keys, &args)
-    }
-}
-
-/// 6 integers per item (admitted, committed, remaining, reset_us, wait_us, next_us), then
-/// now_us. Read from the reply as it came, without a `Vec<i64>` between.
-fn decode(reply: &redis::Value, n: usize) -> Result<Vec<CentralResult>, StoreError> {
-    let redis::Value::Array(values) = reply else {
-        return Err(StoreError::Reply(format!("{reply:?} for {n} keys")));
-    };
-    if values.len() != n * 6 + 1 {
-        return Err(StoreError::Reply(format!(
-            "{} values for {n} keys",
-            values.len()
-        )));
-    }
-    let int = |v: &redis::Value| match v {
-        redis::Value::Int(i) => Ok(*i),
-        other => Err(StoreError::Reply(format!("{other:?} for a number"))),
-    };
-    let us = |v: i64| (v.max(0) as u64).saturating_mul(1_000);
-    values
-        .chunks_exact(6)
-        .map(|c| {
-            Ok(CentralResult {
-                admitted: int(&c[0])? == 1,
-                committed: int(&c[1])? == 1,
-                remaining: int(&c[2])?.max(0) as u64,
-                reset_after: us(int(&c[3])?),
-                wait: us(int(&c[4])?),
-                next_after: us(int(&c[5])?),
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ScriptArg;
-    use redis::ToRedisArgs;
-
-    /// The script receives exactly the text it received when every value went through
-    /// `f64::to_string`: whole numbers, fractions, and numbers too large to be exact.
-    #[test]
-    fn arguments_print_as_display_prints_them() {
-        for v in [0.0, 1.0, 5.0, 3.6e9, 1e15, 9.0e15, 0.5, 2.25, 1e17, 1.5e300] {
-            let bytes = ScriptArg::Number(v).to_redis_args();
-            assert_eq!(bytes, vec![v.to_string().into_bytes()], "{v}");
-        }
-        assert_eq!(ScriptArg::Text("-").to_redis_args(), vec![b"-".to_vec()]);
     }
 }
