@@ -60,7 +60,7 @@ async fn run(
     for (_, values) in requests.iter().flatten() {
         inv.arg(values);
     }
-    let mut reply: Vec<i64> = inv.invoke_async(conn).await?;
+    let crate::common::words::Words(mut reply) = inv.invoke_async(conn).await?;
     reply.pop();
     Ok(reply)
 }
@@ -103,7 +103,10 @@ async fn a_batch_answers_as_the_same_checks_in_a_row() {
     let script = ::redis::Script::new(CHECK_LUA);
     let mut inv = script.prepare_invoke();
     inv.key("x").arg("batch").arg(1).arg(2).arg(gcra(1));
-    let err = inv.invoke_async::<Vec<i64>>(&mut conn).await.unwrap_err();
+    let err = inv
+        .invoke_async::<::redis::Value>(&mut conn)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("do not add up"), "{err}");
 }
 

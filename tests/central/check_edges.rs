@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::common::config::one_policy;
 use crate::common::drop_reply::drop_next_reply_proxy;
 use crate::common::redis::RedisServer;
+use crate::common::words::Words;
 use prometheus_client::registry::Registry;
 use tollgate::config::Mode;
 use tollgate::limit::central::{CHECK_LUA, CentralItem};
@@ -34,7 +35,7 @@ async fn a_state_of_ten_to_the_seventeen_ms_is_written_on_every_path() {
     let mut conn = redis.connect().await;
     let script = redis::Script::new(CHECK_LUA);
     for cost in ["1000000", "500000"] {
-        let alone: redis::RedisResult<Vec<i64>> = script
+        let alone: redis::RedisResult<Words> = script
             .key(format!("tg:p:ip:1:{cost}"))
             .arg("check")
             .arg(gcra(cost))
@@ -43,13 +44,13 @@ async fn a_state_of_ten_to_the_seventeen_ms_is_written_on_every_path() {
         let mut args = vec!["check"];
         args.extend(gcra(cost));
         args.extend(["1", "10", "1000000", "10", "1", "0", "1", "-"]);
-        let together: redis::RedisResult<Vec<i64>> = script
+        let together: redis::RedisResult<Words> = script
             .key(format!("tg:p:ip:2:{cost}"))
             .key(format!("tg:q:ip:2:{cost}"))
             .arg(args)
             .invoke_async(&mut conn)
             .await;
-        let (alone, together) = (alone.expect("alone"), together.expect("together"));
+        let (Words(alone), Words(together)) = (alone.expect("alone"), together.expect("together"));
         assert_eq!(alone[..3], together[..3], "cost {cost}");
         assert_eq!(alone[0], 1, "cost {cost}: admitted");
         for key in [format!("tg:p:ip:1:{cost}"), format!("tg:p:ip:2:{cost}")] {
@@ -139,9 +140,57 @@ async fn a_markers_life_is_bounded_whatever_the_store_timeout() {
     );
 }
 
+/// A store whose Lua lacks the `struct` library gets the decisions as integer replies:
+/// the same words as the packed string (the gateway reads both, `central/wire.rs`), on the
+/// one-key path and on a batch. (The script with `struct` taken away, as such a store runs
+/// it.)
+#[tokio::test]
+async fn without_lua_struct_a_decision_is_the_same_integers() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connect().await;
+    let plain = CHECK_LUA.replace("rawget(_G, 'struct')", "nil");
+    assert_ne!(plain, CHECK_LUA, "check.lua finds `struct` with rawget");
+    let mut got = Vec::new();
+    for (source, prefix) in [(CHECK_LUA, "packed"), (plain.as_str(), "plain")] {
+        let script = redis::Script::new(source);
+        let one: redis::Value = script
+            .key(format!("{prefix}:one"))
+            .arg("check")
+            .arg(gcra("1"))
+            .invoke_async(&mut conn)
+            .await
+            .expect("check");
+        let mut batch = vec!["batch", "2", "1", "1"];
+        batch.extend(gcra("1"));
+        batch.extend(gcra("3"));
+        let two: redis::Value = script
+            .key(format!("{prefix}:a"))
+            .key(format!("{prefix}:b"))
+            .arg(batch)
+            .invoke_async(&mut conn)
+            .await
+            .expect("batch");
+        let kind = |v: &redis::Value| matches!(v, redis::Value::BulkString(_));
+        assert_eq!(
+            (kind(&one), kind(&two)),
+            (prefix == "packed", prefix == "packed")
+        );
+        let words = |v: redis::Value| {
+            let Words(mut w) = redis::FromRedisValue::from_redis_value(v).expect("words");
+            w.pop(); // now_us differs between the calls
+            w
+        };
+        got.push((words(one), words(two)));
+    }
+    assert_eq!(got[0], got[1]);
+    assert_eq!(got[0].0.len(), 6);
+    assert_eq!(got[0].1.len(), 12);
+    assert_eq!(got[0].0[..3], [1, 1, 999_999], "admitted, spent, remaining");
+}
+
 /// A concurrency key's `check` of `cost` cells for acquisition `slot`, limit 2: admitted?
 async fn acquire(conn: &mut redis::aio::MultiplexedConnection, slot: &str, cost: &str) -> bool {
-    let reply: Vec<i64> = redis::Script::new(CHECK_LUA)
+    let Words(reply) = redis::Script::new(CHECK_LUA)
         .key("tg:c:ip:1:slots")
         .arg("check")
         .arg(&["5", "2", "0", "2", cost, "0", "1", slot][..])
@@ -195,7 +244,7 @@ async fn a_sliding_window_admits_exactly_at_every_instant() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        let r: Vec<i64> = script
+        let Words(r) = script
             .key("tg:sw:ip:1")
             .arg("check")
             .arg(&["3", "1", &P.to_string(), "1", "1", "0", "1", "-"][..])

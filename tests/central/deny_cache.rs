@@ -147,9 +147,16 @@ async fn on_time(algorithm: &str, cost: u32) {
     .await;
     let admin = gw.addrs.admin_listen.unwrap();
     let call = || get_as(gw.addrs.listen, "/x", "203.0.113.9", None);
-    // burst 4: 4 / cost requests drain it, all at the start (the store's time r0 is
-    // before `t0`; every later conform moment is r0 + k·cost·PERIOD).
+    // Another client first: the store connection is made and the script loaded before the
+    // drain, whose first answer's time then says when the store decided it.
+    let warm = get_as(gw.addrs.listen, "/x", "203.0.113.10", None).await;
+    assert_eq!(warm.status(), StatusCode::OK);
+    // burst 4: 4 / cost requests drain it, all at the start. The store decided the first
+    // at r0, between `s0` (sent) and `t0` (answered): every later conform moment is
+    // r0 + k·cost·PERIOD, so a request sent EARLY before s0 + k·step is early whatever
+    // r0 was, and one sent at t0 + k·step is not.
     let drain = 4 / cost;
+    let s0 = Instant::now();
     let mut t0 = None;
     for _ in 0..drain {
         assert_eq!(call().await.status(), StatusCode::OK);
@@ -159,7 +166,7 @@ async fn on_time(algorithm: &str, cost: u32) {
     let step = PERIOD * cost;
     for k in 1..=STEPS {
         let due = t0 + step * k;
-        sleep_until(due - EARLY).await;
+        sleep_until(s0 + step * k - EARLY).await;
         let r = call().await;
         assert_eq!(
             r.status(),
@@ -177,7 +184,7 @@ async fn on_time(algorithm: &str, cost: u32) {
     }
     assert_eq!(
         store_calls(admin).await,
-        f64::from(drain + STEPS),
+        f64::from(1 + drain + STEPS),
         "only the admissions asked the store: the early requests were denied by the cache"
     );
 }

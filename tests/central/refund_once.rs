@@ -6,6 +6,7 @@
 //! gateway's own refund behind a proxy that drops its reply (which this store never sends
 //! again: only a cluster client does).
 
+use crate::common::words::Words;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -53,7 +54,7 @@ fn values(alg: u32, cost: u32, slot: &str) -> Vec<String> {
 
 /// One key's `check` (cost 0: a look that spends nothing): its remaining.
 async fn check(conn: &mut MultiplexedConnection, key: &str, alg: u32, cost: u32) -> i64 {
-    let reply: Vec<i64> = SCRIPT
+    let Words(reply) = SCRIPT
         .key(key)
         .arg("check")
         .arg(values(alg, cost, "-"))
@@ -130,7 +131,7 @@ async fn a_release_run_twice_releases_once() {
         inv
     };
     for (slot, cost) in [("a", 2), ("b", 1)] {
-        let r: Vec<i64> = call("check", slot, cost)
+        let Words(r) = call("check", slot, cost)
             .invoke_async(&mut conn)
             .await
             .unwrap();

@@ -33,7 +33,7 @@ async fn run(redis: &RedisServer, user: &str, script: &str, keys: &[&str], args:
     for a in args {
         call.arg(a.as_str());
     }
-    let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut conn).await;
+    let reply: redis::RedisResult<redis::Value> = call.invoke_async(&mut conn).await;
     if let Err(e) = reply {
         panic!("{user}: {e} (keys {keys:?}, args {args:?})");
     }

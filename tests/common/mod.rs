@@ -20,6 +20,7 @@ pub mod simulate;
 pub mod temp;
 pub mod tls_backend;
 pub mod wire;
+pub mod words;
 
 use std::convert::Infallible;
 use std::future::Future;

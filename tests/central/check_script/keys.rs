@@ -117,9 +117,10 @@ async fn gcra_and_slot(conn: &mut MultiplexedConnection, op: &str, slot: &str) -
         .arg("-")
         .arg(&[CONCURRENCY, 2.0, 0.0, 1.0, 1.0, 0.0, 1.0][..])
         .arg(slot)
-        .invoke_async(conn)
+        .invoke_async::<crate::common::words::Words>(conn)
         .await
         .expect("check.lua runs")
+        .0
 }
 
 /// All or nothing holds for slots too: a request another key denies takes no slot, and a

@@ -51,7 +51,10 @@ async fn script(
     cost: u32,
     slot: &str,
 ) -> Result<Vec<i64>, redis::RedisError> {
-    invocation(op, key, p, cost, slot).invoke_async(conn).await
+    let crate::common::words::Words(reply) = invocation(op, key, p, cost, slot)
+        .invoke_async(conn)
+        .await?;
+    Ok(reply)
 }
 
 /// The script, hashed once for every call of the file.
@@ -133,7 +136,7 @@ async fn check_on(
             .arg(1_000_000_000);
         inv.arg(1).arg(0).arg(1).arg("-");
     }
-    let mut r: Vec<i64> = inv.invoke_async(conn).await.expect("check.lua runs");
+    let crate::common::words::Words(mut r) = inv.invoke_async(conn).await.expect("check.lua runs");
     if path == Path::Beside {
         assert_eq!(r.len(), 13, "two keys' replies and now: {r:?}");
         // All or nothing: the free key spends exactly when the checked key does.

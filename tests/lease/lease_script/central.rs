@@ -4,7 +4,7 @@ use super::*;
 
 /// `check.lua`'s gcra decision for one cell of the [`SLOW`] quota: (admitted, now_us).
 async fn central_check(conn: &mut MultiplexedConnection, key: &str) -> (bool, i64) {
-    let reply: Vec<i64> = redis::Script::new(CHECK_LUA)
+    let crate::common::words::Words(reply) = redis::Script::new(CHECK_LUA)
         .key(key)
         .arg("check")
         // gcra, limit, period_us, burst, cost, max_delay_us, mode (enforce)

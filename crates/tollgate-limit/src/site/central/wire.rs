@@ -33,35 +33,50 @@ impl redis::ToRedisArgs for ScriptArg<'_> {
 }
 
 /// 6 integers per item (admitted, committed, remaining, reset_us, wait_us, next_us), then
-/// now_us. Read from the reply as it came, without a `Vec<i64>` between.
+/// now_us: packed as little-endian 64-bit words in one string (`check.lua`'s `packed`), or
+/// as that many integer replies from a store whose Lua lacks the `struct` library.
 pub(super) fn decode(reply: &redis::Value, n: usize) -> Result<Vec<CentralResult>, StoreError> {
-    let redis::Value::Array(values) = reply else {
-        return Err(StoreError::Reply(format!("{reply:?} for {n} keys")));
-    };
-    if values.len() != n * 6 + 1 {
-        return Err(StoreError::Reply(format!(
-            "{} values for {n} keys",
-            values.len()
-        )));
-    }
-    let int = |v: &redis::Value| match v {
-        redis::Value::Int(i) => Ok(*i),
-        other => Err(StoreError::Reply(format!("{other:?} for a number"))),
-    };
-    let us = |v: i64| (v.max(0) as u64).saturating_mul(1_000);
-    values
-        .chunks_exact(6)
-        .map(|c| {
-            Ok(CentralResult {
-                admitted: int(&c[0])? == 1,
-                committed: int(&c[1])? == 1,
-                remaining: int(&c[2])?.max(0) as u64,
-                reset_after: us(int(&c[3])?),
-                wait: us(int(&c[4])?),
-                next_after: us(int(&c[5])?),
+    let words = n * 6 + 1;
+    let wrong = |what: String| Err(StoreError::Reply(format!("{what} for {n} keys")));
+    match reply {
+        redis::Value::BulkString(bytes) if bytes.len() == words * 8 => Ok(bytes
+            .chunks_exact(48)
+            .map(|c| {
+                result(std::array::from_fn(|i| {
+                    i64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+                }))
             })
-        })
-        .collect()
+            .collect()),
+        redis::Value::Array(values) if values.len() == words => values
+            .chunks_exact(6)
+            .map(|c| {
+                let mut w = [0; 6];
+                for (w, v) in w.iter_mut().zip(c) {
+                    let redis::Value::Int(i) = v else {
+                        return Err(StoreError::Reply(format!("{v:?} for a number")));
+                    };
+                    *w = *i;
+                }
+                Ok(result(w))
+            })
+            .collect(),
+        redis::Value::BulkString(bytes) => wrong(format!("{} bytes", bytes.len())),
+        redis::Value::Array(values) => wrong(format!("{} values", values.len())),
+        other => wrong(format!("{other:?}")),
+    }
+}
+
+/// One item's six words.
+fn result(w: [i64; 6]) -> CentralResult {
+    let us = |v: i64| (v.max(0) as u64).saturating_mul(1_000);
+    CentralResult {
+        admitted: w[0] == 1,
+        committed: w[1] == 1,
+        remaining: w[2].max(0) as u64,
+        reset_after: us(w[3]),
+        wait: us(w[4]),
+        next_after: us(w[5]),
+    }
 }
 
 #[cfg(test)]
