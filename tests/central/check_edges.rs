@@ -188,6 +188,39 @@ async fn without_lua_struct_a_decision_is_the_same_integers() {
     assert_eq!(got[0].0[..3], [1, 1, 999_999], "admitted, spent, remaining");
 }
 
+/// A request's keys have no limit, and its reply is packed a thousand words at a time
+/// (`unpack` stops at Lua's C stack, 8 000 values): 1 400 keys (8 401 words) in one call are
+/// decided and read, each as the same key alone would be, and a second look sees them spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_of_fourteen_hundred_keys_is_packed_and_read() {
+    let redis = RedisServer::start();
+    let cfg = one_policy(
+        redis.addr(),
+        "5s",
+        "algorithm = \"gcra\"\nlimit = 10\nperiod = \"1h\"\nsite = \"central\"",
+    );
+    let limiter = Limiter::new(&cfg, Arc::new(SystemClock::new()), &mut Registry::default())
+        .expect("a limiter");
+    let site = limiter.central().expect("a central site").clone();
+    let items = |cost| -> Vec<CentralItem> {
+        (0..1400)
+            .map(|i| {
+                let key = site.key(&format!("per_ip:ip:10.0.{}.{}", i / 256, i % 256));
+                CentralItem::new(key, &cfg.policies[0], 1, cost, Mode::Enforce)
+            })
+            .collect()
+    };
+    let spent = site.check(&items(3)).await.expect("1 400 keys decided");
+    assert_eq!(spent.len(), 1400);
+    assert!(
+        spent
+            .iter()
+            .all(|r| r.admitted && r.committed && r.remaining == 7)
+    );
+    let look = site.check(&items(0)).await.expect("looked at");
+    assert!(look.iter().all(|r| r.remaining == 7), "{:?}", &look[..3]);
+}
+
 /// A concurrency key's `check` of `cost` cells for acquisition `slot`, limit 2: admitted?
 async fn acquire(conn: &mut redis::aio::MultiplexedConnection, slot: &str, cost: &str) -> bool {
     let Words(reply) = redis::Script::new(CHECK_LUA)

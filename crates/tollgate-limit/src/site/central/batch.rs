@@ -208,10 +208,11 @@ impl CentralSite {
         let keys = batch.iter().map(|w| w.items.len()).sum();
         match reply.and_then(|r| decode(&r, keys)) {
             Ok(mut results) => {
+                let single = batch.len() == 1;
                 let mut from = 0;
                 for w in batch {
                     let n = w.items.len();
-                    let r: Vec<CentralResult> = match from == 0 && n == results.len() {
+                    let r: Vec<CentralResult> = match single {
                         // A lone waiter's results are the call's: no copy.
                         true => std::mem::take(&mut results),
                         false => results[from..from + n].to_vec(),

@@ -69,21 +69,32 @@ local STRIDE = 8
 -- Locals, not global lookups, on every decision.
 local max, min, floor, ceil, format = math.max, math.min, math.floor, math.ceil, string.format
 
+-- A decision's reply: its integers packed as little-endian 64-bit words in one string. Redis
+-- hands a table of numbers back as that many integer replies, which the gateway's client
+-- parses one by one: a twelfth of what a central request cost the gateway (BENCHMARKS.md).
+-- A store whose Lua lacks `struct` gets the integers (the gateway reads both); `rawget`,
+-- because Redis refuses a read of an undefined global. Packed PACK_WORDS at a time:
+-- `unpack` stops at Lua's C stack (8 000 values), and a request's keys have no limit.
+local struct_lib = rawget(_G, 'struct')
+local PACK_WORDS = 1000
+local function packed(reply)
+  if not struct_lib then return reply end
+  local words = #reply
+  if words <= PACK_WORDS then
+    return struct_lib.pack('<' .. string.rep('i8', words), unpack(reply))
+  end
+  local parts = {}
+  for i = 1, words, PACK_WORDS do
+    local j = min(i + PACK_WORDS - 1, words)
+    parts[#parts + 1] = struct_lib.pack('<' .. string.rep('i8', j - i + 1), unpack(reply, i, j))
+  end
+  return table.concat(parts)
+end
+
 -- A timestamp (>= 0, µs) as '%.3f' writes it, rounded up to the next ns instead of to the
 -- nearest (a state never runs early), without printf's floating-point path, which was 8 %
 -- of Redis's instructions per request (COUNT=instructions benches/check_lua.sh). Outside
 -- 0 .. 2^53 µs, printf's.
--- A decision's reply: its integers packed as little-endian 64-bit words in one string. Redis
--- hands a table of numbers back as that many integer replies, which the gateway's client
--- parses one by one: a sixth of what a central request cost the gateway beyond a local one
--- (BENCHMARKS.md). A store whose Lua lacks `struct` gets the integers (the gateway reads
--- both); `rawget`, because Redis refuses a read of an undefined global.
-local struct_lib = rawget(_G, 'struct')
-local function packed(reply)
-  if not struct_lib then return reply end
-  return struct_lib.pack('<' .. string.rep('i8', #reply), unpack(reply))
-end
-
 local function fixed3(x)
   if not (x >= 0 and x < 9007199254740992) then return format('%.3f', x) end
   local whole = floor(x)

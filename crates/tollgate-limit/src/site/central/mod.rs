@@ -109,10 +109,13 @@ impl CentralItem {
     }
 }
 
-/// The slot of an item that takes none ("-"): one shared string, not one a request.
+/// The slot of an item that takes none ("-"): one string a thread, not one a request (and
+/// not one for the process, whose count every worker would bump on a shared cache line).
 pub(crate) fn no_slot() -> Arc<str> {
-    static NONE: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("-"));
-    NONE.clone()
+    thread_local! {
+        static NONE: Arc<str> = Arc::from("-");
+    }
+    NONE.with(Arc::clone)
 }
 
 /// A fresh slot id: a random per-process prefix (64 bits from the std hasher's random
