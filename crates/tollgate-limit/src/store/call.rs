@@ -22,7 +22,7 @@ pub struct ScriptCall<'s> {
     pub(super) slot: Option<u16>,
     /// On a Redis Cluster, its first key: a ping through it reaches that master. Empty on a
     /// single server, which is pinged with `PING`.
-    route_key: String,
+    pub(super) route_key: String,
 }
 
 impl<'s> ScriptCall<'s> {
@@ -56,10 +56,6 @@ impl<'s> ScriptCall<'s> {
                 String::new()
             },
         }
-    }
-
-    pub(super) fn route_key(&self) -> &str {
-        &self.route_key
     }
 
     /// Send it on `conn`; a store that does not know the script (restarted, flushed) is

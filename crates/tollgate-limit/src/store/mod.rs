@@ -214,7 +214,7 @@ impl RedisStore {
         keys: &[K],
         args: &[A],
     ) -> Result<Vec<i64>, StoreError> {
-        self.eval_as(script, op, keys, args).await
+        self.run(self.script_call(script, op, keys, args)).await
     }
 
     /// [`Self::eval_script`] for a reply that is not only integers (membership's peer
@@ -228,17 +228,6 @@ impl RedisStore {
         keys: &[K],
         args: &[A],
     ) -> Result<redis::Value, StoreError> {
-        self.eval_as(script, op, keys, args).await
-    }
-
-    /// The call behind both, read as `T`.
-    async fn eval_as<T: redis::FromRedisValue, K: AsRef<str>, A: redis::ToRedisArgs>(
-        &self,
-        script: &Script,
-        op: &'static str,
-        keys: &[K],
-        args: &[A],
-    ) -> Result<T, StoreError> {
         self.run(self.script_call(script, op, keys, args)).await
     }
 
@@ -262,7 +251,7 @@ impl RedisStore {
     ) -> Result<T, StoreError> {
         let s = &*self.shared;
         let conn = conn_of_thread(s.conns.len());
-        let (key, op) = (call.route_key(), call.op);
+        let (key, op) = (call.route_key.as_str(), call.op);
         let breaker = s.breakers.for_slot(call.slot);
         let Some(ticket) = breaker.permit(&*self.clock) else {
             self.metrics.error(StoreError::BreakerOpen.kind());

@@ -251,7 +251,7 @@ impl CentralSite {
     }
 
     /// Concurrency slots a check took for a request that is no longer waiting for it.
-    fn release_unheld(&self, items: &[CentralItem], results: &[CentralResult]) {
+    fn release_unheld(self: &Arc<Self>, items: &[CentralItem], results: &[CentralResult]) {
         let held: Vec<CentralItem> = items
             .iter()
             .zip(results)
@@ -259,13 +259,8 @@ impl CentralSite {
             .map(|(it, _)| it.clone())
             .collect();
         if !held.is_empty() {
-            let site = self.store.clone();
-            let script = self.script.clone();
-            tokio::spawn(async move {
-                let keys: Vec<&str> = held.iter().map(|it| it.key.as_str()).collect();
-                let args: Vec<ScriptArg> = held.iter().flat_map(CentralItem::args).collect();
-                let _ = site.eval_script(&script, "release", &keys, &args).await;
-            });
+            let site = self.clone();
+            tokio::spawn(async move { site.release(&held).await });
         }
     }
 }

@@ -19,7 +19,7 @@ use futures_util::future::join_all;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{CentralItem, CentralResult, CentralSite, ScriptArg, decode, slot_id};
+use super::{CentralItem, CentralResult, CentralSite, decode, slot_id};
 use crate::ask::keeps;
 use crate::spec::Mode;
 use crate::store::{StoreError, slot, slot_tag};
@@ -177,10 +177,7 @@ impl CentralSite {
         items: &[CentralItem],
         receipt: &str,
     ) -> Result<T, StoreError> {
-        let mut keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
-        keys.push(receipt);
-        let args: Vec<ScriptArg> = items.iter().flat_map(CentralItem::args).collect();
-        let call = self.store.script_call(&self.script, op, &keys, &args);
+        let call = self.script_call_with(op, items, Some(receipt));
         self.store.run(call).await
     }
 

@@ -322,7 +322,19 @@ impl CentralSite {
 
     /// `op` on `items`: their keys, then each item's [`ARGS`] arguments.
     fn script_call(&self, op: &'static str, items: &[CentralItem]) -> ScriptCall<'_> {
-        let keys: Vec<&str> = items.iter().map(|it| it.key.as_str()).collect();
+        self.script_call_with(op, items, None)
+    }
+
+    /// [`Self::script_call`] with one more key after the items' (a reservation's receipt).
+    fn script_call_with(
+        &self,
+        op: &'static str,
+        items: &[CentralItem],
+        receipt: Option<&str>,
+    ) -> ScriptCall<'_> {
+        let mut keys: Vec<&str> = Vec::with_capacity(items.len() + 1);
+        keys.extend(items.iter().map(|it| it.key.as_str()));
+        keys.extend(receipt);
         let mut args = Vec::with_capacity(items.len() * ARGS);
         args.extend(items.iter().flat_map(CentralItem::args));
         self.store.script_call(&self.script, op, &keys, &args)
