@@ -3,13 +3,11 @@
 //! cannot be invalid.
 
 use std::collections::BTreeMap;
-use std::hash::Hasher;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
 use http::HeaderName;
 use ipnet::IpNet;
-use siphasher::sip128::{Hasher128, SipHasher13};
 
 use crate::config::{MAX_PERIOD, MIN_PERIOD};
 
@@ -18,10 +16,6 @@ use crate::config::LeaseKnobs;
 use crate::config::raw::RawCost;
 use crate::config::raw::{AlgorithmName, RawAccount, RawClientIp, RawPolicy, Site, defaults};
 use crate::config::{Account, ClientIp, Policy};
-
-/// Keyed-hash key used when `[account] hash_key_env` is not set. Account values are still
-/// never stored or logged raw, but anyone with this source can test guesses: set your own.
-const DEFAULT_HASH_SECRET: &str = "tollgate-default-account-hash-key";
 
 /// RFC 6598 shared address space (carrier-grade NAT).
 const CGNAT: &str = "100.64.0.0/10";
@@ -89,10 +83,12 @@ impl Validator {
                 )
             })
             .ok();
-        let secret = match &raw.hash_key_env {
-            None => DEFAULT_HASH_SECRET.to_string(),
+        // Without `hash_key_env`, the limiter's default: the one hashed parts use when there
+        // is no `[account]` at all, so writing the section re-keys nothing.
+        let hash_key = match &raw.hash_key_env {
+            None => crate::limit::spec::default_hash_key(),
             Some(var) => match std::env::var(var) {
-                Ok(v) if !v.is_empty() => v,
+                Ok(v) if !v.is_empty() => crate::limit::spec::hash_key_of(v.as_bytes()),
                 // The value is a secret: say which variable, never what it holds.
                 _ => {
                     self.fail(
@@ -103,12 +99,10 @@ impl Validator {
                 }
             },
         };
-        let mut h = SipHasher13::new();
-        h.write(secret.as_bytes());
         Some(Account {
             jwt,
             header: header?,
-            hash_key: h.finish128().as_bytes(),
+            hash_key,
         })
     }
 

@@ -235,8 +235,9 @@ mod tests {
 
     #[test]
     fn a_nodes_share_must_fit_the_longest_period() {
-        assert_eq!(period_problems("gcra", "1d", 3650), 0, "exactly 10 years");
-        assert_eq!(period_problems("gcra", "1d", 3651), 1);
+        // Ten years of 365.25 days: 3 652.5 days.
+        assert_eq!(period_problems("gcra", "1d", 3652), 0, "within 10 years");
+        assert_eq!(period_problems("gcra", "1d", 3653), 1);
         assert_eq!(period_problems("token_bucket", "1h", MAX_EXPECTED_NODES), 0);
         assert_eq!(period_problems("token_bucket", "1y", 11), 1);
         assert_eq!(period_problems("sliding_window", "1y", 11), 0, "not scaled");

@@ -1,4 +1,4 @@
-//! Rotating the account hash key, moves between `local` and `split`, a removed then
+//! Rotating the account hash key (and adding `[account]` without one, which re-keys nothing), moves between `local` and `split`, a removed then
 //! re-added policy's slot, and concurrent reloads.
 
 use super::*;
@@ -47,6 +47,69 @@ async fn rotating_the_account_hash_key_resets_and_says_so() {
         said != "kept" || after == 429,
         "the answer says {said}, yet the exhausted account got {after}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// The operator's repro: a login locked out per `form:username`, then a reload that only
+// adds `[account] header = "x-api-key"` (no `hash_key_env`). The hashed parts' key is the
+// same with or without the section, so the policy is `kept` and the lockout holds.
+// ---------------------------------------------------------------------------------------
+
+/// POST a login form for `username`: the status.
+async fn login(addr: std::net::SocketAddr, username: &str) -> u16 {
+    let req = http::Request::post(format!("http://{addr}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-forwarded-for", "192.0.2.1")
+        .body(http_body_util::Full::new(bytes::Bytes::from(format!(
+            "username={username}&password=x"
+        ))))
+        .unwrap();
+    send_h1(addr, req).await.status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_an_account_section_keeps_a_login_lockout() {
+    let up = echo_upstream().await;
+    let clock = ManualClock::new();
+    let login_policy = policy("login", "sliding_window", 5, "")
+        .replace("[\"ip\"]", "[\"form:username\"]")
+        + &route("login", "/login", &["login"]);
+    let s = serve(&file(up, &login_policy), &clock).await;
+    let mut before = Vec::new();
+    for _ in 0..6 {
+        before.push(login(s.addr, "alice").await);
+    }
+    assert_eq!(before, [200, 200, 200, 200, 200, 429]);
+    let with_account = file(
+        up,
+        &("[account]\nheader = \"x-api-key\"\n".to_owned() + &login_policy),
+    );
+    let (status, v) = reload(&s, &with_account).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["policies"]["login"], "kept", "{v}");
+    assert_eq!(
+        login(s.addr, "alice").await,
+        429,
+        "alice's lockout was wiped"
+    );
+    assert_eq!(login(s.addr, "bob").await, 200);
+    // A hash key of the operator's own is another meaning: that reload resets, and says so.
+    // (`PATH`: a variable this in-process gateway surely has, set by nobody in the test.)
+    let own_key = with_account.replace(
+        "header = \"x-api-key\"\n",
+        "header = \"x-api-key\"\nhash_key_env = \"PATH\"\n",
+    );
+    let (status, v) = reload(&s, &own_key).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let said = v["policies"]["login"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        said.starts_with("reset (") && said.contains("hash key"),
+        "{v}"
+    );
+    assert_eq!(login(s.addr, "alice").await, 200, "the answer said {said}");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -74,8 +74,12 @@ pub struct KeyBuilder {
     ipv6_prefix: u8,
     /// Shared-address ranges, most specific first, with their headroom.
     shared_ranges: Vec<(IpNet, NonZeroU32)>,
-    /// Where accounts come from, and the hash key for them and header values.
+    /// Where accounts come from.
     account: Option<Account>,
+    /// The key of every hashed part's keyed hash: `[account]`'s, or the default one when
+    /// there is no `[account]` (never another default: a key's identity must not depend
+    /// on whether an unrelated section is written).
+    hash_key: [u8; 16],
 }
 
 /// Where a request goes, for the `path` and `query:NAME` parts. `Default` is a request
@@ -198,6 +202,9 @@ impl KeyBuilder {
         KeyBuilder {
             ipv6_prefix: ip_keys.ipv6_prefix,
             shared_ranges: ip_keys.shared_ranges.clone(),
+            hash_key: account
+                .as_ref()
+                .map_or_else(crate::spec::default_hash_key, |a| a.hash_key),
             account,
         }
     }
@@ -207,7 +214,6 @@ impl KeyBuilder {
     /// changed (a reload then cannot carry the old keys' state). A `jwt:CLAIM` part names
     /// its claim itself (another claim is another key); `path` is not hashed.
     pub fn rekeys(&self, next: &KeyBuilder, policy: &[KeyPart]) -> bool {
-        let secret = |b: &KeyBuilder| b.account.as_ref().map(|a| a.hash_key);
         // With `jwt`, the account is a claim: another claim names accounts otherwise.
         let claim = |b: &KeyBuilder| {
             b.account
@@ -218,7 +224,7 @@ impl KeyBuilder {
         let ip = policy.contains(&KeyPart::Ip) && self.ipv6_prefix != next.ipv6_prefix;
         let hashed = policy.iter().any(KeyPart::is_sent_value);
         let account = policy.contains(&KeyPart::Account) && claim(self) != claim(next);
-        ip || account || (hashed && secret(self) != secret(next))
+        ip || account || (hashed && self.hash_key != next.hash_key)
     }
 
     /// The header accounts are read from, when `[account]` is set.
@@ -348,7 +354,7 @@ impl KeyBuilder {
         part: &KeyPart,
         facts: &RequestFacts<'_>,
     ) -> Result<bool, KeyError> {
-        let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
+        let secret = &self.hash_key;
         let hashed = |key: &mut String, tag: &str, value: Option<&[u8]>| {
             if let Some(v) = value {
                 key.push_str(tag);

@@ -28,6 +28,28 @@ impl Account {
     }
 }
 
+/// The secret of the keyed hash when `[account] hash_key_env` is not set. Values are still
+/// never stored or logged raw, but anyone with this source can test guesses: deployments
+/// set their own.
+const DEFAULT_HASH_SECRET: &str = "tollgate-default-account-hash-key";
+
+/// The 128-bit key derived from a hash secret (SipHash-1-3 of its bytes), as
+/// `[account] hash_key_env` gives it.
+pub fn hash_key_of(secret: &[u8]) -> [u8; 16] {
+    use siphasher::sip128::{Hasher128, SipHasher13};
+    use std::hash::Hasher;
+    let mut h = SipHasher13::new();
+    h.write(secret);
+    h.finish128().as_bytes()
+}
+
+/// The hash key every hashed key part uses when no `hash_key_env` names one: the same with
+/// or without an `[account]` section, so adding `[account]` for an account policy leaves
+/// the keys of a `form:username` policy (and its lockouts) as they were.
+pub fn default_hash_key() -> [u8; 16] {
+    hash_key_of(DEFAULT_HASH_SECRET.as_bytes())
+}
+
 /// [`Account::hash`] with any 128-bit secret.
 pub fn keyed_hash(secret: &[u8; 16], value: &[u8]) -> String {
     use siphasher::sip128::{Hasher128, SipHasher13};

@@ -16,7 +16,7 @@ use std::num::NonZeroU32;
 
 use ipnet::IpNet;
 
-pub use account::{Account, Jwt, OnUnverified, keyed_hash};
+pub use account::{Account, Jwt, OnUnverified, default_hash_key, hash_key_of, keyed_hash};
 pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use exempt::{Exempt, Exemptions};
 pub use names::{AlgorithmName, Mode, OnMissingKey, OnStoreError, Site, StoreKind};
