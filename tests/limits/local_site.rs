@@ -1,5 +1,6 @@
 //! The local decision site under pressure: all-or-nothing with many threads on overlapping
-//! keys, and the memory bound under a flood of distinct clients.
+//! keys, the memory bound under a flood of distinct clients, and keys seen once leaving
+//! memory as they refill.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -203,6 +204,69 @@ policies = ["per_ip"]
     assert!(
         evictions > 0 && evictions >= 1_000_000 - keys as u64,
         "{evictions} evictions for {keys} keys held out of 1000000 clients"
+    );
+}
+
+/// Keys seen once leave memory once they are back to full, without `max_keys` pressure and
+/// without being written again (the soak of issue 47: a key count that grew with every
+/// client ever seen). Rounds of 2 000 new clients, one request each, the clock then moved
+/// past the period: the key count follows the clients of the last round or two, not all
+/// 60 000, and the gauge follows it.
+#[tokio::test(flavor = "current_thread")]
+async fn keys_seen_once_leave_memory_as_they_refill() {
+    let text = r#"
+[server]
+listen = "127.0.0.1:0"
+[upstreams.app]
+urls = ["http://127.0.0.1:9"]
+[policies.per_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 10
+period = "1m"
+[[routes]]
+name = "api"
+upstream = "app"
+policies = ["per_ip"]
+"#;
+    const ROUND: u32 = 2_000;
+    let origin = Path::new("churn.toml");
+    let cfg =
+        tollgate::config::validate(tollgate::config::parse_str(text, origin).unwrap(), origin)
+            .unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let clock = ManualClock::new();
+    let limiter = Limiter::new(&cfg, Arc::new(clock.clone()), &mut registry).unwrap();
+    let route: Arc<str> = Arc::from("api");
+    let (method, headers) = (Method::GET, HeaderMap::new());
+    let mut peak = 0;
+    for round in 0..30u32 {
+        for i in 0..ROUND {
+            let ip = std::net::Ipv4Addr::from(0x0a00_0000 + round * ROUND + i);
+            let a = limiter
+                .check(0, &route, IpAddr::V4(ip), &method, &headers)
+                .await;
+            assert!(a.admitted(), "every client is new");
+            peak = peak.max(limiter.local().key_count(0));
+        }
+        clock.advance(Duration::from_secs(61));
+    }
+    let keys = limiter.local().key_count(0);
+    assert!(
+        peak <= 3 * ROUND as usize,
+        "held {peak} keys while at most {ROUND} were below full"
+    );
+    let mut exported = String::new();
+    prometheus_client::encoding::text::encode(&mut exported, &registry).unwrap();
+    assert!(
+        exported.contains(&format!(
+            "tollgate_limiter_keys{{policy=\"per_ip\"}} {keys}"
+        )),
+        "{exported}"
+    );
+    assert!(
+        exported.contains("tollgate_limiter_evictions_total{policy=\"per_ip\"} 0"),
+        "keys back to full are dropped, not evicted: {exported}"
     );
 }
 

@@ -8,7 +8,10 @@
 //! it was, even under concurrency.
 //!
 //! Memory: a key whose state is back to full is removed (absent means full, so this loses
-//! nothing). Each policy holds at most `max(max_keys, SHARDS)` keys: `max_keys / SHARDS` per
+//! nothing): when it is next written, or by its table's sweep, which runs when the keys
+//! inserted since the last sweep pass a quarter of the table's size. A table so holds at
+//! most about 4/3 of the keys that were not full at its last sweep (plus a few), whatever
+//! the churn of keys seen once. Each policy holds at most `max(max_keys, SHARDS)` keys: `max_keys / SHARDS` per
 //! shard. A full shard first drops its idle keys; if that frees too little it evicts live
 //! keys, which then start fresh — a bounded over-admission for those keys, counted in
 //! `tollgate_limiter_evictions_total`, chosen over refusing new clients.
@@ -99,6 +102,10 @@ struct Entry {
 /// L/N fallback state).
 struct Shard {
     tables: Vec<HashTable<Entry>>,
+    /// Per table, the keys inserted since its last sweep of full keys (`write.rs`): a
+    /// table sweeps once they pass a quarter of its size, so a key written once and never
+    /// again leaves memory without a background task, at a cost spread over the inserts.
+    fresh: Vec<u32>,
 }
 
 /// A shard's lock on a cache line of its own: two threads locking neighbouring shards
@@ -149,6 +156,7 @@ impl LocalStore {
             .map(|_| {
                 Padded(ShardLock::new(Shard {
                     tables: (0..slots).map(|_| HashTable::new()).collect(),
+                    fresh: vec![0; slots],
                 }))
             })
             .collect();

@@ -149,6 +149,7 @@ impl LocalStore {
             let mut shard = self.lock(i);
             if shard.tables.len() < top {
                 shard.tables.resize_with(top, HashTable::new);
+                shard.fresh.resize(top, 0);
             }
         }
     }
@@ -339,6 +340,7 @@ impl Drop for LocalStore {
                 let mut shard = self.lock(i);
                 removed += shard.tables[slot].len();
                 shard.tables[slot] = HashTable::new();
+                shard.fresh[slot] = 0;
             }
             // Both tables of a policy count on its series (as `write` does).
             if n > 0 {

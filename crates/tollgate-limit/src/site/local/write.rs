@@ -31,7 +31,8 @@ impl LocalStore {
     ) {
         let policy = &self.policies[it.policy];
         let alg = self.algorithm_of(it);
-        let table = &mut shard.tables[self.table_of(it)];
+        let at = self.table_of(it);
+        let table = &mut shard.tables[at];
         let found = table.find_entry(hash, |e| *e.key == *it.key);
         if alg.is_idle(&state, now) {
             if let Ok(entry) = found {
@@ -44,15 +45,25 @@ impl LocalStore {
             entry.get_mut().state = state;
             return;
         }
-        let cap = (policy.max_keys / SHARDS).max(1);
-        if table.len() >= cap {
-            if it.fallback {
-                let split = policy.split();
-                self.make_room(it.policy, &split.levels, table, cap, now);
-            } else {
-                self.make_room(it.policy, &policy.algorithms, table, cap, now);
+        let split;
+        let levels = match it.fallback {
+            true => {
+                split = policy.split();
+                &split.levels
             }
+            false => &policy.algorithms,
+        };
+        let cap = (policy.max_keys / SHARDS).max(1);
+        let fresh = &mut shard.fresh[at];
+        if table.len() >= cap {
+            self.make_room(it.policy, levels, table, cap, now);
+            *fresh = 0;
+        } else if *fresh as usize > table.len() / 4 + SWEEP_SLACK {
+            let removed = sweep(levels, table, now);
+            self.gauges.keys_removed(it.policy, removed as i64);
+            *fresh = 0;
         }
+        *fresh = fresh.saturating_add(1);
         let hasher = &self.shared.hasher;
         table.insert_unique(
             hash,
@@ -76,8 +87,7 @@ impl LocalStore {
         now: Nanos,
     ) {
         let before = table.len();
-        // Idle at every headroom level: the state says nothing any level would not.
-        table.retain(|e| !levels.iter().all(|(_, a)| a.is_idle(&e.state, now)));
+        sweep(levels, table, now);
         let target = cap - cap.div_ceil(8).min(cap);
         let mut evicted = 0u64;
         let mut excess = table.len().saturating_sub(target);
@@ -93,6 +103,18 @@ impl LocalStore {
             .keys_removed(policy, (before - table.len()) as i64);
         self.gauges.evicted(policy, evicted);
     }
+}
+
+/// New keys a table takes in beyond a quarter of its size before it sweeps: a small table
+/// (a shard of a quiet policy) does not sweep on every other insert.
+const SWEEP_SLACK: usize = 8;
+
+/// Drop the keys of `table` that are back to full at every headroom level (the state says
+/// nothing any level would not: absent is full); how many were dropped.
+fn sweep(levels: &[(NonZeroU32, AnyAlgorithm)], table: &mut HashTable<Entry>, now: Nanos) -> usize {
+    let before = table.len();
+    table.retain(|e| !levels.iter().all(|(_, a)| a.is_idle(&e.state, now)));
+    before - table.len()
 }
 
 /// `state` spent down to `target`, or `None` when it is already as spent: first to the
