@@ -116,6 +116,30 @@ async fn every_failure_mode_with_every_fallback() {
             "{kind}: {metrics}"
         );
     }
+    // Every key decided without the store is counted once, by what its route did and why:
+    // three local requests per fault, as many open and closed ones as their outcomes say.
+    let fallbacks = |how: &str, reason: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("tollgate_fallback_decisions_total{"))
+            .filter(|l| l.contains(&format!("on_store_error=\"{how}\"")) && l.contains(reason))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert_eq!(fallbacks("local", ""), 12.0, "{metrics}");
+    assert_eq!(
+        fallbacks("open", ""),
+        count("outcome=\"error_open\""),
+        "{metrics}"
+    );
+    assert_eq!(
+        fallbacks("closed", ""),
+        count("outcome=\"error_closed\""),
+        "{metrics}"
+    );
+    for reason in ["reason=\"timeout\"", "reason=\"redis\""] {
+        assert!(fallbacks("local", reason) >= 3.0, "{reason}: {metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

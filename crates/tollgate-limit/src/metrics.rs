@@ -2,7 +2,9 @@
 //!
 //! Names are a contract: `tollgate_decisions_total{route,policy,outcome}` with outcome in
 //! `allow`, `deny`, `shadow_deny`; `tollgate_limiter_keys{policy}`;
-//! `tollgate_limiter_evictions_total{policy}`.
+//! `tollgate_limiter_evictions_total{policy}`;
+//! `tollgate_fallback_decisions_total{route,policy,on_store_error,reason}`: every key the
+//! store (or its owner) could not decide, by what the route did instead and why.
 
 use std::sync::Arc;
 
@@ -18,6 +20,18 @@ pub struct DecisionLabels {
     pub route: Arc<str>,
     pub policy: Arc<str>,
     pub outcome: &'static str,
+}
+
+/// One decision made without the store's (or an owner's) answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    route: Arc<str>,
+    policy: Arc<str>,
+    /// What the route did: `local` (decided on the L/N fallback), `open`, `closed`.
+    on_store_error: &'static str,
+    /// Why: the store error's kind (`timeout`, `breaker_open`, `redis`, `reply`,
+    /// `unsettled`) or the owner's (`peer_timeout`, `peer_connect`, …).
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,6 +62,7 @@ impl Outcome {
 #[derive(Clone)]
 pub struct LimitMetrics {
     decisions: Family<DecisionLabels, Counter>,
+    fallbacks: Family<FallbackLabels, Counter>,
 }
 
 impl LimitMetrics {
@@ -58,7 +73,17 @@ impl LimitMetrics {
             "Rate-limit decisions by route, policy and outcome (allow, deny, shadow_deny)",
             decisions.clone(),
         );
-        LimitMetrics { decisions }
+        // A series per reason seen: created on the error path only (the kinds are few).
+        let fallbacks = Family::<FallbackLabels, Counter>::default();
+        registry.register(
+            "tollgate_fallback_decisions",
+            "Keys decided without the store or their owner, by route, policy, what the route did (on_store_error) and why",
+            fallbacks.clone(),
+        );
+        LimitMetrics {
+            decisions,
+            fallbacks,
+        }
     }
 
     /// The counters of one (route, policy), one per outcome, created at start: every series
@@ -79,6 +104,9 @@ impl LimitMetrics {
             error_open: c("error_open"),
             error_closed: c("error_closed"),
             exempt: c("exempt"),
+            fallbacks: self.fallbacks.clone(),
+            route: route.clone(),
+            policy: policy.clone(),
         }
     }
 }
@@ -94,6 +122,10 @@ pub struct OutcomeCounters {
     error_closed: Counter,
     /// `[exempt]`: the policy did not apply to the client.
     exempt: Counter,
+    /// The fallback family and this pair's labels (the reasons are known only on error).
+    fallbacks: Family<FallbackLabels, Counter>,
+    route: Arc<str>,
+    policy: Arc<str>,
 }
 
 impl OutcomeCounters {
@@ -119,6 +151,18 @@ impl OutcomeCounters {
             deny: self.deny.get(),
             shadow_deny: self.shadow_deny.get(),
         }
+    }
+
+    /// A key decided without the store or its owner: `on_store_error` says how, `reason`
+    /// why.
+    pub fn count_fallback(&self, on_store_error: &'static str, reason: &'static str) {
+        let labels = FallbackLabels {
+            route: self.route.clone(),
+            policy: self.policy.clone(),
+            on_store_error,
+            reason,
+        };
+        self.fallbacks.get_or_create(&labels).inc();
     }
 
     /// The store failed and the route failed open (`true`) or closed (`false`).

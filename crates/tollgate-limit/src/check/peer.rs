@@ -84,7 +84,7 @@ impl Check<'_> {
             }
         }
         for (e, idx) in failures {
-            self.store_failed(&e, &idx)?;
+            self.store_failed(&e, e.kind(), &idx)?;
         }
         self.go_on()
     }

@@ -33,7 +33,7 @@ impl Check<'_> {
         let takes =
             match crate::store_time::timed(self.sites.lease.take(&mut items, deadline)).await {
                 Ok(takes) => takes,
-                Err(err) => return self.store_failed(&err, &idx),
+                Err(err) => return self.store_failed(&err, err.kind(), &idx),
             };
         for ((&i, item), take) in idx.iter().zip(items).zip(takes) {
             let ask = &mut self.asks[i];
@@ -84,7 +84,7 @@ impl Check<'_> {
         let deadline = self.store_deadline(site.store().timeout());
         let results = match crate::store_time::timed(site.check_by(&items, deadline)).await {
             Ok(results) => results,
-            Err(err) => return self.store_failed(&err, &idx),
+            Err(err) => return self.store_failed(&err, err.kind(), &idx),
         };
         let now = self.sites.local.now();
         let l = self.sites;
@@ -122,15 +122,18 @@ impl Check<'_> {
 
     /// The store (or a key's owner) could not decide the asks `idx`: apply the route's
     /// `on_store_error`.
+    /// `reason` is the error's kind, for `tollgate_fallback_decisions_total`.
     pub(crate) fn store_failed(
         &mut self,
         err: &dyn std::fmt::Display,
+        reason: &'static str,
         idx: &[usize],
     ) -> ControlFlow<Stop> {
         let fallback = self.route.on_store_error;
         self.sites.log_store_error(self.route_name, err, fallback);
         for &i in idx {
             let ask = &mut self.asks[i];
+            (self.route.counters[ask.slot]).count_fallback(fallback.name(), reason);
             match fallback {
                 OnStoreError::Open => ask.decided = Some(Decided::error_open()),
                 OnStoreError::Closed => self.route.counters[ask.slot].count_store_error(false),

@@ -99,6 +99,17 @@ pub enum OnStoreError {
     Local,
 }
 
+impl OnStoreError {
+    /// As the config spells it (a metric label).
+    pub fn name(self) -> &'static str {
+        match self {
+            OnStoreError::Open => "open",
+            OnStoreError::Closed => "closed",
+            OnStoreError::Local => "local",
+        }
+    }
+}
+
 /// `policies.NAME.on_missing_key`: what a request lacking a part of the policy's key (no
 /// account, no `header:NAME` header, no `query:NAME` parameter, no cookie, no claim, no
 /// token) gets. Without one the policy cannot count it: `skip` lets it through uncounted,

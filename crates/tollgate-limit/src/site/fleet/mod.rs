@@ -82,6 +82,24 @@ pub enum FleetError {
     Unknown { owner: SocketAddr, policy: Arc<str> },
 }
 
+impl FleetError {
+    /// The `reason` label of `tollgate_fallback_decisions_total`: `peer_` and the
+    /// transport's kind, or `peer_unknown_policy`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FleetError::Peer { source, .. } => match source {
+                PeerError::Timeout => "peer_timeout",
+                PeerError::Connect(_) => "peer_connect",
+                PeerError::Send(_) => "peer_send",
+                PeerError::Status(_) => "peer_status",
+                PeerError::Auth => "peer_auth",
+                PeerError::Decode => "peer_decode",
+            },
+            FleetError::Unknown { .. } => "peer_unknown_policy",
+        }
+    }
+}
+
 /// This node's place in the fleet.
 pub struct FleetSite {
     pub ring: Arc<Ring>,
