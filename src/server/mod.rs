@@ -270,8 +270,14 @@ impl Server {
             grace: self.config.server.shutdown_grace,
         };
         let live = self.reloader.live().clone();
-        let workers =
-            Arc::new(Workers::start(self.workers, settings, live).map_err(ServerError::Workers)?);
+        let current = self.reloader.limiter.load_full();
+        let workers = Workers::start(self.workers, settings, live, current.clone());
+        let workers = Arc::new(workers.map_err(ServerError::Workers)?);
+        // This thread's connection too (membership's first beat and the admin API use it).
+        if let Err(e) = current.warm().await {
+            tracing::warn!(error = %e, "store connection not made before serving; the first calls make it");
+        }
+        drop(current);
         let mut tasks = tokio::task::JoinSet::new();
         let places = Arc::new(Semaphore::new(self.config.server.max_connections));
         let listener = |listener, tls| Listener {

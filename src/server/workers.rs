@@ -59,7 +59,16 @@ impl Workers {
     /// Returns once every worker has its runtime, or with the first failure reported (no
     /// thread, or no runtime: each needs its own descriptors) after stopping the others: a
     /// worker that died at start would silently drop every connection sent to it.
-    pub fn start(n: usize, settings: ConnSettings, live: Arc<Live>) -> std::io::Result<Workers> {
+    ///
+    /// Each worker first warms its own store connection (`Limiter::warm`: dialled and the
+    /// scripts loaded on the worker's runtime, which drives it), so the first requests do
+    /// not spend their store timeout on a dial.
+    pub fn start(
+        n: usize,
+        settings: ConnSettings,
+        live: Arc<Live>,
+        limiter: Arc<crate::limit::Limiter>,
+    ) -> std::io::Result<Workers> {
         let n = n.max(1);
         let mut senders = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
@@ -72,6 +81,7 @@ impl Workers {
             let (tx, rx) = mpsc::unbounded_channel();
             let settings = settings.clone();
             let live = live.clone();
+            let limiter = limiter.clone();
             let ready_tx = ready_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{i}"))
@@ -82,6 +92,10 @@ impl Workers {
                         .build();
                     match rt {
                         Ok(rt) => {
+                            if let Err(e) = rt.block_on(limiter.warm()) {
+                                warn!(worker = i, error = %e, "store connection not made before serving; the first requests make it");
+                            }
+                            drop(limiter);
                             let _ = ready_tx.send(Ok(()));
                             drop(ready_tx);
                             rt.block_on(work(rx, settings, live.worker()));

@@ -12,3 +12,4 @@ mod store_faults;
 mod store_recovery;
 mod store_sentinel;
 mod store_tls;
+mod store_warm;

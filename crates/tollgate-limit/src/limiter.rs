@@ -257,6 +257,23 @@ impl Limiter {
         }
     }
 
+    /// Make this thread's store connection and load the scripts before the first request
+    /// (`RedisStore::warm`): call it on every thread that will decide (each worker has its
+    /// own connection) before saying ready. Waits at most the store's connect timeout;
+    /// `Ok` without a store.
+    pub async fn warm(&self) -> Result<(), crate::store::StoreError> {
+        let Some(store) = self.store() else {
+            return Ok(());
+        };
+        let scripts = [
+            redis::Script::new(CHECK_LUA),
+            redis::Script::new(crate::site::lease::LEASE_LUA),
+            redis::Script::new(crate::membership::MEMBERSHIP_LUA),
+        ];
+        let within = store.timeout().max(crate::store::CONNECT_TIMEOUT);
+        store.warm(&scripts, within).await
+    }
+
     /// The local site, for tests and diagnostics.
     pub fn local(&self) -> &Arc<LocalStore> {
         &self.sites.local

@@ -37,7 +37,7 @@ impl Connection {
     /// one more store error, not a failed start).
     pub fn new(store: &Store) -> redis::RedisResult<Self> {
         // Reconnects must not take longer than a call may wait.
-        let connect_timeout = store.timeout.max(Duration::from_millis(250));
+        let connect_timeout = store.timeout.max(super::CONNECT_TIMEOUT);
         match store.kind {
             StoreKind::Redis | StoreKind::Memory => {
                 let mut info =

@@ -65,6 +65,10 @@ const PING_EVERY: Duration = Duration::from_millis(100);
 /// to `[store] timeout` by `invoke`, whatever the connection waits.
 pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The least time a connect may take (a store timeout of 10 ms is too short for a TLS
+/// handshake): reconnects, and the warm-up before the first request.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// Why a store call produced no answer. Every one of these means "decide without the store"
 /// (the route's `on_store_error`), never a hung or failed request.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -241,6 +245,29 @@ impl RedisStore {
         args: &[A],
     ) -> ScriptCall<'s> {
         ScriptCall::new(self.shared.cluster, script, op, keys, args)
+    }
+
+    /// Dial this thread's connection and give the store `scripts`, within `within`, before
+    /// traffic: connections are made on first use, and a first request that waited for
+    /// the dial (and a `NOSCRIPT` round) within the store timeout was refused (503) on a
+    /// healthy store. Outside the breaker and the metrics: a store that is down at start
+    /// is one warning here and, for requests, the usual store errors.
+    pub async fn warm(&self, scripts: &[Script], within: Duration) -> Result<(), StoreError> {
+        let s = &*self.shared;
+        let mut conn = s.conns[conn_of_thread(s.conns.len())].clone();
+        let key = self.key("warm");
+        let work = async {
+            conn.ping(&key).await?;
+            for script in scripts {
+                script.prepare_invoke().load_async(&mut conn).await?;
+            }
+            Ok::<(), redis::RedisError>(())
+        };
+        match tokio::time::timeout(within, work).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::Redis(e.to_string())),
+            Err(_) => Err(StoreError::Timeout(within)),
+        }
     }
 
     /// Send `call` through this thread's connection, its breaker, timeout and metrics, and

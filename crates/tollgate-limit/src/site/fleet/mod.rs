@@ -100,6 +100,17 @@ impl FleetError {
     }
 }
 
+/// Which fleet sites `policies` use, as [`Ring::set_sites`] takes them.
+fn fleet_sites(policies: &[PolicyRuntime]) -> u8 {
+    policies.iter().fold(0, |bits, p| {
+        bits | match p.spec.site {
+            crate::spec::Site::Owner => ring::OWNER,
+            crate::spec::Site::Gossip => ring::GOSSIP,
+            _ => 0,
+        }
+    })
+}
+
 /// This node's place in the fleet.
 pub struct FleetSite {
     pub ring: Arc<Ring>,
@@ -182,6 +193,7 @@ impl FleetSite {
             heartbeat: cluster.heartbeat,
         });
         site.set_window(&policies);
+        site.ring.set_sites(fleet_sites(&policies));
         Some(site)
     }
 
@@ -275,6 +287,7 @@ impl FleetSite {
     /// pushed under the names it was recorded with, at the numbers running then.
     pub fn rebind(self: &Arc<Self>, local: Arc<LocalStore>, policies: Arc<[PolicyRuntime]>) {
         self.push_gossip();
+        self.ring.set_sites(fleet_sites(&policies));
         self.set_window(&policies);
         self.handler.rebind(local, policies);
     }

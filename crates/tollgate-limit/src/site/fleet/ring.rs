@@ -8,6 +8,7 @@
 //! std hasher (randomly keyed per process) is not.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -27,7 +28,15 @@ pub struct Ring {
     live: ArcSwap<Vec<(SocketAddr, u64)>>,
     /// `tollgate_peers_live`: the live peers' count, this node included.
     gauge: Gauge,
+    /// Which fleet sites the running policies use ([`OWNER`], [`GOSSIP`] bits): what a
+    /// peer leaving or coming back means, as the log says it.
+    sites: AtomicU8,
 }
+
+/// [`Ring::set_sites`]: some policy decides at its key's owner.
+pub const OWNER: u8 = 1;
+/// [`Ring::set_sites`]: some policy shares counts by gossip.
+pub const GOSSIP: u8 = 2;
 
 #[derive(Debug, Clone, Copy)]
 struct Peer {
@@ -43,6 +52,7 @@ impl Ring {
             peers: Mutex::new(Vec::new()),
             live: ArcSwap::from_pointee(Vec::new()),
             gauge,
+            sites: AtomicU8::new(0),
         };
         ring.set_peers(peers);
         ring
@@ -50,6 +60,28 @@ impl Ring {
 
     pub fn me(&self) -> SocketAddr {
         self.me
+    }
+
+    /// The fleet sites the running config uses (`OWNER | GOSSIP`), set at start and at
+    /// each reload.
+    pub fn set_sites(&self, sites: u8) {
+        self.sites.store(sites, Ordering::Relaxed);
+    }
+
+    /// What a peer leaving (`gone`) or coming back means to this config's policies.
+    fn consequence(&self, gone: bool) -> &'static str {
+        let sites = self.sites.load(Ordering::Relaxed);
+        match (sites & OWNER != 0, sites & GOSSIP != 0, gone) {
+            (true, true, true) => {
+                "its owner keys move to the next owner; gossip counts are no longer sent to it"
+            }
+            (true, false, true) => "its owner keys move to the next owner",
+            (false, true, true) => "gossip counts are no longer sent to it",
+            (true, true, false) => "its owner keys move back to it; gossip counts go to it again",
+            (true, false, false) => "its owner keys move back to it",
+            (false, true, false) => "gossip counts go to it again",
+            (false, false, _) => "no policy of this config decides among peers",
+        }
     }
 
     /// Replace the known peers (membership changed); failures of the ones that stay are kept.
@@ -114,7 +146,7 @@ impl Ring {
         if p.failures != DOWN_AFTER {
             return false;
         }
-        warn!(peer = %addr, "peer not answering: treated as gone, its keys move to the next owner");
+        warn!(peer = %addr, meaning = self.consequence(true), "peer not answering: treated as gone");
         self.publish(&known);
         true
     }
@@ -128,7 +160,7 @@ impl Ring {
         let was_down = p.failures >= DOWN_AFTER;
         p.failures = 0;
         if was_down {
-            info!(peer = %addr, "peer answering again: its keys move back to it");
+            info!(peer = %addr, meaning = self.consequence(false), "peer answering again");
             self.publish(&known);
         }
         was_down
@@ -183,6 +215,22 @@ fn splitmix64(x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A gossip-only fleet never hears of owners moving keys (issue 47), nor an owner-only
+    /// one of gossip; a fleet with both hears both.
+    #[test]
+    fn a_peer_leaving_is_told_in_the_terms_of_the_sites_in_use() {
+        let ring = Ring::new(addr(7001), &[addr(7002)], Gauge::default());
+        ring.set_sites(GOSSIP);
+        assert!(!ring.consequence(true).contains("owner"));
+        assert!(ring.consequence(true).contains("gossip"));
+        ring.set_sites(OWNER);
+        assert!(!ring.consequence(false).contains("gossip"));
+        assert!(ring.consequence(false).contains("owner keys move back"));
+        ring.set_sites(OWNER | GOSSIP);
+        let both = ring.consequence(true);
+        assert!(both.contains("owner") && both.contains("gossip"), "{both}");
+    }
 
     fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))
