@@ -8,11 +8,14 @@
 //! Served on their own listener
 //! (`server/admin.rs`), apart from public traffic so a flood on the public port never hides
 //! the gateway's own state from its operators. `/metrics` also says which build runs
-//! (`build_info.rs`) and what the process costs (`process.rs`).
+//! (`build_info.rs`) and what the process costs (`process.rs`). Before any of them, a
+//! request whose `Host` is not this listener's, or a state-changing one from another site,
+//! is refused (`gate.rs`: DNS rebinding and cross-site forms from a browser on the machine).
 
 pub mod activity;
 mod build_info;
 mod dashboard;
+mod gate;
 mod limits;
 mod process;
 mod status;
@@ -31,6 +34,7 @@ use prometheus_client::registry::Registry;
 use crate::body::{ResponseBody, full};
 use crate::config::{AdminToken, Config};
 use crate::limit::Limiter;
+pub use gate::Gate;
 
 /// What the admin endpoints read.
 #[derive(Clone)]
@@ -51,6 +55,8 @@ pub struct State {
     pub activity: Arc<activity::ActivityLog>,
     /// `[store] kind`, for `/status` (the store is not reloaded).
     pub store_kind: &'static str,
+    /// Which `Host`s and origins the listener answers (`gate.rs`).
+    pub gate: Arc<Gate>,
 }
 
 /// Reloads the config and says how it went (the server's reloader).
@@ -150,6 +156,9 @@ impl Views {
 
 /// Answer one admin request.
 pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody> {
+    if let Some(refused) = state.gate.refuse(&req) {
+        return refused;
+    }
     let path = req.uri().path();
     // The dashboard page is static and holds no data: it asks for the token itself.
     let open = matches!(path, "/healthz" | "/readyz" | "/dashboard");

@@ -42,6 +42,9 @@ pub fn config(config: &Config) -> Value {
             })),
             "admin_listen": s.admin_listen.map(|a| a.to_string()),
             "admin_token": s.admin_token.as_ref().map(|_| MASK),
+            "admin_hosts": s.admin_hosts.iter()
+                .map(|h| h.port.map_or_else(|| h.host.clone(), |p| format!("{}:{p}", h.host)))
+                .collect::<Vec<_>>(),
             "header_timeout": duration(s.header_timeout),
             "upstream_timeout": duration(s.upstream_timeout),
             "max_header_bytes": s.max_header_bytes,

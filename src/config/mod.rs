@@ -9,6 +9,7 @@
 mod backends;
 mod error;
 mod exempt;
+pub mod header_names;
 mod health;
 mod jwt;
 mod key_body;

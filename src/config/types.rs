@@ -99,6 +99,8 @@ pub struct Server {
     pub admin_listen: Option<SocketAddr>,
     /// From `admin_token_env`: the bearer token the admin endpoints but health require.
     pub admin_token: Option<AdminToken>,
+    /// `admin_hosts`: the names the admin listener answers besides its own addresses.
+    pub admin_hosts: Vec<AdminHost>,
     pub header_timeout: Duration,
     pub upstream_timeout: Duration,
     pub max_header_bytes: usize,
@@ -216,6 +218,16 @@ impl Route {
             require_account: self.require_account,
         }
     }
+}
+
+/// One `[server] admin_hosts` entry: a `Host` the admin listener answers to. Without a
+/// port it is answered on any port (a tunnel or a port-forward changes the port, never the
+/// name a rebinding page would carry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminHost {
+    /// Lower case; an IPv6 address in brackets, as it is written in a `Host`.
+    pub host: String,
+    pub port: Option<u16>,
 }
 
 /// The admin bearer token: compared in constant time, never printed (`Debug` masks it).

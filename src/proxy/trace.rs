@@ -9,6 +9,11 @@
 //! through untouched (the backend's span parents on the caller's), and no request pays for
 //! a span (`benches/instructions.sh`).
 //!
+//! The caller's `tracestate` goes to the upstream as it was sent (tollgate adds no member
+//! of its own) when the caller's `traceparent` is valid and the state is within W3C trace
+//! context's bound, 32 list-members and 512 characters ([`forwarded_state`]); past it, it is
+//! cut as the recommendation says. A request without one is sent none (not an empty one).
+//!
 //! Sampling is parent-based: a trusted peer's sampled flag decides; for a trace this
 //! gateway starts, or one an untrusted client names, `sample_ratio` does (the trace id is
 //! kept either way), so a client cannot make every request recorded.
@@ -70,6 +75,11 @@ impl Tracing {
         RequestTrace {
             cx: Context::new().with_span(span),
             method: method.clone(),
+            // A trace this gateway starts has no state of the caller's to carry.
+            tracestate: remote
+                .is_valid()
+                .then(|| forwarded_state(headers))
+                .flatten(),
         }
     }
 
@@ -97,6 +107,8 @@ pub(super) struct RequestTrace {
     cx: Context,
     /// The span's name until the route is known, then the first half of it.
     method: http::Method,
+    /// The caller's `tracestate` as the upstream is sent it ([`forwarded_state`]).
+    tracestate: Option<HeaderValue>,
 }
 
 impl RequestTrace {
@@ -135,10 +147,17 @@ impl RequestTrace {
             .with_attributes([KeyValue::new("tollgate.upstream", upstream.to_owned())])
             .start_with_context(&tracing.tracer, &self.cx);
         let cx = self.cx.with_span(span);
+        // The propagator writes `traceparent`, and a `tracestate` re-serialized from what
+        // the SDK could parse (an empty one when there is none): the caller's own is sent
+        // instead, or none.
         headers.remove(TRACESTATE);
         tracing
             .propagator
             .inject_context(&cx, &mut HeadersMut(headers));
+        headers.remove(TRACESTATE);
+        if let Some(state) = &self.tracestate {
+            headers.insert(TRACESTATE, state.clone());
+        }
         Upstream { cx }
     }
 
@@ -180,6 +199,55 @@ impl Upstream {
 
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
+/// W3C trace context: a `tracestate` holds at most 32 list-members, and a vendor should
+/// propagate at least 512 characters of it; a longer one may be cut, members over 128
+/// characters first, then members from the right.
+const MOST_MEMBERS: usize = 32;
+const LONGEST_STATE: usize = 512;
+const LONG_MEMBER: usize = 128;
+
+/// The caller's `tracestate` lines as the upstream is sent them: unchanged (several lines
+/// joined by `,`, as HTTP reads them) while they hold at most [`MOST_MEMBERS`] list-members
+/// in at most [`LONGEST_STATE`] characters; past that, the members after the 32nd are
+/// dropped, then members longer than [`LONG_MEMBER`] characters from the right, then
+/// members from the right, until it fits. `None` when there is none, when nothing is left,
+/// or when it is not text (anything but visible ASCII, space and tab: no list-member can
+/// hold it). The members themselves are not read: they are other vendors' state.
+fn forwarded_state(headers: &HeaderMap) -> Option<HeaderValue> {
+    let lines: Vec<&HeaderValue> = headers.get_all(TRACESTATE).iter().collect();
+    let text = |b: &u8| b.is_ascii_graphic() || *b == b' ' || *b == b'\t';
+    if lines.is_empty() || !lines.iter().all(|l| l.as_bytes().iter().all(text)) {
+        return None;
+    }
+    let joined = match lines[..] {
+        [one] => std::borrow::Cow::Borrowed(one.as_bytes()),
+        _ => std::borrow::Cow::Owned(lines.iter().map(|l| l.as_bytes()).collect::<Vec<_>>().join(&b','))
+    };
+    let members: Vec<&[u8]> = joined
+        .split(|b| *b == b',')
+        .map(|m| m.trim_ascii())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if members.is_empty() {
+        return None;
+    }
+    if members.len() <= MOST_MEMBERS && joined.len() <= LONGEST_STATE {
+        return HeaderValue::from_bytes(&joined).ok();
+    }
+    let mut kept: Vec<&[u8]> = members.into_iter().take(MOST_MEMBERS).collect();
+    let length = |kept: &[&[u8]]| kept.iter().map(|m| m.len() + 1).sum::<usize>().saturating_sub(1);
+    while length(&kept) > LONGEST_STATE {
+        match kept.iter().rposition(|m| m.len() > LONG_MEMBER) {
+            Some(long) => kept.remove(long),
+            None => kept.pop()?,
+        };
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    HeaderValue::from_bytes(&kept.join(&b',')).ok()
+}
+
 /// A request's headers as the propagator reads them.
 struct Headers<'a>(&'a HeaderMap);
 
@@ -204,5 +272,52 @@ impl Injector for HeadersMut<'_> {
         ) {
             self.0.insert(name, value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(lines: &[&str]) -> Option<String> {
+        let mut h = HeaderMap::new();
+        for l in lines {
+            h.append(TRACESTATE, HeaderValue::from_str(l).unwrap());
+        }
+        forwarded_state(&h).map(|v| v.to_str().unwrap().to_owned())
+    }
+
+    #[test]
+    fn within_the_bound_the_state_is_sent_as_it_came() {
+        assert_eq!(state(&[]), None);
+        assert_eq!(state(&[""]), None, "no empty tracestate");
+        assert_eq!(state(&[" , "]), None);
+        assert_eq!(state(&["a=1 , b=2"]).as_deref(), Some("a=1 , b=2"));
+        assert_eq!(state(&["a=1", "b=2"]).as_deref(), Some("a=1,b=2"));
+        // 32 members in exactly 512 characters.
+        let members: Vec<String> = (0..32).map(|i| format!("k{i:02}={}", "v".repeat(11))).collect();
+        let full = members.join(",") + "v";
+        assert_eq!(full.len(), LONGEST_STATE);
+        assert_eq!(state(&[&full]), Some(full));
+    }
+
+    #[test]
+    fn past_the_bound_long_members_go_first_then_from_the_right() {
+        let long = format!("long={}", "x".repeat(LONG_MEMBER));
+        let mid: Vec<String> = (0..6).map(|i| format!("m{i}={}", "y".repeat(95))).collect();
+        let mut sent = vec!["a=1", long.as_str(), "b=2"];
+        sent.extend(mid.iter().map(String::as_str));
+        // 735 characters: the long member goes (601 left), then `m5` from the right (502).
+        let want = ["a=1", "b=2", &mid[0], &mid[1], &mid[2], &mid[3], &mid[4]].join(",");
+        assert!(want.len() <= LONGEST_STATE && want.len() + 100 > LONGEST_STATE);
+        assert_eq!(state(&[&sent.join(",")]), Some(want));
+        // Members past the 32nd are dropped before anything else.
+        let many: Vec<String> = (0..40).map(|i| format!("k{i}=1")).collect();
+        assert_eq!(state(&[&many.join(",")]), Some(many[..32].join(",")));
+        // Nothing left, or not text: none.
+        assert_eq!(state(&[&"x".repeat(600)]), None);
+        let mut h = HeaderMap::new();
+        h.insert(TRACESTATE, HeaderValue::from_bytes(b"a=\xe9").unwrap());
+        assert_eq!(forwarded_state(&h), None);
     }
 }

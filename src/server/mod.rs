@@ -301,6 +301,10 @@ impl Server {
                 reload: Arc::new(move || reload::outcome(reloader.reload("POST /reload"))),
                 activity: self.sampler.log.clone(),
                 store_kind: self.config.store.kind.name(),
+                gate: Arc::new(crate::admin::Gate::new(
+                    l.local_addr().expect("a bound listener has an address"),
+                    self.config.server.admin_hosts.clone(),
+                )),
             };
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(admin::run(l, state, timeouts, self.cuts.clone(), stop));

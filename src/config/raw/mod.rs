@@ -89,6 +89,10 @@ pub struct RawServer {
     /// Environment variable holding a bearer token that `/metrics`, `/routes` and `/config`
     /// require (`/healthz` and `/readyz` stay open for balancers).
     pub admin_token_env: Option<String>,
+    /// Host names (`name` or `name:port`) the admin listener answers besides its own
+    /// addresses and `localhost`: a `Host` it does not know is a page's DNS rebinding.
+    #[serde(default)]
+    pub admin_hosts: Vec<String>,
     /// A client that has not sent a full request head by then is cut off (slowloris).
     #[serde(default = "defaults::header_timeout")]
     pub header_timeout: String,

@@ -7,10 +7,17 @@
 //! unreachable from outside), so the safe default is enforced by `check`, not left to a
 //! comment: a non-loopback `admin_listen` needs `admin_token_env`. `/healthz` and
 //! `/readyz` stay open either way, so balancer and kubelet probes need no token.
+//!
+//! `admin_hosts` names the `Host`s the listener answers besides its own addresses and
+//! `localhost` (`admin/gate.rs` refuses the rest: DNS rebinding), so each entry must be
+//! one host a `Host` header can carry, with an optional port.
 
 use std::net::SocketAddr;
+use std::str::FromStr;
 
-use super::super::AdminToken;
+use http::uri::Authority;
+
+use super::super::{AdminHost, AdminToken};
 use super::Validator;
 
 impl Validator {
@@ -39,6 +46,50 @@ impl Validator {
                 None
             }
         }
+    }
+
+    /// `admin_hosts`: each `name` or `name:port` (an IPv6 address in brackets), lower-cased.
+    pub(super) fn admin_hosts(&mut self, hosts: &[String]) -> Option<Vec<AdminHost>> {
+        let mut out = Vec::with_capacity(hosts.len());
+        let mut good = true;
+        for (i, written) in hosts.iter().enumerate() {
+            // `Authority` is the grammar of a `Host` header, but also takes `user@`, which
+            // no `Host` carries, an empty or non-numeric port (`name:`, `name:x`), and a
+            // path after the authority.
+            let parsed = Authority::from_str(written)
+                .ok()
+                .filter(|a| a.as_str() == written && !a.host().is_empty())
+                .filter(|_| !written.contains('@'))
+                .filter(|a| match &written[a.host().len()..] {
+                    "" => true,
+                    rest => rest.strip_prefix(':').is_some_and(|p| {
+                        !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+                    }) && a.port_u16().is_some(),
+                });
+            let Some(a) = parsed else {
+                self.fail(
+                    &format!("server.admin_hosts[{i}]"),
+                    format!(
+                        "`{written}` is not a host name like \"admin.internal\" or \"admin.internal:9901\""
+                    ),
+                );
+                good = false;
+                continue;
+            };
+            if a.port_u16() == Some(0) {
+                self.fail(
+                    &format!("server.admin_hosts[{i}]"),
+                    format!("`{written}`: port 0 is no port a client can ask on"),
+                );
+                good = false;
+                continue;
+            }
+            out.push(AdminHost {
+                host: a.host().to_ascii_lowercase(),
+                port: a.port_u16(),
+            });
+        }
+        good.then_some(out)
     }
 
     /// An admin listener off loopback (127.0.0.0/8, `::1`, or either as an IPv4-mapped
@@ -81,6 +132,54 @@ mod tests {
                 .collect(),
             Err(e) => panic!("{e}"),
         }
+    }
+
+    /// `check`'s problems with `admin_hosts = [hosts]`, or the validated entries.
+    fn hosts(hosts: &str) -> Result<Vec<(String, Option<u16>)>, Vec<String>> {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:9901\"\nadmin_hosts = [{hosts}]\n"
+        );
+        let raw: RawConfig = toml::from_str(&text).unwrap();
+        match validate(raw, Path::new("t.toml")) {
+            Ok(c) => Ok(c
+                .server
+                .admin_hosts
+                .into_iter()
+                .map(|h| (h.host, h.port))
+                .collect()),
+            Err(ConfigError::Invalid { problems, .. }) => Err(problems
+                .into_iter()
+                .map(|p| format!("{}: {}", p.key, p.message))
+                .collect()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn admin_hosts_are_host_names_with_an_optional_port() {
+        assert_eq!(
+            hosts(r#""Admin.Internal:9901", "ops", "[::1]:9", "10.0.0.5""#).unwrap(),
+            [
+                ("admin.internal".to_string(), Some(9901)),
+                ("ops".to_string(), None),
+                ("[::1]".to_string(), Some(9)),
+                ("10.0.0.5".to_string(), None),
+            ]
+        );
+        for bad in ["", "a b", "user@admin", "admin:", "admin:x", "admin:99999", "http://admin", "admin/x"] {
+            let p = hosts(&format!("\"ok\", \"{bad}\"")).expect_err(bad);
+            assert_eq!(
+                p,
+                [format!(
+                    "server.admin_hosts[1]: `{bad}` is not a host name like \"admin.internal\" or \"admin.internal:9901\""
+                )],
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            hosts(r#""admin:0""#).unwrap_err(),
+            ["server.admin_hosts[0]: `admin:0`: port 0 is no port a client can ask on"]
+        );
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     let variants: Vec<Policy> = tiers.variants().cloned().collect();
     v.split_shares(&variants, cluster.expected_nodes);
     v.node_periods(&variants, cluster.expected_nodes);
+    if let Some(s) = &server {
+        v.request_id_header_own(&s.request_id_header, account.as_ref(), &policies, &tiers);
+    }
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {
             file: origin.to_path_buf(),
@@ -230,6 +233,7 @@ impl Validator {
             .map(|a| self.addr("server.admin_listen", a));
         let tls = self.tls(raw, origin);
         let admin_token = self.admin_token(s.admin_token_env.as_deref());
+        let admin_hosts = self.admin_hosts(&s.admin_hosts);
         if let Some(Some(addr)) = admin_listen {
             self.admin_exposure(addr, s.admin_token_env.is_some());
         }
@@ -255,6 +259,7 @@ impl Validator {
             tls: tls?,
             admin_listen: admin_listen.map_or(Some(None), |a| a.map(Some))?,
             admin_token: admin_token?,
+            admin_hosts: admin_hosts?,
             header_timeout: header_timeout?,
             upstream_timeout: upstream_timeout?,
             max_header_bytes: s.max_header_bytes as usize,
