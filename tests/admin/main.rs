@@ -13,6 +13,7 @@ mod access_log_buffer;
 mod access_request_id;
 mod admin_activity;
 mod admin_api;
+mod admin_browser;
 mod admin_limits;
 mod admin_top;
 mod dashboard;

@@ -229,3 +229,80 @@ async fn a_collector_that_is_down_costs_spans_not_requests() {
         .expect("the gateway stops although its collector is gone")
         .unwrap();
 }
+
+/// A gateway that takes part in trace context (an OTLP endpoint where nothing listens: the
+/// spans are lost, the headers are what is tested), trusting loopback or not.
+async fn participating(trusted: bool) -> Gateway {
+    let dead = dead_port().await;
+    let trust = if trusted { extra_trust() } else { "" };
+    let text = config(echo_upstream().await, "", "")
+        + &format!("[telemetry]\notlp_endpoint = \"http://{dead}\"\n")
+        + trust;
+    Gateway::start(&text).await
+}
+
+/// `n` list-members `kNN=` + `len - 4` characters each: `n * len + n - 1` characters.
+fn members(prefix: char, n: usize, len: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("{prefix}{i:02}={}", "v".repeat(len - 4)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracestate_is_never_sent_empty_and_is_kept_to_the_w3c_bound() {
+    for trusted in [true, false] {
+        let gw = participating(trusted).await;
+        let traceparent = format!("00-{TRACE}-{CALLER}-01");
+        let tp = ("traceparent", traceparent.as_str());
+        // None sent, none forwarded: not an empty `tracestate:` line.
+        for headers in [vec![], vec![tp]] {
+            let (status, echo) = ask(&gw, &headers).await;
+            assert_eq!(status, StatusCode::OK);
+            sent(&echo);
+            assert!(echo["headers"].get("tracestate").is_none(), "{echo}");
+        }
+        // Up to 32 members in 512 characters: byte for byte.
+        let full = members('k', 32, 15).join(",") + "v";
+        assert_eq!(full.len(), 512);
+        let (_, echo) = ask(&gw, &[tp, ("tracestate", &full)]).await;
+        assert_eq!(echo["headers"]["tracestate"], full.as_str(), "trusted {trusted}");
+        let (_, echo) = ask(&gw, &[tp, ("tracestate", "a=1 , b=2")]).await;
+        assert_eq!(echo["headers"]["tracestate"], "a=1 , b=2");
+        // 12 KB: members over 128 characters go first, then members from the right, until
+        // it fits in 512; members past the 32nd before anything.
+        let short = members('s', 4, 8); // 4 × 8 characters
+        let mid = members('m', 10, 99); // 10 × 99
+        let long = members('l', 20, 550); // 20 × 550: the first 18 are among the first 32
+        let mut big: Vec<&str> = short[..2].iter().map(String::as_str).collect();
+        big.push(&long[0]);
+        big.extend(short[2..].iter().map(String::as_str));
+        big.extend(mid.iter().map(String::as_str));
+        big.extend(long[1..].iter().map(String::as_str));
+        let big = big.join(",");
+        assert!(big.len() > 12_000, "{}", big.len());
+        // Left after the long ones: 4 short and 10 mid, 1 035 characters; each mid dropped
+        // from the right saves 100, so four of them stay: 32 + 396 + 7 commas = 435 ≤ 512.
+        let mut want: Vec<&str> = short.iter().map(String::as_str).collect();
+        want.extend(mid[..4].iter().map(String::as_str));
+        let want = want.join(",");
+        assert!(want.len() <= 512 && want.len() + 100 > 512);
+        let (status, echo) = ask(&gw, &[tp, ("tracestate", &big)]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(echo["headers"]["tracestate"], want.as_str(), "trusted {trusted}");
+        // No valid traceparent: a new trace, and no state of the caller's goes with it.
+        let (_, echo) = ask(&gw, &[("tracestate", "a=1")]).await;
+        assert!(echo["headers"].get("tracestate").is_none(), "{echo}");
+    }
+}
+
+/// Without an endpoint tollgate is no participant: any `tracestate` passes as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_a_long_tracestate_passes_untouched() {
+    let gw = Gateway::start(&config(echo_upstream().await, "", "")).await;
+    let traceparent = format!("00-{TRACE}-{CALLER}-01");
+    let big = members('l', 20, 550).join(",");
+    let (_, echo) = ask(&gw, &[("traceparent", &traceparent), ("tracestate", &big)]).await;
+    assert_eq!(echo["headers"]["tracestate"], big.as_str());
+    let (_, echo) = ask(&gw, &[("traceparent", &traceparent)]).await;
+    assert!(echo["headers"].get("tracestate").is_none(), "{echo}");
+}
