@@ -154,7 +154,11 @@ fn cross_site(headers: &HeaderMap, host: Option<&Authority>) -> Option<String> {
     let Some(host) = host else {
         return refused();
     };
-    match origin.to_str().ok().and_then(|o| o.parse::<http::Uri>().ok()) {
+    match origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.parse::<http::Uri>().ok())
+    {
         Some(o) if same_origin(&o, host) => None,
         _ => refused(),
     }
@@ -208,7 +212,10 @@ mod tests {
 
     #[test]
     fn own_addresses_and_localhost_on_any_port_and_listed_names() {
-        let g = gate("127.0.0.1:9901", &[("admin.internal", Some(9901)), ("ops", None)]);
+        let g = gate(
+            "127.0.0.1:9901",
+            &[("admin.internal", Some(9901)), ("ops", None)],
+        );
         for ok in [
             "127.0.0.1:9901",
             "127.0.0.1",

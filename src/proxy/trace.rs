@@ -221,7 +221,13 @@ fn forwarded_state(headers: &HeaderMap) -> Option<HeaderValue> {
     }
     let joined = match lines[..] {
         [one] => std::borrow::Cow::Borrowed(one.as_bytes()),
-        _ => std::borrow::Cow::Owned(lines.iter().map(|l| l.as_bytes()).collect::<Vec<_>>().join(&b','))
+        _ => std::borrow::Cow::Owned(
+            lines
+                .iter()
+                .map(|l| l.as_bytes())
+                .collect::<Vec<_>>()
+                .join(&b','),
+        ),
     };
     let members: Vec<&[u8]> = joined
         .split(|b| *b == b',')
@@ -235,7 +241,12 @@ fn forwarded_state(headers: &HeaderMap) -> Option<HeaderValue> {
         return HeaderValue::from_bytes(&joined).ok();
     }
     let mut kept: Vec<&[u8]> = members.into_iter().take(MOST_MEMBERS).collect();
-    let length = |kept: &[&[u8]]| kept.iter().map(|m| m.len() + 1).sum::<usize>().saturating_sub(1);
+    let length = |kept: &[&[u8]]| {
+        kept.iter()
+            .map(|m| m.len() + 1)
+            .sum::<usize>()
+            .saturating_sub(1)
+    };
     while length(&kept) > LONGEST_STATE {
         match kept.iter().rposition(|m| m.len() > LONG_MEMBER) {
             Some(long) => kept.remove(long),
@@ -295,7 +306,9 @@ mod tests {
         assert_eq!(state(&["a=1 , b=2"]).as_deref(), Some("a=1 , b=2"));
         assert_eq!(state(&["a=1", "b=2"]).as_deref(), Some("a=1,b=2"));
         // 32 members in exactly 512 characters.
-        let members: Vec<String> = (0..32).map(|i| format!("k{i:02}={}", "v".repeat(11))).collect();
+        let members: Vec<String> = (0..32)
+            .map(|i| format!("k{i:02}={}", "v".repeat(11)))
+            .collect();
         let full = members.join(",") + "v";
         assert_eq!(full.len(), LONGEST_STATE);
         assert_eq!(state(&[&full]), Some(full));

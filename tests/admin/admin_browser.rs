@@ -38,7 +38,8 @@ async fn ask(admin: SocketAddr, method: &str, path: &str, headers: &[(&str, &str
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-type").then(|| v.trim().to_owned())
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_owned())
         })
         .unwrap_or_default();
     Answer {
@@ -104,8 +105,19 @@ async fn a_foreign_host_is_refused_on_config_reload_and_limits() {
 
     let a = ask(adm, "GET", "/config", &rebound[..1]).await;
     assert_problem(&a, 421, REBOUND, "GET /config");
-    assert!(a.body.get("server").is_none(), "nothing of the config: {}", a.body);
-    for path in ["/routes", "/metrics", "/activity", "/status", "/dashboard", "/shadow"] {
+    assert!(
+        a.body.get("server").is_none(),
+        "nothing of the config: {}",
+        a.body
+    );
+    for path in [
+        "/routes",
+        "/metrics",
+        "/activity",
+        "/status",
+        "/dashboard",
+        "/shadow",
+    ] {
         let a = ask(adm, "GET", path, &rebound[..1]).await;
         assert_problem(&a, 421, REBOUND, path);
     }
@@ -117,16 +129,31 @@ async fn a_foreign_host_is_refused_on_config_reload_and_limits() {
     assert!(denied(&s, "192.0.2.7").await, "the key was not reset");
     // Health stays open to any name (probes name the gateway as they like; it holds nothing).
     for path in ["/healthz", "/readyz"] {
-        assert_eq!(ask(adm, "GET", path, &rebound[..1]).await.status, 200, "{path}");
+        assert_eq!(
+            ask(adm, "GET", path, &rebound[..1]).await.status,
+            200,
+            "{path}"
+        );
     }
 
     // The same requests under the listener's own address go through.
     let own = adm.to_string();
-    let a = ask(adm, "DELETE", "/limits/per_ip?ip=192.0.2.7", &[("Host", &own)]).await;
+    let a = ask(
+        adm,
+        "DELETE",
+        "/limits/per_ip?ip=192.0.2.7",
+        &[("Host", &own)],
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert!(!denied(&s, "192.0.2.7").await, "reset");
     let a = ask(adm, "POST", "/reload", &[("Host", &own)]).await;
-    assert_eq!((a.status, &a.body["result"]), (200, &"ok".into()), "{}", a.body);
+    assert_eq!(
+        (a.status, &a.body["result"]),
+        (200, &"ok".into()),
+        "{}",
+        a.body
+    );
     assert_eq!(reloads(adm).await, before + 1.0);
 }
 
@@ -209,14 +236,29 @@ async fn a_cross_site_state_change_is_refused_and_same_origin_passes() {
     assert!(!denied(&s, "192.0.2.9").await);
     assert!(denied(&s, "192.0.2.9").await);
     for (what, extra) in [
-        ("Origin of another site", vec![("Origin", "http://attacker.example")]),
-        ("Origin on another port", vec![("Origin", "http://127.0.0.1:3000")]),
+        (
+            "Origin of another site",
+            vec![("Origin", "http://attacker.example")],
+        ),
+        (
+            "Origin on another port",
+            vec![("Origin", "http://127.0.0.1:3000")],
+        ),
         ("Origin null (a sandboxed frame)", vec![("Origin", "null")]),
-        ("Sec-Fetch-Site: cross-site", vec![("Sec-Fetch-Site", "cross-site")]),
-        ("Sec-Fetch-Site: same-site", vec![("Sec-Fetch-Site", "same-site")]),
+        (
+            "Sec-Fetch-Site: cross-site",
+            vec![("Sec-Fetch-Site", "cross-site")],
+        ),
+        (
+            "Sec-Fetch-Site: same-site",
+            vec![("Sec-Fetch-Site", "same-site")],
+        ),
         (
             "own Origin but cross-site",
-            vec![("Origin", own_origin.as_str()), ("Sec-Fetch-Site", "cross-site")],
+            vec![
+                ("Origin", own_origin.as_str()),
+                ("Sec-Fetch-Site", "cross-site"),
+            ],
         ),
     ] {
         let mut headers = vec![host];
@@ -225,20 +267,41 @@ async fn a_cross_site_state_change_is_refused_and_same_origin_passes() {
         assert_problem(&a, 403, "is refused: the admin API takes a POST only", what);
         let a = ask(adm, "DELETE", "/limits/per_ip?ip=192.0.2.9", &headers).await;
         assert_problem(&a, 403, "takes a DELETE only from its own pages", what);
-        assert!(denied(&s, "192.0.2.9").await, "{what}: the key was not reset");
+        assert!(
+            denied(&s, "192.0.2.9").await,
+            "{what}: the key was not reset"
+        );
     }
     assert_eq!(reloads(adm).await, before, "no cross-site reload ran");
 
     // Reading is not a state change: a cross-site GET is answered (the browser keeps the
     // answer from the page: no CORS header grants it).
-    let a = ask(adm, "GET", "/config", &[host, ("Origin", "http://attacker.example")]).await;
+    let a = ask(
+        adm,
+        "GET",
+        "/config",
+        &[host, ("Origin", "http://attacker.example")],
+    )
+    .await;
     assert_eq!(a.status, 200);
-    assert!(!a.head.to_ascii_lowercase().contains("access-control-allow-origin"), "{}", a.head);
+    assert!(
+        !a.head
+            .to_ascii_lowercase()
+            .contains("access-control-allow-origin"),
+        "{}",
+        a.head
+    );
 
     let mut ran = before;
     for (what, extra) in [
         ("no Origin (curl)", vec![]),
-        ("same origin", vec![("Origin", own_origin.as_str()), ("Sec-Fetch-Site", "same-origin")]),
+        (
+            "same origin",
+            vec![
+                ("Origin", own_origin.as_str()),
+                ("Sec-Fetch-Site", "same-origin"),
+            ],
+        ),
         ("typed by the user", vec![("Sec-Fetch-Site", "none")]),
     ] {
         let mut headers = vec![host];
@@ -263,12 +326,23 @@ async fn admin_hosts_names_are_answered() {
         serde_json::json!(["admin.internal", "ops.internal:1"])
     );
     let origin = format!("http://{named}");
-    let a = ask(adm, "POST", "/reload", &[("Host", &named), ("Origin", &origin)]).await;
+    let a = ask(
+        adm,
+        "POST",
+        "/reload",
+        &[("Host", &named), ("Origin", &origin)],
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.body);
     // An entry with a port is that port only.
     let other_port = format!("ops.internal:{}", adm.port());
     let a = ask(adm, "GET", "/config", &[("Host", &other_port)]).await;
-    assert_problem(&a, 421, "does not answer to Host `ops.internal:", "ops.internal");
+    assert_problem(
+        &a,
+        421,
+        "does not answer to Host `ops.internal:",
+        "ops.internal",
+    );
 }
 
 const ADMIN_TOKEN: &str = "admin-token-browser-Q81xmZ";

@@ -265,7 +265,11 @@ async fn tracestate_is_never_sent_empty_and_is_kept_to_the_w3c_bound() {
         let full = members('k', 32, 15).join(",") + "v";
         assert_eq!(full.len(), 512);
         let (_, echo) = ask(&gw, &[tp, ("tracestate", &full)]).await;
-        assert_eq!(echo["headers"]["tracestate"], full.as_str(), "trusted {trusted}");
+        assert_eq!(
+            echo["headers"]["tracestate"],
+            full.as_str(),
+            "trusted {trusted}"
+        );
         let (_, echo) = ask(&gw, &[tp, ("tracestate", "a=1 , b=2")]).await;
         assert_eq!(echo["headers"]["tracestate"], "a=1 , b=2");
         // 12 KB: members over 128 characters go first, then members from the right, until
@@ -288,7 +292,11 @@ async fn tracestate_is_never_sent_empty_and_is_kept_to_the_w3c_bound() {
         assert!(want.len() <= 512 && want.len() + 100 > 512);
         let (status, echo) = ask(&gw, &[tp, ("tracestate", &big)]).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(echo["headers"]["tracestate"], want.as_str(), "trusted {trusted}");
+        assert_eq!(
+            echo["headers"]["tracestate"],
+            want.as_str(),
+            "trusted {trusted}"
+        );
         // No valid traceparent: a new trace, and no state of the caller's goes with it.
         let (_, echo) = ask(&gw, &[("tracestate", "a=1")]).await;
         assert!(echo["headers"].get("tracestate").is_none(), "{echo}");

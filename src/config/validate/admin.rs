@@ -62,9 +62,11 @@ impl Validator {
                 .filter(|_| !written.contains('@'))
                 .filter(|a| match &written[a.host().len()..] {
                     "" => true,
-                    rest => rest.strip_prefix(':').is_some_and(|p| {
-                        !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
-                    }) && a.port_u16().is_some(),
+                    rest => {
+                        rest.strip_prefix(':').is_some_and(|p| {
+                            !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+                        }) && a.port_u16().is_some()
+                    }
                 });
             let Some(a) = parsed else {
                 self.fail(
@@ -166,7 +168,16 @@ mod tests {
                 ("10.0.0.5".to_string(), None),
             ]
         );
-        for bad in ["", "a b", "user@admin", "admin:", "admin:x", "admin:99999", "http://admin", "admin/x"] {
+        for bad in [
+            "",
+            "a b",
+            "user@admin",
+            "admin:",
+            "admin:x",
+            "admin:99999",
+            "http://admin",
+            "admin/x",
+        ] {
             let p = hosts(&format!("\"ok\", \"{bad}\"")).expect_err(bad);
             assert_eq!(
                 p,

@@ -210,8 +210,14 @@ mod tests {
             ("tracestate", "the W3C trace context"),
             ("via", "the loop check tollgate writes"),
             ("ratelimit", "a header tollgate writes on its answers"),
-            ("ratelimit-policy", "a header tollgate writes on its answers"),
-            ("x-ratelimit-remaining", "a header tollgate writes on its answers"),
+            (
+                "ratelimit-policy",
+                "a header tollgate writes on its answers",
+            ),
+            (
+                "x-ratelimit-remaining",
+                "a header tollgate writes on its answers",
+            ),
             ("retry-after", "a header tollgate writes on 429 and 503"),
         ] {
             assert_eq!(
@@ -247,7 +253,12 @@ mod tests {
 
     #[test]
     fn a_header_of_its_own_passes() {
-        for name in ["x-request-id", "x-trace-id", "x-correlation-id", "request-id"] {
+        for name in [
+            "x-request-id",
+            "x-trace-id",
+            "x-correlation-id",
+            "request-id",
+        ] {
             assert_eq!(problems(name), Vec::<String>::new(), "{name}");
         }
     }
