@@ -193,6 +193,9 @@ async fn the_listeners_own_names_are_answered() {
     assert_eq!(resp.status(), StatusCode::MISDIRECTED_REQUEST);
     let resp = send_h2(adm, h2(format!("localhost:{port}"))).await;
     assert_eq!(resp.status(), StatusCode::OK);
+    // HTTP/1.0 without `Host` names no host: no browser sends it, and it is answered.
+    let answer = raw(adm, "GET /config HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status(&answer), 200, "{answer}");
     // Two different hosts (the target's and a `Host` line) are no one host.
     let target = format!("http://{adm}/config");
     let a = ask(adm, "GET", &target, &[("Host", "attacker.example")]).await;
