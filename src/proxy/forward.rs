@@ -25,7 +25,7 @@ use super::headers::names::Protected;
 use super::headers::{self, ViaValues};
 use super::outgoing::{self, Outgoing};
 use super::upstream::Pool;
-use super::watchdog::{BodyFault, BodyWatch, Watchdog};
+use super::watchdog::{BodyWatch, Watchdog};
 use super::{Asker, upgrade};
 use crate::config::{Config, Upstream, UpstreamProtocol};
 use crate::respond::GatewayError;
@@ -164,16 +164,11 @@ impl Forwarder {
             client_upgrade,
             watch,
         } = out;
-        let sent = super::send::send(self, pool, req, &path_and_query, leaves + timeout);
-        let (mut resp, url) = match await_answer(sent, watch.as_deref(), leaves, timeout).await {
-            Some(r) => {
-                r.map_err(|e| client_fault(watch.as_deref(), self.body_timeout).unwrap_or(e))?
-            }
-            None => {
-                return Err(
-                    client_fault(watch.as_deref(), self.body_timeout).unwrap_or_else(timed_out)
-                );
-            }
+        let watch = watch.as_deref();
+        let sent = super::send::send(self, pool, req, &path_and_query, leaves + timeout, watch);
+        let (mut resp, url) = match await_answer(sent, watch, leaves, timeout).await {
+            Some(r) => r.map_err(|e| client_fault(watch).unwrap_or(e))?,
+            None => return Err(client_fault(watch).unwrap_or_else(timed_out)),
         };
 
         let mut tunnel = None;
@@ -286,19 +281,10 @@ async fn await_answer<F: Future + Unpin>(
     }
 }
 
-/// The client's own failure, when its body is why the upstream call failed: 408 for a
-/// silent body, 413 for one too large, 400 for a broken one — never a 502 blamed on the
-/// upstream.
-fn client_fault(watch: Option<&BodyWatch>, body_timeout: Duration) -> Option<GatewayError> {
-    Some(match watch?.fault()? {
-        BodyFault::Stalled(_) => GatewayError::RequestTimeout {
-            timeout: body_timeout,
-        },
-        BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit },
-        BodyFault::Broken => {
-            GatewayError::BadRequest("the request body is malformed or was cut off".into())
-        }
-    })
+/// The client's own failure, when its body is why the upstream call failed (see
+/// [`super::watchdog::BodyFault::client_error`]).
+fn client_fault(watch: Option<&BodyWatch>) -> Option<GatewayError> {
+    Some(watch?.fault()?.client_error())
 }
 
 /// A `101` is only passed on when the client asked for an upgrade the route allows, and

@@ -8,6 +8,11 @@
 //! number. At most `max_ejected_percent` of the URLs (at least one) are out at once, so a
 //! fault that hits every URL (the network, a shared database) cannot empty the upstream.
 //!
+//! Only what a URL did counts: an attempt that failed because the client's request body
+//! failed first (`send.rs` asks the body's watch) is no outcome of the URL's, and is told
+//! to [`Backends::client_body_error`] instead, which counts it and touches no failure
+//! count.
+//!
 //! Time is milliseconds since the state's epoch, passed in (`*_at`), so tests set it.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -16,7 +21,10 @@ use std::time::{Duration, Instant};
 
 use tower::retry::budget::{Budget, TpsBudget};
 
-use super::upstream_metrics::{RetryMetrics, UpstreamMetrics, UrlMetrics, url_label};
+use super::upstream_metrics::{
+    ClientBodyMetrics, RetryMetrics, UpstreamMetrics, UrlMetrics, url_label,
+};
+use super::watchdog::BodyFault;
 use crate::config::{Outlier, Upstream};
 
 /// What became of one attempt on a URL.
@@ -61,6 +69,8 @@ pub struct Backends {
     /// deposits, every retry of a request that was sent withdraws.
     budget: Option<TpsBudget>,
     pub(super) retry_metrics: RetryMetrics,
+    /// Attempts ended by the client's request body, by fault.
+    client_body: ClientBodyMetrics,
     name: String,
 }
 
@@ -88,6 +98,7 @@ impl Backends {
             budget: (r.retries > 0)
                 .then(|| TpsBudget::new(BUDGET_WINDOW, r.budget_min_per_second, r.budget_ratio)),
             retry_metrics: metrics.retries(&up.name),
+            client_body: metrics.client_body(&up.name),
             name: up.name.clone(),
         }
     }
@@ -117,6 +128,13 @@ impl Backends {
     /// Record what became of an attempt on URL `i`.
     pub(super) fn record(&self, i: usize, outcome: Outcome) {
         self.record_at(i, outcome, self.now_ms());
+    }
+
+    /// An attempt ended by the client's request body (`fault`): counted for the upstream,
+    /// and nothing else — the URL's failures in a row, its `failures` counters and its
+    /// ejection stay as they were, so no client can eject a URL for everyone.
+    pub(super) fn client_body_error(&self, fault: BodyFault) {
+        self.client_body.count(fault);
     }
 
     pub(super) fn record_at(&self, i: usize, outcome: Outcome, now: u64) {

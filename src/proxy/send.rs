@@ -3,6 +3,12 @@
 //! the rest (TLS, HTTP/2); sent again by the rules of `retry.rs`, each attempt's outcome
 //! told to the URL's outlier state (`outlier.rs`).
 //!
+//! Only what the upstream did is told: an attempt that failed because the client's own
+//! request body failed first (malformed framing, a client gone mid-body, silence past
+//! `body_timeout`, bytes past `max_body_bytes`: the body's watchdog saw it, `watchdog.rs`)
+//! is the client's fault. It counts no failure against the URL, ejects nothing, is never
+//! retried, and is counted apart in `tollgate_client_body_errors_total`.
+//!
 //! [`H1Pool`]: super::h1pool::H1Pool
 
 use std::future::Future;
@@ -18,6 +24,7 @@ use super::forward::{Forwarder, UpstreamBody};
 use super::outlier::{InFlight, Outcome};
 use super::retry;
 use super::upstream::{Pool, Tried};
+use super::watchdog::BodyWatch;
 use crate::respond::GatewayError;
 
 /// A failed attempt.
@@ -29,6 +36,9 @@ enum Failed {
     Broken(GatewayError),
     /// The request could not be made (a bad URI): no URL would do better.
     Refused(GatewayError),
+    /// The client's request body failed (its watch says why) and took the attempt with
+    /// it: not the URL's failure, and no other URL would do better.
+    Client(GatewayError),
 }
 
 /// What a bodiless request is rebuilt from for another attempt.
@@ -54,7 +64,7 @@ pub(super) type Sending<'a> =
     Pin<Box<dyn Future<Output = Result<(Response<Incoming>, InFlight), GatewayError>> + Send + 'a>>;
 
 /// Send `req` to `pool`, retrying as `retry.rs` allows until `deadline` (the upstream
-/// timeout). Boxed, once: the attempt's state (the request, hyper's send) lives in the
+/// timeout); `watch` is the request body's, when it has one. Boxed, once: the attempt's state (the request, hyper's send) lives in the
 /// box, so the caller's future, moved by value into its own box and through its parents,
 /// carries a pointer instead of kilobytes.
 pub(super) fn send<'a>(
@@ -63,6 +73,7 @@ pub(super) fn send<'a>(
     req: Request<UpstreamBody>,
     path_and_query: &'a PathAndQuery,
     deadline: Instant,
+    watch: Option<&'a BodyWatch>,
 ) -> Sending<'a> {
     let replayable = req.body().is_end_stream();
     let resend = replayable && pool.retry.retries > 0 && retry::idempotent(req.method());
@@ -73,24 +84,37 @@ pub(super) fn send<'a>(
         // The usual case: one URL, nothing to retry; a refused connection has nowhere else
         // to go, and no copy of the request is made.
         return Box::pin(async move {
-            once(fwd, pool, 0, req, path_and_query)
+            once(fwd, pool, 0, req, path_and_query, watch)
                 .await
                 .map_err(Failed::into_error)
         });
     }
-    Box::pin(retrying(fwd, pool, req, path_and_query, deadline, resend))
+    let attempt = Attempt {
+        fwd,
+        pool,
+        path_and_query,
+        watch,
+    };
+    Box::pin(retrying(attempt, req, deadline, resend))
+}
+
+/// What every attempt of one request shares.
+struct Attempt<'a> {
+    fwd: &'a Forwarder,
+    pool: &'a Pool,
+    path_and_query: &'a PathAndQuery,
+    watch: Option<&'a BodyWatch>,
 }
 
 /// [`send`] with more than one URL or with retries: the attempts, until one answers or
 /// the rules of `retry.rs` say to stop.
 async fn retrying(
-    fwd: &Forwarder,
-    pool: &Pool,
+    a: Attempt<'_>,
     req: Request<UpstreamBody>,
-    path_and_query: &PathAndQuery,
     deadline: Instant,
     resend: bool,
 ) -> Result<(Response<Incoming>, InFlight), GatewayError> {
+    let pool = a.pool;
     let replayable = req.body().is_end_stream();
     let template = replayable.then(|| Template {
         method: req.method().clone(),
@@ -112,7 +136,7 @@ async fn retrying(
         };
         let i = pool.pick(tried);
         tried.add(i);
-        let (wait, error) = match once(fwd, pool, i, req, path_and_query).await {
+        let (wait, error) = match once(a.fwd, pool, i, req, a.path_and_query, a.watch).await {
             Ok((resp, held)) => {
                 let status = resp.status().as_u16();
                 let again = resend
@@ -153,7 +177,9 @@ async fn retrying(
                 m.broken.inc();
                 (retry::wait(&pool.retry, retries, None), Some(error))
             }
-            Err(f @ Failed::Refused(_)) => return Err(f.into_error()),
+            // The client's body failed: no URL would do better, and sending it elsewhere
+            // would spend the budget (and another URL's slot) on the client's fault.
+            Err(f @ (Failed::Refused(_) | Failed::Client(_))) => return Err(f.into_error()),
         };
         retries += 1;
         if Instant::now() + wait >= deadline {
@@ -167,28 +193,41 @@ async fn retrying(
 impl Failed {
     fn into_error(self) -> GatewayError {
         match self {
-            Failed::Unsent(e, _) | Failed::Broken(e) | Failed::Refused(e) => e,
+            Failed::Unsent(e, _) | Failed::Broken(e) | Failed::Refused(e) | Failed::Client(e) => e,
         }
     }
 }
 
-/// One attempt on URL `i` of `pool`, its outcome recorded for outlier detection.
+/// One attempt on URL `i` of `pool`, its outcome recorded for outlier detection — unless
+/// the request body's `watch` says the client's body failed first, which is no outcome of
+/// the URL's.
 async fn once(
     fwd: &Forwarder,
     pool: &Pool,
     i: usize,
     mut req: Request<UpstreamBody>,
     path_and_query: &PathAndQuery,
+    watch: Option<&BodyWatch>,
 ) -> Result<(Response<Incoming>, InFlight), Failed> {
     let held = pool.backends.start(i);
-    let failed = |unsent: bool, e: &(dyn std::error::Error + 'static)| {
-        let outcome = if unsent {
-            Outcome::Unreachable
+    // Read after the send failed: the watchdog sets the fault before it hands hyper the
+    // error that ends the send, so a failure the body caused always finds it set.
+    let failed = |unsent: bool,
+                  e: &(dyn std::error::Error + 'static),
+                  back: Option<Request<UpstreamBody>>| {
+        if let Some(fault) = watch.and_then(BodyWatch::fault) {
+            pool.backends.client_body_error(fault);
+            tracing::debug!(upstream = %pool.name, error = %ErrorChain(e), %fault, "upstream call ended by the client's request body");
+            return Failed::Client(fault.client_error());
+        }
+        let error = unavailable(pool, &ErrorChain(e));
+        if unsent {
+            pool.backends.record(i, Outcome::Unreachable);
+            Failed::Unsent(error, back.map(Box::new))
         } else {
-            Outcome::Broken
-        };
-        pool.backends.record(i, outcome);
-        unavailable(pool, &ErrorChain(e))
+            pool.backends.record(i, Outcome::Broken);
+            Failed::Broken(error)
+        }
     };
     let refused = |e: http::Error| Failed::Refused(unavailable(pool, &e));
     let answer = if let Some((h1, authority)) = fwd.h1_for(pool, i) {
@@ -198,17 +237,12 @@ async fn once(
         h1.send(i, authority, req)
             .await
             .map_err(|(e, back)| match e {
-                super::h1pool::H1Error::Connect(_) => {
-                    Failed::Unsent(failed(true, &e), back.map(Box::new))
-                }
-                _ => Failed::Broken(failed(false, &e)),
+                super::h1pool::H1Error::Connect(_) => failed(true, &e, back),
+                _ => failed(false, &e, None),
             })?
     } else {
         *req.uri_mut() = pool.uri(i, path_and_query).map_err(refused)?;
-        (fwd.client(pool).request(req).await).map_err(|e| match e.is_connect() {
-            true => Failed::Unsent(failed(true, &e), None),
-            false => Failed::Broken(failed(false, &e)),
-        })?
+        (fwd.client(pool).request(req).await).map_err(|e| failed(e.is_connect(), &e, None))?
     };
     pool.backends
         .record(i, Outcome::Answered(answer.status().as_u16()));

@@ -1,5 +1,6 @@
 //! Step 5's metrics per upstream URL: what each URL was sent, how it failed, what is in
-//! flight to it and whether it is ejected; and per upstream, its retries. Handles are made
+//! flight to it and whether it is ejected; and per upstream, its retries and the calls
+//! the client's own request body ended (never counted as the URL's failures). Handles are made
 //! once per URL (`UrlMetrics`), so a request does no label lookup: each is one atomic.
 //!
 //! Metric names are a contract users alert on: add new ones, never rename these.
@@ -10,6 +11,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use super::watchdog::BodyFault;
 
 /// `upstream`, `url` of one backend URL.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -33,6 +36,13 @@ struct RetryLabels {
     reason: &'static str,
 }
 
+/// `upstream`, `kind` of an upstream call the client's request body ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientBodyLabels {
+    upstream: String,
+    kind: &'static str,
+}
+
 /// The URL as a label: scheme, host, port and base path, never the user-info.
 pub(super) fn url_label(url: &Uri) -> String {
     let scheme = url.scheme_str().unwrap_or("http");
@@ -52,6 +62,7 @@ pub struct UpstreamMetrics {
     ejections: Family<UrlLabels, Counter>,
     retries: Family<RetryLabels, Counter>,
     budget_refused: Family<RetryLabels, Counter>,
+    client_body: Family<ClientBodyLabels, Counter>,
 }
 
 impl UpstreamMetrics {
@@ -64,6 +75,7 @@ impl UpstreamMetrics {
             ejections: Family::default(),
             retries: Family::default(),
             budget_refused: Family::default(),
+            client_body: Family::default(),
         };
         registry.register(
             "tollgate_upstream_requests",
@@ -99,6 +111,11 @@ impl UpstreamMetrics {
             "tollgate_upstream_retries_refused",
             "Retries not made, by reason: the retry budget was spent (broken, status), or the wait (backoff or Retry-After) would pass upstream_timeout (deadline)",
             m.budget_refused.clone(),
+        );
+        registry.register(
+            "tollgate_client_body_errors",
+            "Upstream calls ended by the client's own request body, by kind: malformed (broken chunked framing), gone (the client left or reset mid-body), timeout (silent for body_timeout: 408), too_large (past max_body_bytes: 413); never counted in tollgate_upstream_failures nor toward ejection",
+            m.client_body.clone(),
         );
         m
     }
@@ -147,6 +164,45 @@ impl UpstreamMetrics {
             refused_status: of(&self.budget_refused, "status"),
             refused_deadline: of(&self.budget_refused, "deadline"),
         }
+    }
+
+    /// Handles for the calls of upstream `upstream` that the client's body ended.
+    pub(super) fn client_body(&self, upstream: &str) -> ClientBodyMetrics {
+        let of = |kind| {
+            (self.client_body)
+                .get_or_create(&ClientBodyLabels {
+                    upstream: upstream.to_owned(),
+                    kind,
+                })
+                .clone()
+        };
+        ClientBodyMetrics {
+            malformed: of(BodyFault::Malformed.kind()),
+            gone: of(BodyFault::Gone.kind()),
+            timeout: of(BodyFault::Stalled(std::time::Duration::ZERO).kind()),
+            too_large: of(BodyFault::TooLarge(0).kind()),
+        }
+    }
+}
+
+/// One upstream's handles for calls its clients' bodies ended.
+#[derive(Debug)]
+pub(super) struct ClientBodyMetrics {
+    malformed: Counter,
+    gone: Counter,
+    timeout: Counter,
+    too_large: Counter,
+}
+
+impl ClientBodyMetrics {
+    pub fn count(&self, fault: BodyFault) {
+        match fault {
+            BodyFault::Malformed => &self.malformed,
+            BodyFault::Gone => &self.gone,
+            BodyFault::Stalled(_) => &self.timeout,
+            BodyFault::TooLarge(_) => &self.too_large,
+        }
+        .inc();
     }
 }
 

@@ -4,8 +4,10 @@
 //!
 //! The request side records in a [`BodyWatch`] *why* it ended, so that when the upstream
 //! call fails because of it, the client is answered 408, 413 or 400 — the client's fault —
-//! and not a 502 blamed on the upstream; and *when* it last moved, so that a slow but steady
-//! upload is not cut off by `upstream_timeout`, which is about the upstream's answer.
+//! and not a 502 blamed on the upstream, and the upstream URL's outlier state never hears
+//! of it (`send.rs` reads the watch before it records a failure); and *when* it last
+//! moved, so that a slow but steady upload is not cut off by `upstream_timeout`, which is
+//! about the upstream's answer.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +23,7 @@ use tokio::time::{Instant, Sleep};
 use tracing::warn;
 
 use crate::body::BoxError;
+use crate::respond::GatewayError;
 
 /// Why a watched body ended early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -31,9 +34,58 @@ pub enum BodyFault {
     /// More bytes than the route's `max_body_bytes`.
     #[error("the body is larger than {0} bytes")]
     TooLarge(u64),
-    /// The stream itself broke (malformed chunked encoding, connection reset mid-body).
-    #[error("the body stream broke")]
-    Broken,
+    /// The stream's framing is malformed (a bad chunk size or chunk end).
+    #[error("the body's framing is malformed")]
+    Malformed,
+    /// The stream ended before the body did: the client closed or reset its connection
+    /// (or its HTTP/2 stream) mid-body.
+    #[error("the body stream ended early")]
+    Gone,
+}
+
+impl BodyFault {
+    /// The fault's name in `tollgate_client_body_errors_total{kind}`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            BodyFault::Stalled(_) => "timeout",
+            BodyFault::TooLarge(_) => "too_large",
+            BodyFault::Malformed => "malformed",
+            BodyFault::Gone => "gone",
+        }
+    }
+
+    /// What the client is answered when its body is why the upstream call failed: 408 for
+    /// a silent body, 413 for one too large, 400 for a broken one (a client that left is
+    /// not there to read it) — never a 502 blamed on the upstream.
+    pub fn client_error(self) -> GatewayError {
+        match self {
+            BodyFault::Stalled(timeout) => GatewayError::RequestTimeout { timeout },
+            BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit },
+            BodyFault::Malformed => {
+                GatewayError::BadRequest("the request body's chunked framing is malformed".into())
+            }
+            BodyFault::Gone => GatewayError::BadRequest("the request body was cut off".into()),
+        }
+    }
+
+    /// The fault behind a client stream's error: malformed framing when hyper's decoder
+    /// refused the bytes (it reports `InvalidInput`/`InvalidData`), else the stream ended
+    /// (end of file, reset, a cancelled HTTP/2 stream).
+    fn of_stream_error(e: &(dyn std::error::Error + 'static)) -> BodyFault {
+        let mut cause = Some(e);
+        while let Some(c) = cause {
+            if let Some(io) = c.downcast_ref::<std::io::Error>() {
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+                ) {
+                    return BodyFault::Malformed;
+                }
+            }
+            cause = c.source();
+        }
+        BodyFault::Gone
+    }
 }
 
 /// What a request body tells the code that awaits the upstream's answer.
@@ -170,10 +222,11 @@ where
                 return Poll::Ready(None);
             }
             Poll::Ready(Some(Err(e))) => {
+                let e: BoxError = e.into();
                 if let Some(slot) = &this.fault {
-                    let _ = slot.fault.set(BodyFault::Broken);
+                    let _ = slot.fault.set(BodyFault::of_stream_error(&*e));
                 }
-                return Poll::Ready(Some(Err(e.into())));
+                return Poll::Ready(Some(Err(e)));
             }
             Poll::Ready(Some(Ok(frame))) => frame,
         };

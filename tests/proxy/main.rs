@@ -1,5 +1,6 @@
 //! The reverse proxy itself, over real sockets: HTTP/1.1, HTTP/2 and gRPC through the
-//! gateway, bodies and upgrades, connection bounds and stalled clients, TLS on both sides,
+//! gateway, bodies and upgrades (a client's broken body never counted against its
+//! upstream), connection bounds and stalled clients, TLS on both sides,
 //! upstream choice, pooling and health checks, route matching and the canonical request
 //! (with the path normalizer's property tests).
 
@@ -8,6 +9,7 @@ mod common;
 
 mod backends;
 mod bodies_upgrades;
+mod client_faults;
 mod connections;
 mod grpc;
 mod prop_normalize;
