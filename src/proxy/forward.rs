@@ -258,8 +258,11 @@ impl Forwarder {
 
 /// The upstream's answer, or `None` when it took longer than `timeout` counted from the
 /// last moment the request body moved (from `leaves`, when the request left, for a
-/// bodiless request): a slow but steady upload is not the upstream's delay, and a stalled
-/// one is the body watchdog's to end.
+/// bodiless request): a slow but steady upload is not the upstream's delay. Nor is a
+/// silent one: while the body waits for the client's next byte the upstream has not had
+/// the whole request, and the body's watchdog ends it within `body_timeout` (the client's
+/// 408, whichever timeout is shorter). An upstream that stops taking the body (the body
+/// waits on it, not on the client) is late as ever.
 async fn await_answer<F: Future + Unpin>(
     mut sent: F,
     watch: Option<&BodyWatch>,
@@ -271,11 +274,13 @@ async fn await_answer<F: Future + Unpin>(
         tokio::select! {
             answer = &mut sent => return Some(answer),
             () = tokio::time::sleep_until(deadline) => {
-                let moved = watch.map(|w| w.last_moved() + timeout);
-                match moved {
-                    Some(later) if later > Instant::now() => deadline = later,
+                let Some(w) = watch else { return None };
+                let now = Instant::now();
+                deadline = match w.last_moved() + timeout {
+                    later if later > now => later,
+                    _ if w.on_the_client() => now + timeout,
                     _ => return None,
-                }
+                };
             }
         }
     }

@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -97,6 +97,9 @@ pub struct BodyWatch {
     base: Instant,
     /// Nanoseconds after `base` at which the body last moved (a frame, or its end).
     moved_ns: AtomicU64,
+    /// Whether the body's last poll found the client's stream empty: the sender is
+    /// waiting on the client, not on the upstream, and the watchdog's timer is running.
+    waiting: AtomicBool,
     /// Data bytes passed on so far, when a `cost = "request_bytes"` policy counts them
     /// (shared with the limit step's settlement, which outlives a dropped request).
     bytes: Option<Arc<AtomicU64>>,
@@ -109,6 +112,7 @@ impl BodyWatch {
             fault: OnceLock::new(),
             base: Instant::now(),
             moved_ns: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
             bytes: sent,
         })
     }
@@ -122,9 +126,19 @@ impl BodyWatch {
         self.base + Duration::from_nanos(self.moved_ns.load(Ordering::Relaxed))
     }
 
+    /// Whether the body is waiting for the client's next byte (or has failed): its
+    /// silence is then the client's, which the watchdog ends within `body_timeout` (408),
+    /// and the upstream, which has not had the whole request, is not late.
+    pub fn on_the_client(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) || self.fault.get().is_some()
+    }
+
     fn moved(&self) {
         let ns = self.base.elapsed().as_nanos().min(u64::MAX as u128) as u64;
         self.moved_ns.store(ns, Ordering::Relaxed);
+        if self.waiting.load(Ordering::Relaxed) {
+            self.waiting.store(false, Ordering::Relaxed);
+        }
     }
 }
 
@@ -210,6 +224,9 @@ where
         let this = &mut *self;
         let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => {
+                if let Some(slot) = &this.fault {
+                    slot.waiting.store(true, Ordering::Relaxed);
+                }
                 // Never waited before (`last_frame` unset): every frame so far was ready, so
                 // the silence starts now.
                 ready!(this.poll_silence(cx));

@@ -242,3 +242,50 @@ async fn an_upstream_that_drops_connections_is_still_ejected() {
         "{m}"
     );
 }
+
+/// A silent body is the client's 408 whichever timeout is shorter: while the gateway waits
+/// for the client's next byte the upstream has not had the whole request, so it is not
+/// late. Seen before: with `upstream_timeout` shorter than `body_timeout` (or equal, as by
+/// default, 30 s each) the silent body got a 504 blamed on the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_body_is_a_408_even_past_upstream_timeout() {
+    let (up, _) = reading_upstream().await;
+    for (body, upstream) in [("400ms", "200ms"), ("300ms", "300ms")] {
+        let timeouts = format!("body_timeout = \"{body}\"\nupstream_timeout = \"{upstream}\"");
+        let gw = Gateway::start(&config(up, &timeouts, "")).await;
+        let silent = b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 8\r\n\r\n012";
+        assert_eq!(
+            status_after(gw.addrs.listen, silent).await,
+            408,
+            "{timeouts}"
+        );
+        let m = metrics_text(gw.addrs.admin_listen.unwrap()).await;
+        let counted = "tollgate_client_body_errors_total{upstream=\"app\",kind=\"timeout\"}";
+        assert_eq!(metric_sum(&m, counted), 1.0, "{timeouts}: {m}");
+    }
+}
+
+/// The control: an upstream that has the whole body and does not answer is late, a 504 at
+/// `upstream_timeout` however long `body_timeout` is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_silent_after_the_whole_body_is_a_504() {
+    let (_hold, held) = tokio::sync::watch::channel(());
+    let up = upstream(move |req: Request<Incoming>| {
+        let mut held = held.clone();
+        async move {
+            let _ = req.into_body().collect().await;
+            let _ = held.changed().await;
+            Response::new(body("late"))
+        }
+    })
+    .await;
+    let timeouts = "body_timeout = \"10s\"\nupstream_timeout = \"200ms\"";
+    let gw = Gateway::start(&config(up, timeouts, "")).await;
+    let whole = b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n012";
+    let started = std::time::Instant::now();
+    assert_eq!(status_after(gw.addrs.listen, whole).await, 504);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not body_timeout"
+    );
+}
