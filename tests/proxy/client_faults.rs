@@ -6,7 +6,9 @@
 //! was ejected, `tollgate_upstream_failures_total` is 0, nothing was retried, and
 //! `tollgate_client_body_errors_total` counts each by kind. Seen before: every one of them
 //! counted as a `broken` connection, and 37 bad requests in 20 s kept a healthy URL ejected
-//! for everyone. The control: a URL that really drops its connections is still ejected.
+//! for everyone. The same holds for an HTTP/2 upstream. The controls: a URL that really
+//! drops its connections is still ejected, and an upstream silent after the whole body is
+//! still a 504; a silent body is the client's 408 even past a shorter `upstream_timeout`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -61,13 +63,13 @@ async fn dropping_upstream() -> SocketAddr {
     addr
 }
 
-/// Two URLs in round robin, ejected after [`THRESHOLD`] broken connections in a row for
-/// an hour (so an ejection cannot end within the test), retries on; a 200 ms
-/// `body_timeout` and a route whose bodies may be 10 bytes.
-fn two_urls(a: SocketAddr, b: SocketAddr) -> String {
+/// Two URLs (of an upstream with `upstream_extra` keys) in round robin, ejected after
+/// [`THRESHOLD`] broken connections in a row for an hour (so an ejection cannot end within
+/// the test), retries on; a 200 ms `body_timeout` and a route whose bodies may be 10 bytes.
+fn two_urls(a: SocketAddr, b: SocketAddr, upstream_extra: &str) -> String {
     ConfigBuilder::new("body_timeout = \"200ms\"\nupstream_timeout = \"5s\"")
         .text(&format!(
-            "[upstreams.app]\nurls = [\"http://{a}\", \"http://{b}\"]\nretries = 2\n\n\
+            "[upstreams.app]\nurls = [\"http://{a}\", \"http://{b}\"]\nretries = 2\n{upstream_extra}\n\n\
              [upstreams.app.outlier]\nconsecutive_connect_failures = {THRESHOLD}\n\
              base_ejection = \"1h\"\nmax_ejection = \"24h\"\nmax_ejected_percent = 50\n\n\
              [[routes]]\nname = \"api\"\nmatch = {{ path_prefix = \"/\" }}\n\
@@ -122,15 +124,16 @@ async fn two_gets(gw: &Gateway) {
 }
 
 /// [`BAD`] requests that `bad` sends (each an idempotent `PUT` on a fresh connection,
-/// whose body the client spoils) against two healthy URLs: the upstream saw each once, the
-/// URLs stay in, and nothing but `tollgate_client_body_errors_total{kind}` counts them.
-async fn never_the_upstreams<F, Fut>(kind: &str, bad: F)
+/// whose body the client spoils) against two healthy URLs (an upstream with
+/// `upstream_extra` keys): the upstream saw each once, the URLs stay in, and nothing but
+/// `tollgate_client_body_errors_total{kind}` counts them.
+async fn never_the_upstreams<F, Fut>(kind: &str, upstream_extra: &str, bad: F)
 where
     F: Fn(SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let ((a, at_a), (b, at_b)) = (reading_upstream().await, reading_upstream().await);
-    let gw = Gateway::start_with_workers(&two_urls(a, b), 1).await;
+    let gw = Gateway::start_with_workers(&two_urls(a, b, upstream_extra), 1).await;
     for _ in 0..BAD {
         bad(gw.addrs.listen).await;
     }
@@ -169,46 +172,65 @@ where
     );
 }
 
+/// A broken chunked body: `zz` is no chunk size. The client's 400.
+async fn malformed(gw: SocketAddr) {
+    let broken =
+        b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n";
+    assert_eq!(status_after(gw, broken).await, 400);
+}
+
+/// A client that closes its connection with 5 bytes of its body still to come: nobody is
+/// left to answer.
+async fn gone(gw: SocketAddr) {
+    let mut s = TcpStream::connect(gw).await.unwrap();
+    (s.write_all(b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 8\r\n\r\n012")
+        .await)
+        .unwrap();
+    drop(s);
+}
+
+/// A body that stops, the connection open: the client's 408 after `body_timeout`.
+async fn silent(gw: SocketAddr) {
+    let silent = b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 8\r\n\r\n012";
+    assert_eq!(status_after(gw, silent).await, 408);
+}
+
+/// A chunked body past the route's `max_body_bytes` (16 bytes of 10): the client's 413.
+async fn too_large(gw: SocketAddr) {
+    let large = b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+                  8\r\n01234567\r\n8\r\n89abcdef\r\n0\r\n\r\n";
+    assert_eq!(status_after(gw, large).await, 413);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_chunked_body_is_a_400_and_ejects_no_url() {
-    never_the_upstreams("malformed", |gw| async move {
-        let broken =
-            b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n";
-        assert_eq!(status_after(gw, broken).await, 400);
-    })
-    .await;
+    never_the_upstreams("malformed", "", malformed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_mid_body_ejects_no_url() {
-    never_the_upstreams("gone", |gw| async move {
-        let mut s = TcpStream::connect(gw).await.unwrap();
-        (s.write_all(b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 8\r\n\r\n012")
-            .await)
-            .unwrap();
-        // Gone: 5 bytes of the body never come, and nobody reads an answer.
-        drop(s);
-    })
-    .await;
+    never_the_upstreams("gone", "", gone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_body_is_a_408_and_ejects_no_url() {
-    never_the_upstreams("timeout", |gw| async move {
-        let silent = b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 8\r\n\r\n012";
-        assert_eq!(status_after(gw, silent).await, 408);
-    })
-    .await;
+    never_the_upstreams("timeout", "", silent).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunked_body_too_large_is_a_413_and_ejects_no_url() {
-    never_the_upstreams("too_large", |gw| async move {
-        let large = b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
-                      8\r\n01234567\r\n8\r\n89abcdef\r\n0\r\n\r\n";
-        assert_eq!(status_after(gw, large).await, 413);
-    })
-    .await;
+    never_the_upstreams("too_large", "", too_large).await;
+}
+
+/// The same four against an HTTP/2 upstream (h2c), whose calls go through hyper-util's
+/// client and its own body task rather than the worker's HTTP/1.1 connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2_upstream_is_not_blamed_for_client_bodies_either() {
+    let h2 = "protocol = \"h2\"";
+    never_the_upstreams("malformed", h2, malformed).await;
+    never_the_upstreams("gone", h2, gone).await;
+    never_the_upstreams("timeout", h2, silent).await;
+    never_the_upstreams("too_large", h2, too_large).await;
 }
 
 /// The control: a URL that drops its connections with a whole body in flight is the
@@ -216,7 +238,7 @@ async fn a_chunked_body_too_large_is_a_413_and_ejects_no_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_drops_connections_is_still_ejected() {
     let ((good, at_good), bad) = (reading_upstream().await, dropping_upstream().await);
-    let gw = Gateway::start_with_workers(&two_urls(good, bad), 1).await;
+    let gw = Gateway::start_with_workers(&two_urls(good, bad, ""), 1).await;
     let put = b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello";
     let mut statuses = Vec::new();
     for _ in 0..BAD {
