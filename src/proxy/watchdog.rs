@@ -62,7 +62,7 @@ impl BodyFault {
             BodyFault::Stalled(timeout) => GatewayError::RequestTimeout { timeout },
             BodyFault::TooLarge(limit) => GatewayError::PayloadTooLarge { limit },
             BodyFault::Malformed => {
-                GatewayError::BadRequest("the request body's chunked framing is malformed".into())
+                GatewayError::BadRequest("the request body's framing is malformed".into())
             }
             BodyFault::Gone => GatewayError::BadRequest("the request body was cut off".into()),
         }

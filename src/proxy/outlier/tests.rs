@@ -118,3 +118,29 @@ fn in_flight_counts_until_dropped() {
     drop(two);
     assert_eq!(b.in_flight(1), 0);
 }
+
+#[test]
+fn a_client_body_fault_neither_counts_nor_breaks_a_run() {
+    let mut o = outlier(0, 50);
+    o.consecutive_connect_failures = 3;
+    let b = backends(2, o);
+    // Any number of the client's faults: the URL stays in.
+    for fault in [
+        BodyFault::Malformed,
+        BodyFault::Gone,
+        BodyFault::Stalled(Duration::from_secs(1)),
+        BodyFault::TooLarge(10),
+    ] {
+        for _ in 0..5 {
+            b.client_body_error(fault);
+        }
+    }
+    assert!(b.is_in(0, 0) && b.is_in(1, 0));
+    // Nor do they end the URL's own run of failures: they say nothing about it.
+    b.record_at(0, Outcome::Broken, 0);
+    b.record_at(0, Outcome::Broken, 0);
+    b.client_body_error(BodyFault::Gone);
+    assert!(b.is_in(0, 0));
+    b.record_at(0, Outcome::Broken, 0);
+    assert!(!b.is_in(0, 0), "three broken in a row eject");
+}
