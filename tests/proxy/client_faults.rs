@@ -78,22 +78,55 @@ fn two_urls(a: SocketAddr, b: SocketAddr, upstream_extra: &str) -> String {
         .build()
 }
 
-/// Write `bytes` on a fresh connection; the status of the answer's head (the socket stays
-/// open meanwhile: a silent body is silent, not ended).
-async fn status_after(addr: SocketAddr, bytes: &[u8]) -> u16 {
+/// Write `bytes` on a fresh connection; the answer's status and body, read as its
+/// `Content-Length` says (the socket stays open meanwhile: a silent body is silent, not
+/// ended).
+async fn answer_after(addr: SocketAddr, bytes: &[u8]) -> (u16, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(bytes).await.unwrap();
-    let mut head = Vec::new();
+    let mut got = Vec::new();
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    let mut read_more = async |got: &mut Vec<u8>| {
         let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
             .await
             .expect("an answer within 10 s")
             .unwrap();
-        assert!(n > 0, "closed without an answer: {head:?}");
-        head.extend_from_slice(&buf[..n]);
+        assert!(n > 0, "closed before the whole answer: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    };
+    let end = loop {
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        read_more(&mut got).await;
+    };
+    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |n| n.trim().parse::<usize>().unwrap());
+    while got.len() < end + length {
+        read_more(&mut got).await;
     }
-    status(&String::from_utf8_lossy(&head))
+    let body = String::from_utf8_lossy(&got[end..end + length]).into_owned();
+    (status(&head), body)
+}
+
+/// [`answer_after`]'s status alone.
+async fn status_after(addr: SocketAddr, bytes: &[u8]) -> u16 {
+    answer_after(addr, bytes).await.0
+}
+
+/// The client's answer is a problem of `kind` (its `type` ends so) with `status`, about
+/// the client's request: no word of an upstream.
+async fn problem_after(addr: SocketAddr, bytes: &[u8], status: u16, kind: &str) {
+    let (got, body) = answer_after(addr, bytes).await;
+    assert_eq!(got, status, "{body}");
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let ty = format!("https://tollgate.dev/problems/{kind}");
+    assert_eq!(problem["type"], ty.as_str(), "{body}");
+    assert_eq!(problem["status"], status, "{body}");
+    assert!(!body.contains("upstream"), "{body}");
 }
 
 /// Wait until the gateway has answered `n` requests (`tollgate_requests_total`, counted
@@ -176,7 +209,7 @@ where
 async fn malformed(gw: SocketAddr) {
     let broken =
         b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n";
-    assert_eq!(status_after(gw, broken).await, 400);
+    problem_after(gw, broken, 400, "bad_request").await;
 }
 
 /// A client that closes its connection with 5 bytes of its body still to come: nobody is
@@ -192,14 +225,14 @@ async fn gone(gw: SocketAddr) {
 /// A body that stops, the connection open: the client's 408 after `body_timeout`.
 async fn silent(gw: SocketAddr) {
     let silent = b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 8\r\n\r\n012";
-    assert_eq!(status_after(gw, silent).await, 408);
+    problem_after(gw, silent, 408, "request_timeout").await;
 }
 
 /// A chunked body past the route's `max_body_bytes` (16 bytes of 10): the client's 413.
 async fn too_large(gw: SocketAddr) {
     let large = b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
                   8\r\n01234567\r\n8\r\n89abcdef\r\n0\r\n\r\n";
-    assert_eq!(status_after(gw, large).await, 413);
+    problem_after(gw, large, 413, "payload_too_large").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
