@@ -274,7 +274,7 @@ async fn await_answer<F: Future + Unpin>(
         tokio::select! {
             answer = &mut sent => return Some(answer),
             () = tokio::time::sleep_until(deadline) => {
-                let Some(w) = watch else { return None };
+                let w = watch?;
                 let now = Instant::now();
                 deadline = match w.last_moved() + timeout {
                     later if later > now => later,

@@ -74,13 +74,13 @@ impl BodyFault {
     fn of_stream_error(e: &(dyn std::error::Error + 'static)) -> BodyFault {
         let mut cause = Some(e);
         while let Some(c) = cause {
-            if let Some(io) = c.downcast_ref::<std::io::Error>() {
-                if matches!(
+            if let Some(io) = c.downcast_ref::<std::io::Error>()
+                && matches!(
                     io.kind(),
                     std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
-                ) {
-                    return BodyFault::Malformed;
-                }
+                )
+            {
+                return BodyFault::Malformed;
             }
             cause = c.source();
         }
