@@ -33,7 +33,7 @@ COPY crates/tollgate-limit/Cargo.toml crates/tollgate-limit/
 RUN mkdir -p src crates/tollgate-limit/src benches examples/axum-layer \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs crates/tollgate-limit/src/lib.rs \
- && for f in benches/allocations.rs benches/key_body.rs benches/limiter.rs benches/normalize.rs benches/replay.rs benches/top_keys.rs \
+ && for f in benches/allocations.rs benches/key_body.rs benches/key_memory.rs benches/limiter.rs benches/normalize.rs benches/replay.rs benches/top_keys.rs \
         examples/axum-layer/main.rs; do echo 'fn main() {}' > "$f"; done \
  && cargo build --release --locked \
  && rm -rf src crates/tollgate-limit/src benches examples
