@@ -230,3 +230,18 @@ async fn nested_name_spellings_share_its_budget() {
     let spellings: Vec<_> = queries.iter().map(|q| (*q, None)).collect();
     assert_eq!(through(addr, &spellings).await, Vec::<String>::new());
 }
+
+/// Issue 46: a raw `;` is read three ways — `?k=a;x=1` is `a;x=1` to Werkzeug 3, Django and
+/// PHP, `a` to Rack 2, and no `k` at all to Go — so it is refused (400), not keyed `a` as
+/// the gateway did. A `;` in another parameter, or sent as `%3B`, is read one way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_semicolon_in_the_keyed_parameter_is_refused() {
+    let gw = one_per_hour(&["query:k"]).await;
+    let addr = gw.addrs.listen;
+    assert_eq!(ask(addr, "/?k=a;x=1", None).await, StatusCode::BAD_REQUEST);
+    assert_eq!(ask(addr, "/?x=1;k=a", None).await, StatusCode::BAD_REQUEST);
+    assert_eq!(ask(addr, "/?k=a&note=x;y", None).await, OK);
+    assert_eq!(ask(addr, "/?k=a", None).await, DENIED, "that was `a`");
+    assert_eq!(ask(addr, "/?k=a%3Bx%3D1", None).await, OK, "`a;x=1`, a key");
+    assert_eq!(ask(addr, "/?k=a%3Bx%3D1", None).await, DENIED);
+}

@@ -4,8 +4,9 @@
 //! The rules of the other parts hold: a field given twice, a JSON object with a key twice,
 //! a value that is not UTF-8 or that a backend may trim ([`unclear`]) is refused (400), as
 //! whichever we read, a client could rotate the other for a fresh budget. A form body is
-//! read exactly as a query string (`parts::query_param`: `+` and `%XX`, `&` and `;`,
-//! names in any case and in PHP's, qs' and Rack's bracket spellings). A JSON value is a
+//! read exactly as a query string (`parts::query_param`: `+` and `%XX`, split at `&`,
+//! a raw `;` refused where backends would read the field differently, names in any case
+//! and in PHP's, qs' and Rack's bracket spellings). A JSON value is a
 //! string, or a whole number written in its one shortest form (`100`, never `1e2` or
 //! `100.0`, which other parsers read as the same number); anything else is refused.
 
@@ -56,6 +57,7 @@ impl KeyBody {
                 query_param(Some(text), name).map_err(|e| match e {
                     Ambiguous::Query(n) => Ambiguous::Form(n),
                     Ambiguous::Unclear(Named::Query(n)) => Ambiguous::Unclear(Named::Form(n)),
+                    Ambiguous::Semicolon(Named::Query(n)) => Ambiguous::Semicolon(Named::Form(n)),
                     other => other,
                 })
             }
@@ -285,6 +287,27 @@ mod tests {
             Err(Ambiguous::Form("user".into()))
         );
         assert!(form("user=a;user=b").form("user").is_err());
+        // Werkzeug 3 reads `a;x=1`, Rack 2 `a`, Go nothing: refused, one way or another.
+        assert_eq!(
+            form("user=a;x=1").form("user"),
+            Err(Ambiguous::Semicolon(Named::Form("user".into())))
+        );
+        assert_eq!(
+            form("x=1;user=a").form("user"),
+            Err(Ambiguous::Semicolon(Named::Form("user".into())))
+        );
+        let semi = form("user=a&note=x;y").form("user").unwrap();
+        assert_eq!(
+            semi.as_deref(),
+            Some(&b"a"[..]),
+            "a `;` elsewhere is no matter"
+        );
+        let encoded = form("user=a%3Bx").form("user").unwrap();
+        assert_eq!(
+            encoded.as_deref(),
+            Some(&b"a;x"[..]),
+            "`%3B` is read one way"
+        );
         assert!(
             form("user[]=a&user=b").form("user").is_err(),
             "PHP's bracket name"

@@ -4,8 +4,9 @@
 //! The rule throughout: where backends may read a request differently, the part is read so
 //! that no reading gives a client a fresh budget. Two values for one name are refused
 //! ([`Ambiguous`]) rather than one picked, because the other could be rotated while the
-//! backend reads the first; where backends split or fold more than the standard says
-//! (`;` between query parameters, `,` between cookies, names in any case, `/Login` and
+//! backend reads the first; where backends split at a `;` or not, the part is read each
+//! way and refused unless they agree; where backends split or fold more than the standard
+//! says (`,` between cookies, names in any case, `/Login` and
 //! `/login/`), the key splits and folds too: two readings then share one budget, which
 //! costs a legitimate client at most a shared budget and an attacker every free one.
 
@@ -34,6 +35,8 @@ pub enum Ambiguous {
     Unclear(Named),
     #[error("the `{0}` header must be `Bearer`, one space and a token (RFC 6750)")]
     Token(HeaderName),
+    #[error("the {0} holds a `;` that some backends split at and others do not")]
+    Semicolon(Named),
     #[error("the `{0}` form field must appear once")]
     Form(String),
     #[error("the JSON body's `{0}` must be a string or a whole number")]
@@ -103,16 +106,45 @@ fn one_line<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h 
 /// The decoded value of query parameter `name` (`None` when absent; `?k` and `?k=` are the
 /// empty value). Names and values are decoded as HTML forms encode them (`%XX`, and `+` is
 /// a space, as every common framework reads a query), names compared ASCII-case-
-/// insensitively (ASP.NET reads them so). Parameters are split on `&` and on `;` (which
-/// some frameworks also split on), so `?k=a;k=b` is a second `k` and not a fresh value.
+/// insensitively (ASP.NET reads them so).
+///
+/// A raw `;` is read three ways: Werkzeug 3, Django (since 3.2), PHP, Express's `qs`,
+/// Rack 3 and servlet containers split on `&` only (`k=a;x=1` is `a;x=1`), Rack 2 and
+/// Python before 3.9.2 on `;` too (`a`), and Go since 1.17 drops a pair holding one (no
+/// `k` at all). So the parameter is read all three ways and kept only when they agree:
+/// `k=a;k=b` is still two `k` (refused), `k=a;x=1` is refused ([`Ambiguous::Semicolon`]),
+/// and `k=a&note=x;y` keys `a`. A `;` sent as `%3B` is one reading everywhere.
 pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, Ambiguous> {
+    let query = query.unwrap_or("");
+    let split_too = read_param(query, name, Semicolons::Split)?;
+    if !query.contains(';') {
+        return Ok(split_too);
+    }
+    let kept = read_param(query, name, Semicolons::Kept)?;
+    let dropped = read_param(query, name, Semicolons::PairDropped)?;
+    match split_too == kept && kept == dropped {
+        true => Ok(kept),
+        false => Err(Ambiguous::Semicolon(Named::Query(name.to_owned()))),
+    }
+}
+
+/// How a reader treats a raw `;` in a query or form ([`query_param`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Semicolons {
+    /// A separator like `&` (Rack 2, Python before 3.9.2).
+    Split,
+    /// Part of the name or value (Werkzeug 3, Django, PHP, qs).
+    Kept,
+    /// The pair holding it is dropped (Go's `url.ParseQuery`).
+    PairDropped,
+}
+
+/// Parameter `name` as one reader of `;` reads it: refused when given twice or unclear.
+fn read_param(query: &str, name: &str, semi: Semicolons) -> Result<Option<Vec<u8>>, Ambiguous> {
     let mut found = None;
-    for pair in query
-        .unwrap_or("")
-        .as_bytes()
-        .split(|&b| b == b'&' || b == b';')
-    {
-        if pair.is_empty() {
+    let split = |b: &u8| *b == b'&' || (semi == Semicolons::Split && *b == b';');
+    for pair in query.as_bytes().split(split) {
+        if pair.is_empty() || (semi == Semicolons::PairDropped && pair.contains(&b';')) {
             continue;
         }
         let (n, v) = split_once(pair, b'=');
