@@ -4,9 +4,11 @@
 //! buffer, the rest of the stream following ([`ClientBody`]). Every other route's body is
 //! never touched: it streams as it always did.
 //!
-//! A body of another media type, or larger than the read with `on_large_key_body =
-//! "missing"`, keys nothing (its parts are missing: `on_missing_key` decides); a larger
-//! one is refused (413) by default; a silent one waits at most `body_timeout` a frame.
+//! Which media type a body is (`media.rs`) and its multipart fields (`multipart.rs`) are
+//! read as every common backend reads them, or refused (400). A body of another media
+//! type, or larger than the read with `on_large_key_body = "missing"`, keys nothing (its
+//! parts are missing: `on_missing_key` decides); a larger one is refused (413) by default;
+//! a silent one waits at most `body_timeout` a frame.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -18,6 +20,10 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use crate::config::{KeyBodyRules, OnLargeKeyBody};
+use media::{Media, media};
+
+mod media;
+mod multipart;
 use crate::limit::keys::KeyBody;
 use crate::respond::GatewayError;
 
@@ -118,7 +124,7 @@ pub(super) async fn read(
     }
     let (read, complete) = read_up_to(body, rules.max_bytes, body_timeout).await?;
     let keyed = match (complete, kind) {
-        (Some(bytes), Some(kind)) => Some(parse(kind, bytes, headers).await?),
+        (Some(bytes), Some(kind)) => Some(parse(kind, bytes).await?),
         (None, _) => too_large(rules)?,
         (_, None) => None,
     };
@@ -133,60 +139,6 @@ fn too_large(rules: KeyBodyRules) -> Result<Option<KeyBody>, GatewayError> {
         }),
         OnLargeKeyBody::Missing => Ok(None),
     }
-}
-
-/// The media types keys read a body of.
-#[derive(Debug, Clone, Copy)]
-enum Media {
-    Urlencoded,
-    Multipart,
-    Json,
-}
-
-/// The body's media type, when keys read it; two `Content-Type` lines are refused (a
-/// backend may read either), and so is, on a type keys read, a parameter given twice
-/// (`boundary=A; boundary=B`: parsers take either) or a `charset` other than UTF-8
-/// (Django decodes a form in it, Express's JSON parser any `utf-*`: under UTF-7
-/// `+AGE-lice` is `alice`).
-fn media(headers: &HeaderMap) -> Result<Option<Media>, GatewayError> {
-    let mut lines = headers.get_all(header::CONTENT_TYPE).iter();
-    let (Some(value), None) = (lines.next(), lines.next()) else {
-        return match headers.contains_key(header::CONTENT_TYPE) {
-            true => Err(GatewayError::BadRequest(
-                "the Content-Type header must appear once".into(),
-            )),
-            false => Ok(None),
-        };
-    };
-    let text = value.to_str().unwrap_or("");
-    let mut params = text.split(';');
-    let essence = params.next().unwrap_or("").trim().to_ascii_lowercase();
-    let kind = match essence.as_str() {
-        "application/x-www-form-urlencoded" => Media::Urlencoded,
-        "multipart/form-data" => Media::Multipart,
-        "application/json" => Media::Json,
-        e if e.starts_with("application/") && e.ends_with("+json") => Media::Json,
-        _ => return Ok(None),
-    };
-    let bad = |why: &str| Err(GatewayError::BadRequest(format!("the Content-Type {why}")));
-    let mut seen = Vec::new();
-    for param in params.map(str::trim).filter(|p| !p.is_empty()) {
-        let (name, value) = param.split_once('=').unwrap_or((param, ""));
-        let name = name.trim().to_ascii_lowercase();
-        if seen.contains(&name) {
-            return bad(&format!("parameter `{name}` must appear once"));
-        }
-        let value = value.trim();
-        let value = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .unwrap_or(value);
-        if name == "charset" && !value.eq_ignore_ascii_case("utf-8") {
-            return bad("charset of a body a key reads must be UTF-8");
-        }
-        seen.push(name);
-    }
-    Ok(Some(kind))
 }
 
 /// Refused: a body a key reads that is content-coded. Express's `body-parser` inflates
@@ -248,98 +200,12 @@ async fn read_up_to(
 }
 
 /// The body as the keys read it.
-async fn parse(kind: Media, bytes: Bytes, headers: &HeaderMap) -> Result<KeyBody, GatewayError> {
+async fn parse(kind: Media, bytes: Bytes) -> Result<KeyBody, GatewayError> {
     Ok(match kind {
         Media::Urlencoded => KeyBody::Urlencoded(bytes),
         Media::Json => KeyBody::json(&bytes),
-        Media::Multipart => KeyBody::Multipart(multipart(bytes, headers).await?),
+        Media::Multipart { boundary } => {
+            KeyBody::Multipart(multipart::fields(bytes, boundary).await?)
+        }
     })
-}
-
-/// A `multipart/form-data` body's text fields, in order (file parts left out). Each part's
-/// `Content-Disposition` is read strictly here ([`disposition`]), not by multer, whose
-/// lenient reading (the first `name` substring, `filename` anywhere, case-sensitive
-/// names) is not the backends'.
-async fn multipart(
-    bytes: Bytes,
-    headers: &HeaderMap,
-) -> Result<Vec<(String, Vec<u8>)>, GatewayError> {
-    let bad = |why: String| GatewayError::BadRequest(format!("the multipart body: {why}"));
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let boundary = multer::parse_boundary(content_type).map_err(|e| bad(e.to_string()))?;
-    let stream =
-        futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(bytes) });
-    let mut parts = multer::Multipart::new(stream, boundary);
-    let mut fields = Vec::new();
-    while let Some(field) = parts.next_field().await.map_err(|e| bad(e.to_string()))? {
-        let Some(name) = disposition(field.headers()).map_err(|why| bad(why.into()))? else {
-            continue;
-        };
-        let value = field.bytes().await.map_err(|e| bad(e.to_string()))?;
-        fields.push((name, value.to_vec()));
-    }
-    Ok(fields)
-}
-
-/// A part's name, `None` for a file part, read from its one `Content-Disposition` as
-/// PHP, Werkzeug and Go read it: `form-data`, then `; name=value` parameters, names in any
-/// case, a value a token or a quoted string. Refused where they differ: a parameter given
-/// twice (PHP takes the last, Go refuses), an RFC 2231 `name*` or `filename*` (Werkzeug and
-/// Go read it, PHP does not), a `\` in a quoted value, any other syntax. A part is a file
-/// when its `filename` is not empty (Go reads `filename=""` as a field).
-fn disposition(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
-    let mut lines = headers.get_all(header::CONTENT_DISPOSITION).iter();
-    let (Some(line), None) = (lines.next(), lines.next()) else {
-        return Err("each part needs one Content-Disposition");
-    };
-    let text = std::str::from_utf8(line.as_bytes()).map_err(|_| "a part's header is not UTF-8")?;
-    let unclear = "a part's Content-Disposition is not `form-data; name=\"…\"` read one way";
-    let (kind, mut rest) = text.split_once(';').unwrap_or((text, ""));
-    if !kind.trim().eq_ignore_ascii_case("form-data") {
-        return Err(unclear);
-    }
-    let (mut name, mut file, mut seen) = (None, false, Vec::new());
-    loop {
-        rest = rest.trim_start();
-        if rest.is_empty() {
-            break;
-        }
-        let (param, after) = rest.split_once('=').ok_or(unclear)?;
-        let param = param.trim().to_ascii_lowercase();
-        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'+-.^_`|~".contains(c);
-        if param.is_empty() || !param.chars().all(token) || seen.contains(&param) {
-            return Err(unclear);
-        }
-        let after = after.trim_start();
-        let (value, after) = match after.strip_prefix('"') {
-            Some(quoted) => {
-                let end = quoted.find('"').ok_or(unclear)?;
-                let value = &quoted[..end];
-                if value.contains('\\') {
-                    return Err(unclear);
-                }
-                (value, &quoted[end + 1..])
-            }
-            None => {
-                let end = after.find([';', ' ', '\t']).unwrap_or(after.len());
-                (&after[..end], &after[end..])
-            }
-        };
-        let after = after.trim_start();
-        rest = match after.strip_prefix(';') {
-            Some(next) => next,
-            None if after.is_empty() => after,
-            None => return Err(unclear),
-        };
-        match param.as_str() {
-            "name" => name = Some(value.to_owned()),
-            "filename" => file = !value.is_empty(),
-            _ => {}
-        }
-        seen.push(param);
-    }
-    Ok((!file).then(|| name.unwrap_or_default()))
 }
