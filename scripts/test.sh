@@ -26,6 +26,12 @@ python3 -c 'import jwt' 2>/dev/null || {
   python3 -c 'import jwt' || { echo "test.sh: PyJWT is still missing after pip install" >&2; exit 1; }
 }
 
+python3 -c 'import werkzeug, multipart' 2>/dev/null || {
+  echo "test.sh: installing Werkzeug and multipart (tests/common/readers.py: the body differential test's readers)" >&2
+  python3 -m pip install --quiet werkzeug multipart 2>/dev/null || python3 -m pip install --quiet --break-system-packages werkzeug multipart
+  python3 -c 'import werkzeug, multipart' || { echo "test.sh: Werkzeug or multipart is still missing after pip install" >&2; exit 1; }
+}
+
 python3 -c 'import grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc' 2>/dev/null || {
   echo "test.sh: installing grpcio and opentelemetry-proto (tests/common/otlp_receiver.py: the OTLP receiver of the tracing tests)" >&2
   python3 -m pip install --quiet grpcio opentelemetry-proto 2>/dev/null || python3 -m pip install --quiet --break-system-packages grpcio opentelemetry-proto

@@ -1,8 +1,10 @@
 //! How mainstream backends read an identity value or a bearer token, for the differential
-//! tests (`tests/trust/differential.rs`, `tests/trust/token_spellings.rs`). Python's readings are real:
-//! `tests/common/readers.py` runs Werkzeug-style latin-1 headers, `parse_qs` and
-//! PyJWT. Go's, .NET's, Java's, Node's and PHP's follow their documented trim sets (no such
-//! toolchain here): `strings.TrimSpace` and `String.Trim()` remove Unicode `White_Space`
+//! tests (`tests/trust/differential.rs`, `tests/trust/token_spellings.rs`,
+//! `tests/trust/body_readers.rs`). Python's readings are real: `tests/common/readers.py`
+//! runs Werkzeug-style latin-1 headers, `parse_qs`, PyJWT, and Werkzeug's, the
+//! `multipart` package's and `email`'s readings of form, multipart and JSON bodies. Go's,
+//! .NET's, Java's, Node's and PHP's follow their documented trim sets (no such toolchain
+//! here): `strings.TrimSpace` and `String.Trim()` remove Unicode `White_Space`
 //! (Go stops at a byte that is no UTF-8, .NET has replaced it with U+FFFD), a servlet
 //! container reads headers as latin-1 and `String.trim()` removes up to U+0020, Node reads
 //! them as latin-1 and `trim()` removes `White_Space` and U+FEFF, PHP's `trim()` removes
@@ -86,6 +88,11 @@ pub fn python(
     let ask = serde_json::json!({
         "headers": hex(headers), "queries": hex(queries), "auth": hex(auth), "secret": secret,
     });
+    run_python(&ask)
+}
+
+/// `readers.py` on one question.
+fn run_python(ask: &serde_json::Value) -> serde_json::Value {
     let script = super::repo_path("tests/common/readers.py");
     let mut child = Command::new("python3")
         .arg(script)
@@ -102,7 +109,7 @@ pub fn python(
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "readers.py failed (is PyJWT installed? scripts/test.sh installs it)"
+        "readers.py failed (are PyJWT, Werkzeug and multipart installed? scripts/test.sh installs them)"
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -146,4 +153,30 @@ pub fn pads() -> Vec<Vec<u8>> {
 /// Bytes as Rust writes them, for the table.
 pub fn shown(v: &[u8]) -> String {
     v.escape_ascii().to_string()
+}
+
+/// How Werkzeug, the `multipart` package and Python's `email` parser read text field
+/// `field` of each body (`content_type`, `body`): per body an object `{"werkzeug",
+/// "multipart", "email"}` of lists of values ([`py_values`]), or `"error"` (see
+/// `readers.py`).
+pub fn python_bodies(bodies: &[(Vec<u8>, Vec<u8>)], field: &str) -> Vec<serde_json::Value> {
+    let bodies: Vec<_> = bodies
+        .iter()
+        .map(|(ct, body)| serde_json::json!({"content_type": hex::encode(ct), "body": hex::encode(body)}))
+        .collect();
+    let ask = serde_json::json!({
+        "headers": [], "queries": [], "auth": [], "secret": "", "field": field, "bodies": bodies,
+    });
+    let out = run_python(&ask);
+    out["bodies"].as_array().unwrap().clone()
+}
+
+/// A reader's values of a field as bytes; `None` when it refused the body.
+pub fn py_values(v: &serde_json::Value) -> Option<Vec<Vec<u8>>> {
+    let list = v.as_array()?;
+    Some(
+        list.iter()
+            .map(|h| hex::decode(h.as_str().unwrap()).unwrap())
+            .collect(),
+    )
 }
