@@ -9,15 +9,17 @@
 //! read only in the shape they all read alike, per ambiguity:
 //!
 //! - **Where parts begin.** Werkzeug and Python's `email` end a line at a bare LF or CR too,
-//!   so `\n--B` starts a part for them and is data to multer and Go (which switches to
-//!   LF lines only when the first delimiter ends so); Werkzeug and Go take `--B  ` and
-//!   `--B\n` as delimiters, multer refuses them; Go and Werkzeug read `\r\n--BX` as data.
-//!   Refused unless every `--B` in the body starts a CRLF line and is followed by CRLF or
-//!   by `--` (the close, then nothing or CRLF, and no `--B` after it).
+//!   so `\n--B` starts a part for them and is data to multer, busboy and Go (which switches
+//!   to LF lines only when the first delimiter ends so); Django ends a part at `--B`
+//!   anywhere, even mid-line; Werkzeug takes `--B  ` and `--B\n` as delimiters (Go the
+//!   first, and the second on the first line), multer refuses them; Go and Werkzeug read
+//!   `\r\n--BX` as data. Refused unless every `--B` in the body starts a CRLF line and is
+//!   followed by CRLF or by `--` (the close, then nothing or CRLF, and no `--B` after it).
 //! - **Where a part's headers end.** Werkzeug ends them at the first `\r\n\r\n`, `\r\r` or
-//!   `\n\n` and unfolds a line that starts with a space; multer and Go at `\r\n\r\n`
-//!   (httparse, textproto). Refused: a bare CR or LF, a control or a folded line in a
-//!   part's headers, a part with none, a header name twice (Werkzeug and Go read the first
+//!   `\n\n` and unfolds a line that starts with a space (so does the servlet containers'
+//!   commons-fileupload); multer and Go end them at `\r\n\r\n` (httparse, textproto).
+//!   Refused: a bare CR or LF, a control or a folded line in a part's headers, a part with
+//!   none, a header name twice (Werkzeug, Go and commons-fileupload read the first
 //!   `Content-Disposition`, multer the last), and a delimiter right after the blank line (an
 //!   empty value without its CRLF: Werkzeug reads an empty field, multer and Go read the
 //!   next part as its value).
@@ -32,7 +34,10 @@
 //!   read `filename=""` as a field, Werkzeug as a file): file parts are never a key.
 //! - **The field's value.** A `Content-Transfer-Encoding` other than `7bit`, `8bit` or
 //!   `binary` (Django decodes `base64`, the others do not) and a part `charset` other than
-//!   UTF-8 (Werkzeug decodes `iso-8859-1`, busboy `latin1` and `utf-16le`) are refused.
+//!   UTF-8 (Werkzeug decodes `iso-8859-1`, busboy `latin1`, `utf-16le` and `base64`) are
+//!   refused. (busboy also takes a part without `filename` but with `Content-Type:
+//!   application/octet-stream` as a file: tollgate keys it as a field, which can only
+//!   spend a budget the backend would not, never give one.)
 //!
 //! multer then splits the body (the shape above leaves it no other split) and the part
 //! headers are read here, strictly, not by multer's lenient `Content-Disposition` reading
