@@ -287,7 +287,7 @@ mod tests {
             Err(Ambiguous::Form("user".into()))
         );
         assert!(form("user=a;user=b").form("user").is_err());
-        // Werkzeug 3 reads `a;x=1`, Rack 2 `a`, Go nothing: refused, one way or another.
+        // Werkzeug 3 reads `a;x=1`, Django 3.1 `a`, Go nothing: refused, one way or another.
         assert_eq!(
             form("user=a;x=1").form("user"),
             Err(Ambiguous::Semicolon(Named::Form("user".into())))

@@ -109,9 +109,9 @@ fn one_line<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h 
 /// insensitively (ASP.NET reads them so).
 ///
 /// A raw `;` is read three ways: Werkzeug 3, Django (since 3.2), PHP, Express's `qs`,
-/// Rack 3 and servlet containers split on `&` only (`k=a;x=1` is `a;x=1`), Rack 2 and
-/// Python before 3.9.2 on `;` too (`a`), and Go since 1.17 drops a pair holding one (no
-/// `k` at all). So the parameter is read all three ways and kept only when they agree:
+/// Rack 3 and servlet containers split on `&` only (`k=a;x=1` is `a;x=1`), Django before
+/// 3.2, Python's `parse_qsl` before 3.9.2 and Rack 2 (a query) on `;` too (`a`), and Go
+/// since 1.17 drops a pair holding one (no `k` at all). So the parameter is read all three ways and kept only when they agree:
 /// `k=a;k=b` is still two `k` (refused), `k=a;x=1` is refused ([`Ambiguous::Semicolon`]),
 /// and `k=a&note=x;y` keys `a`. A `;` sent as `%3B` is one reading everywhere.
 pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, Ambiguous> {
@@ -131,7 +131,7 @@ pub(super) fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<
 /// How a reader treats a raw `;` in a query or form ([`query_param`]).
 #[derive(Clone, Copy, PartialEq)]
 enum Semicolons {
-    /// A separator like `&` (Rack 2, Python before 3.9.2).
+    /// A separator like `&` (Django before 3.2, Python before 3.9.2, Rack 2's queries).
     Split,
     /// Part of the name or value (Werkzeug 3, Django, PHP, qs).
     Kept,
