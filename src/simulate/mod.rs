@@ -90,6 +90,7 @@ impl Options {
             local_first: false,
             spend: Default::default(),
             on_missing_key: None,
+            show_values: Vec::new(),
             lease: self.lease,
         }
     }

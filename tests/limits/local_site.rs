@@ -34,6 +34,7 @@ fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
         lease: Default::default(),
         spend: Default::default(),
         on_missing_key: None,
+        show_values: Vec::new(),
     }
 }
 

@@ -241,6 +241,7 @@ mod tests {
             },
             spend: Default::default(),
             on_missing_key: None,
+            show_values: Vec::new(),
         }
     }
 

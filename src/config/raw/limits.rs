@@ -85,6 +85,11 @@ pub struct RawPolicy {
     /// A request lacking a key part: `skip` the policy (default), count it in one `shared`
     /// bucket, or `deny` it (401 for the account or a claim, else 400).
     pub on_missing_key: Option<OnMissingKey>,
+    /// Show these parts' values in clear in `/limits/{policy}/top`, `/shadow`, the
+    /// dashboard and `tollgate shadow-report` (never in the stored key): `true` for every
+    /// `form:`, `json:`, `query:` and `header:` part, or a list of parts (`account` only so).
+    #[serde(default)]
+    pub show_values: RawShowValues,
     /// Memory bound of this policy's local state.
     #[serde(default = "defaults::max_keys")]
     pub max_keys: u64,
@@ -120,6 +125,20 @@ pub struct RawPolicy {
     /// Account (raw or `hash:…`) → a tier, or its own `limit` and `burst`.
     #[serde(default)]
     pub overrides: BTreeMap<String, crate::config::tiers::RawOverride>,
+}
+
+/// `policies.NAME.show_values` as written: `true`/`false`, or the parts to show.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RawShowValues {
+    All(bool),
+    Parts(Vec<String>),
+}
+
+impl Default for RawShowValues {
+    fn default() -> Self {
+        RawShowValues::All(false)
+    }
 }
 
 /// `policies.NAME.cost` as written.

@@ -218,6 +218,7 @@ impl Validator {
             );
         }
         self.peer_algorithm(&at, p);
+        let show_values = self.show_values(&at("show_values"), &p.show_values, &key);
         let spend = self.spend(&at, p, capacity);
         let lease = self.lease_knobs(&at, p);
         let max_keys = NonZeroUsize::new(p.max_keys as usize);
@@ -243,6 +244,7 @@ impl Validator {
             lease: lease?,
             spend: spend?,
             on_missing_key: p.on_missing_key,
+            show_values,
         })
     }
 

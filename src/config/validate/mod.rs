@@ -12,6 +12,7 @@ mod peers;
 mod routes;
 mod safety;
 mod shares;
+mod show;
 mod store;
 
 use std::net::SocketAddr;
@@ -73,6 +74,7 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
         s.via_pseudonym = default_via_pseudonym(&cluster.node_id);
     }
     v.account_is_defined(&policies, account.as_ref());
+    v.shown_account_header(&raw.policies, &policies, account.as_ref());
     for (i, r) in routes.iter().enumerate() {
         if r.require_account && v.no_account(account.as_ref()) {
             v.fail(

@@ -63,7 +63,8 @@ impl Check<'_> {
                 deciding = Some((rank, wait, i, retry));
             }
             counters.count(outcome);
-            (self.sites.top).record(ask.entry.policy, &ask.key, outcome, ask.entry.mode);
+            let recorded = ask.shown.as_deref().unwrap_or(&ask.key);
+            (self.sites.top).record(ask.entry.policy, recorded, outcome, ask.entry.mode);
             if outcome == Outcome::ShadowDeny {
                 self.sites
                     .log_shadow_denial(policy, self.route_name, &ask.key);

@@ -94,7 +94,7 @@ impl KeyBuilder {
 }
 
 /// The tag a part's text starts with in a key, as `push_part` writes it.
-fn tag(part: &KeyPart) -> &'static str {
+pub(super) fn tag(part: &KeyPart) -> &'static str {
     match part {
         KeyPart::Account => "acct",
         KeyPart::Header(_) => "h",

@@ -15,6 +15,7 @@ mod body;
 mod missing;
 mod names;
 mod parts;
+mod shown;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -338,7 +339,7 @@ impl KeyBuilder {
         for part in &policy.key {
             key.push(':');
             let at = key.len();
-            if !self.push_part(&mut key, part, facts)?
+            if !self.push_part(&mut key, part, facts, false)?
                 && !self.on_missing(&mut key, at, policy, part)?
             {
                 return Ok(None);
@@ -347,19 +348,24 @@ impl KeyBuilder {
         Ok(Some(key))
     }
 
-    /// Append one part to `key`; `false` when the request lacks it.
+    /// Append one part to `key`; `false` when the request lacks it. `clear`: a sent value
+    /// in clear instead of its keyed hash (the key as shown, `shown.rs`; never stored).
     fn push_part(
         &self,
         key: &mut String,
         part: &KeyPart,
         facts: &RequestFacts<'_>,
+        clear: bool,
     ) -> Result<bool, KeyError> {
         let secret = &self.hash_key;
         let hashed = |key: &mut String, tag: &str, value: Option<&[u8]>| {
             if let Some(v) = value {
                 key.push_str(tag);
                 key.push(':');
-                key.push_str(&keyed_hash(secret, v));
+                match clear {
+                    true => key.push_str(&String::from_utf8_lossy(v)),
+                    false => key.push_str(&keyed_hash(secret, v)),
+                }
             }
             Ok(value.is_some())
         };
@@ -367,6 +373,14 @@ impl KeyBuilder {
             KeyPart::Ip => {
                 key.push_str("ip:");
                 key.push_str(&facts.ip);
+            }
+            KeyPart::Account if clear => {
+                if let Some(value) = self.account_value(facts) {
+                    key.push_str("acct:");
+                    key.push_str(&value);
+                    return Ok(true);
+                }
+                return self.push_part(key, part, facts, false);
             }
             KeyPart::Account => {
                 let account = match (&facts.account, &facts.token) {

@@ -74,7 +74,11 @@ impl Limiter {
             let policy = &self.sites.policies[e.policy];
             match self.keys.key(policy, facts) {
                 Ok(Some(key)) => match request_cost(policy, facts.headers) {
-                    Ok(price) => asks.push(Ask::new(*e, slot, key, facts.headroom, price)),
+                    Ok(price) => {
+                        let mut ask = Ask::new(*e, slot, key, facts.headroom, price);
+                        ask.shown = self.keys.shown_key(policy, facts).map(Into::into);
+                        asks.push(ask);
+                    }
                     Err(why) if enforcing => return Err(Refusal::BadRequest(why)),
                     Err(_) => {}
                 },

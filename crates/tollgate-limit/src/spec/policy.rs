@@ -116,6 +116,11 @@ pub struct Policy {
     /// What a request lacking a key part gets; `None` when the config does not say (then
     /// `skip`, and `tollgate check` warns where that lets requests through unlimited).
     pub on_missing_key: Option<OnMissingKey>,
+    /// `show_values`: the key parts whose values `/limits/{policy}/top`, `/shadow` and the
+    /// dashboard show in clear (empty: every sent value shows as its keyed hash). Only
+    /// what an operator sees: the key the state is stored under is the same either way,
+    /// so it never decides a reload's reset.
+    pub show_values: Vec<KeyPart>,
 }
 
 /// `lease_max`, `lease_ttl`, `lease_target` of a policy.

@@ -1,11 +1,15 @@
-//! Distinct keys seen denied in one minute: a HyperLogLog (Flajolet et al., 2007) of 2^10
-//! one-byte registers, a child of `top/mod.rs`. Minutes merge by taking each register's
-//! maximum, so a window's count is one estimate over the union of its minutes.
+//! Distinct keys in one minute: a HyperLogLog (Flajolet et al., 2007) of 2^10 one-byte
+//! registers, a child of `top/mod.rs` — keys denied (`Hll`, under the policy's lock) and
+//! keys seen (`AtomicHll`, written without a lock by every decision, `seen.rs`). Minutes
+//! merge by taking each register's maximum, so a window's count is one estimate over the
+//! union of its minutes.
 //!
 //! Hand-written (thirty lines) rather than a crate's: it reuses the 64-bit hash the
 //! Space-Saving table already computed for the key, so a denial hashes its key once; the
 //! HyperLogLog crates hash the item themselves. Standard error 1.04 / sqrt(1024) ≈ 3.3 %,
 //! with linear counting below 2.5 × 1024 (nearly exact for a few hundred keys).
+
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Register index bits.
 const P: u32 = 10;
@@ -31,11 +35,16 @@ impl Hll {
 
     /// Note one key by its hash (remixed: the table's hasher is fast, not avalanche-proof).
     pub fn insert(&mut self, hash: u64) {
-        let h = mix(hash);
-        let index = (h >> (64 - P)) as usize;
-        let rank = ((h << P) | (1 << (P - 1))).leading_zeros() + 1;
+        let (index, rank) = place(hash);
         let r = &mut self.registers[index];
-        *r = (*r).max(rank as u8);
+        *r = (*r).max(rank);
+    }
+
+    /// This one and the registers of `other` together.
+    pub fn merge_atomic(&mut self, other: &AtomicHll) {
+        for (a, b) in self.registers.iter_mut().zip(other.registers.iter()) {
+            *a = (*a).max(b.load(Ordering::Relaxed));
+        }
     }
 
     /// This one and `other` together.
@@ -61,6 +70,45 @@ impl Hll {
             raw
         };
         estimate.round() as u64
+    }
+}
+
+/// The register a hash lands in and the rank it puts there.
+fn place(hash: u64) -> (usize, u8) {
+    let h = mix(hash);
+    let index = (h >> (64 - P)) as usize;
+    let rank = ((h << P) | (1 << (P - 1))).leading_zeros() + 1;
+    (index, rank as u8)
+}
+
+/// An [`Hll`] every thread writes without a lock: a register only grows, so a racing
+/// write loses nothing (`fetch_max`), and a key seen again reads its register and stops.
+#[derive(Debug)]
+pub(super) struct AtomicHll {
+    registers: Box<[AtomicU8]>,
+}
+
+impl Default for AtomicHll {
+    fn default() -> Self {
+        AtomicHll {
+            registers: (0..M).map(|_| AtomicU8::new(0)).collect(),
+        }
+    }
+}
+
+impl AtomicHll {
+    pub fn insert(&self, hash: u64) {
+        let (index, rank) = place(hash);
+        let r = &self.registers[index];
+        if r.load(Ordering::Relaxed) < rank {
+            r.fetch_max(rank, Ordering::Relaxed);
+        }
+    }
+
+    pub fn clear(&self) {
+        for r in self.registers.iter() {
+            r.store(0, Ordering::Relaxed);
+        }
     }
 }
 

@@ -31,6 +31,11 @@ impl Minute {
         self.stamp.checked_sub(1)
     }
 
+    /// Count one request of a shadow ask in slice `slice` of the clock (the requests ring).
+    pub fn count_request(&mut self, key: &str, hash: u64, slice: u64) {
+        self.table.count_request(key, hash, slice);
+    }
+
     /// Count one event (the table, the totals, and a denied key's distinct count).
     pub fn count(&mut self, key: &str, hash: u64, event: Event) {
         self.table.count(key, hash, event);
@@ -74,6 +79,12 @@ impl Minutes {
             (slot.denied, slot.shadow_denied) = (0, 0);
         }
         slot
+    }
+
+    /// The minutes of `[now - back, now]` that hold anything, with their minute.
+    pub fn window_at(&self, now: u64, back: u64) -> impl Iterator<Item = (u64, &Minute)> {
+        self.window(now, back)
+            .filter_map(|m| Some((m.minute()?, m)))
     }
 
     /// The minutes of `[now - back, now]` that hold anything.

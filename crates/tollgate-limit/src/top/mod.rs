@@ -6,21 +6,30 @@
 //!
 //! Per policy: a ring of sixteen per-minute Space-Saving tables of [`CAPACITY`] keys
 //! (`minutes.rs`, `table.rs`) ranked by denials plus shadow denials, each with a
-//! HyperLogLog of the keys denied (`hll.rs`); for a policy a route runs in shadow mode, a
-//! second ring ranked by requests, whose per-key rates give the suggested limits
-//! (`view.rs`). A query merges the window's minutes (`merge.rs`).
+//! HyperLogLog of the keys denied (`hll.rs`); every decision's allowed count and key, for
+//! the keys seen (`seen.rs`); for a policy a route runs in shadow mode, a second ring ranked
+//! by requests, whose per-key peaks (the most requests in one period) give the suggested
+//! limits (`view.rs`). A query merges the window's minutes (`merge.rs`).
 //!
-//! What it costs a request: an allowed decision of an enforcing policy reads one atomic and
+//! What it costs a request: every decision hashes its key once and writes two atomics
+//! (`seen.rs`); an allowed decision of an enforcing policy then reads one more atomic and
 //! returns unless the policy denied something this minute; then, and on every denial, the
-//! key is hashed once and looked up under the policy's lock (no allocation unless a denied
-//! key enters the table). Requests of shadow policies are all counted.
+//! key is looked up under the policy's lock (no allocation unless a denied key enters the
+//! table). Requests of shadow policies are all counted.
+//!
+//! A policy with `show_values` is recorded under its key as shown (`Ask::shown`: the
+//! values in clear), never the stored key; the site's state is keyed as always.
 
 mod hll;
 mod merge;
 mod minutes;
+mod peaks;
+mod seen;
 mod table;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_suggest;
 mod view;
 
 use std::hash::BuildHasher;
@@ -33,10 +42,15 @@ use hashbrown::DefaultHashBuilder;
 use super::clock::{Clock, Nanos};
 use super::metrics::Outcome;
 use super::policy::PolicyRuntime;
-use crate::spec::Mode;
+use crate::spec::{AlgorithmName, Mode};
 use minutes::{MINUTE, Minutes};
+use seen::Seen;
 use table::Event;
 pub use view::{KeyCount, ShadowPolicy, ShadowView, ShadowWindow, TopK, TopView};
+
+/// Which keys an answer lists when the operator looks one value up (`?value=`): `None`
+/// lists every key.
+pub type Lookup<'a> = Option<&'a dyn Fn(&str) -> bool>;
 
 /// Keys per minute table. A window's counts are each at most `total / CAPACITY` below the
 /// truth (0.2 % of the window's denials), and any key above that share is listed.
@@ -87,6 +101,8 @@ pub enum TopError {
 /// One policy's summaries.
 pub(super) struct Summary {
     rings: Mutex<Rings>,
+    /// Every decision: allowed requests and keys seen (no lock).
+    seen: Seen,
     /// The minute (plus one) of the policy's latest denial: an allowed decision looks its
     /// key up only during that minute, when the table may hold it.
     active: AtomicU64,
@@ -109,6 +125,7 @@ impl Summary {
                 requests: Minutes::new(CAPACITY),
                 since,
             }),
+            seen: Seen::default(),
             active: AtomicU64::new(0),
         }
     }
@@ -155,6 +172,12 @@ struct Described {
     name: Arc<str>,
     limit: u64,
     period: Duration,
+    /// The slices of the clock a shadow key's peak is counted in: the period, or a minute
+    /// when the period is longer (or zero: concurrency).
+    slice: Nanos,
+    algorithm: AlgorithmName,
+    /// Its keys are recorded with `show_values` parts in clear.
+    shows: bool,
     shadow: bool,
 }
 
@@ -174,10 +197,14 @@ impl TopKeys {
             slot.push(described.len());
             let kept = seed.kept.iter().find(|(n, _)| *n == p.label);
             summaries.push(kept.map_or_else(|| Arc::new(Summary::new(now)), |k| k.1.clone()));
+            let period = super::clock::duration_to_nanos(p.spec.period);
             described.push(Described {
                 name: p.label.clone(),
                 limit: u64::from(p.spec.limit.get()),
                 period: p.spec.period,
+                slice: if period == 0 { MINUTE } else { period.min(MINUTE) },
+                algorithm: p.spec.algorithm,
+                shows: !p.spec.show_values.is_empty(),
                 shadow: shadow(p.index),
             });
         }
@@ -204,27 +231,32 @@ impl TopKeys {
         }
     }
 
-    /// Count one decision of limiter policy `policy` for `key`, asked in `mode`.
+    /// Count one decision of limiter policy `policy` for `key` (as shown: see the
+    /// module), asked in `mode`.
     pub fn record(&self, policy: usize, key: &str, outcome: Outcome, mode: Mode) {
-        let summary = &self.summaries[self.slot[policy]];
+        let i = self.slot[policy];
+        let summary = &self.summaries[i];
         let shadow = mode == Mode::Shadow;
         let event = match outcome {
             Outcome::Allow => Event::Allowed,
             Outcome::Deny => Event::Denied,
             Outcome::ShadowDeny => Event::ShadowDenied,
         };
+        let now = self.clock.now();
+        let minute = now / MINUTE;
+        let hash = self.hasher.hash_one(key);
+        summary.seen.note(minute, hash, event == Event::Allowed);
         if event == Event::Allowed && !shadow {
             let active = summary.active.load(Ordering::Relaxed);
-            if active == 0 || active != self.clock.now() / MINUTE + 1 {
+            if active == 0 || active != minute + 1 {
                 return;
             }
         }
-        let minute = self.clock.now() / MINUTE;
-        let hash = self.hasher.hash_one(key);
         let mut rings = summary.lock();
         rings.denials.at(minute).count(key, hash, event);
         if shadow {
-            rings.requests.at(minute).count(key, hash, Event::Request);
+            let slice = now / self.policies[i].slice;
+            rings.requests.at(minute).count_request(key, hash, slice);
         }
         drop(rings);
         if event != Event::Allowed {
@@ -239,23 +271,37 @@ impl TopKeys {
             .ok_or_else(|| TopError::NoPolicy(policy.to_string()))
     }
 
-    /// `policy`'s `n` keys most denied (enforcing and shadow denials) in `window`.
-    pub fn top(&self, policy: &str, window: Window, n: usize) -> Result<TopView, TopError> {
+    /// `policy`'s `n` keys most denied (enforcing and shadow denials) in `window`; with
+    /// `lookup`, only the keys it matches.
+    pub fn top(
+        &self,
+        policy: &str,
+        window: Window,
+        n: usize,
+        lookup: Lookup<'_>,
+    ) -> Result<TopView, TopError> {
         let i = self.index(policy)?;
         let now = self.clock.now();
-        let rings = self.summaries[i].lock();
-        Ok(view::top(&self.policies[i].name, &rings, now, window, n))
+        let summary = &self.summaries[i];
+        let seen = summary.seen.window(now / MINUTE, window.back());
+        let rings = summary.lock();
+        let d = &self.policies[i];
+        Ok(view::top(d, &rings, &seen, now, window, n, lookup))
     }
 
-    /// Every policy a route runs in shadow mode, both windows.
-    pub fn shadow(&self) -> ShadowView {
+    /// Every policy a route runs in shadow mode, both windows; `lookup(policy)` says which
+    /// keys of a policy to list (every one when `None`).
+    pub fn shadow(&self, lookup: &dyn Fn(&str) -> Option<Box<dyn Fn(&str) -> bool>>) -> ShadowView {
         let now = self.clock.now();
         let policies = self
             .policies
             .iter()
             .zip(&self.summaries)
             .filter(|(d, _)| d.shadow)
-            .map(|(d, s)| view::shadow(d, &s.lock(), now))
+            .map(|(d, s)| {
+                let matcher = lookup(&d.name);
+                view::shadow(d, s, now, matcher.as_deref())
+            })
             .collect();
         ShadowView { policies }
     }
@@ -270,16 +316,53 @@ impl TopKeys {
 impl super::Limiter {
     /// `GET /limits/{policy}/top`: see [`TopKeys::top`].
     pub fn top_keys(&self, policy: &str, window: Window, n: usize) -> Result<TopView, TopError> {
-        self.sites().top.top(policy, window, n)
+        self.sites().top.top(policy, window, n, None)
+    }
+
+    /// `GET /limits/{policy}/top?value=V`: the keys of `policy` one of whose sent values
+    /// (a `form:`, `json:`, `query:`, `header:`, `cookie:`, `jwt:` part or the account) is
+    /// `value`, found by its keyed hash — or in clear, for a part the policy shows.
+    pub fn top_keys_of(
+        &self,
+        policy: &str,
+        window: Window,
+        n: usize,
+        value: &str,
+    ) -> Result<TopView, TopError> {
+        let lookup = self.lookup(policy, value);
+        self.sites().top.top(policy, window, n, Some(&*lookup))
     }
 
     /// `GET /shadow`: every policy in shadow mode, its would-be denials and suggestions.
     pub fn shadow_summary(&self) -> ShadowView {
-        self.sites().top.shadow()
+        self.sites().top.shadow(&|_| None)
+    }
+
+    /// `GET /shadow?value=V`: as [`Limiter::shadow_summary`], each policy's keys only those
+    /// with `value` ([`Limiter::top_keys_of`]).
+    pub fn shadow_summary_of(&self, value: &str) -> ShadowView {
+        self.sites()
+            .top
+            .shadow(&|policy| Some(self.lookup(policy, value)))
+    }
+
+    /// Whether a key of `policy` (as recorded: stored, or shown) holds `value` in a part.
+    fn lookup(&self, policy: &str, value: &str) -> Box<dyn Fn(&str) -> bool> {
+        let spec = self.sites().policies.iter().find(|p| &*p.label == policy);
+        let needles = spec.map_or_else(Vec::new, |p| self.keys().needles(&p.spec, value));
+        Box::new(move |key: &str| needles.iter().any(|n| holds(key, n)))
     }
 
     /// Keys the top-keys tables of `policy` hold (bounded by 2 × 16 × [`CAPACITY`]).
     pub fn top_keys_held(&self, policy: &str) -> Result<usize, TopError> {
         self.sites().top.keys_held(policy)
     }
+}
+
+/// Whether `key` has the part `needle` (`:TAG:VALUE`) whole: followed by `:` or its end.
+fn holds(key: &str, needle: &str) -> bool {
+    key.match_indices(needle).any(|(at, _)| {
+        let rest = &key[at + needle.len()..];
+        rest.is_empty() || rest.starts_with(':')
+    })
 }

@@ -48,6 +48,13 @@ pub(super) struct Entry {
     pub denied: u64,
     pub shadow_denied: u64,
     pub allowed: u64,
+    /// Requests table only: the slice of the clock (see `Table::count_request`) the key's
+    /// latest request fell in, plus one, and its requests in that slice so far.
+    slice: u64,
+    in_slice: u64,
+    /// Requests table only: the most requests the key made in one slice since it was
+    /// inserted.
+    pub peak: u64,
     /// Position in the heap.
     slot: u32,
 }
@@ -107,6 +114,26 @@ impl Table {
 
     /// Count `event` for `key` (whose hash is `hash`).
     pub fn count(&mut self, key: &str, hash: u64, event: Event) {
+        self.count_at(key, hash, event);
+    }
+
+    /// Count one request of `key` that fell in slice `slice` of the clock (a stretch of
+    /// the policy's period, or a minute when the period is longer): the entry's peak is
+    /// the most requests it made in one slice.
+    pub fn count_request(&mut self, key: &str, hash: u64, slice: u64) {
+        let Some(i) = self.count_at(key, hash, Event::Request) else {
+            return;
+        };
+        let e = &mut self.entries[i];
+        if e.slice != slice + 1 {
+            (e.slice, e.in_slice) = (slice + 1, 0);
+        }
+        e.in_slice += 1;
+        e.peak = e.peak.max(e.in_slice);
+    }
+
+    /// [`Table::count`], and the entry's index when the key is (now) held.
+    fn count_at(&mut self, key: &str, hash: u64, event: Event) -> Option<usize> {
         let w = event.weight();
         self.total += w;
         let found = self
@@ -115,7 +142,7 @@ impl Table {
             .copied();
         let i = match found {
             Some(i) => i as usize,
-            None if w == 0 => return,
+            None if w == 0 => return None,
             None if self.entries.len() < self.capacity => self.push(key, hash),
             None => self.replace_least(key, hash),
         };
@@ -130,6 +157,7 @@ impl Table {
         if w > 0 {
             self.sift_down(self.entries[i].slot as usize);
         }
+        Some(i)
     }
 
     /// A new entry at weight 0 (the caller adds the event's weight).
@@ -144,6 +172,9 @@ impl Table {
             denied: 0,
             shadow_denied: 0,
             allowed: 0,
+            slice: 0,
+            in_slice: 0,
+            peak: 0,
             slot: slot as u32,
         });
         self.heap.push(i as u32);
@@ -166,6 +197,7 @@ impl Table {
         e.hash = hash;
         e.error = e.weight;
         (e.denied, e.shadow_denied, e.allowed) = (0, 0, 0);
+        (e.slice, e.in_slice, e.peak) = (0, 0, 0);
         self.evicted = true;
         let entries = &self.entries;
         self.index

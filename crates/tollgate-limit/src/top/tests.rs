@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::table::{Event, Table};
-use super::view::suggest;
+use super::peaks::suggest;
 use super::{CAPACITY, Seed, TopKeys, Window};
 use crate::clock::ManualClock;
 use crate::metrics::Outcome;
@@ -19,7 +19,15 @@ fn summaries(clock: &ManualClock) -> TopKeys {
 }
 
 fn policies() -> Vec<PolicyRuntime> {
-    let gcra = |name: &str, limit: u32, period: Duration| Policy {
+    runtimes(&[
+        gcra("p", 60, Duration::from_secs(60)),
+        gcra("q", 5, Duration::from_secs(1)),
+    ])
+}
+
+/// A GCRA policy keyed on `ip`, burst = limit.
+pub(super) fn gcra(name: &str, limit: u32, period: Duration) -> Policy {
+    Policy {
         name: name.into(),
         key: vec![KeyPart::Ip],
         algorithm: AlgorithmName::Gcra,
@@ -35,15 +43,16 @@ fn policies() -> Vec<PolicyRuntime> {
         lease: Default::default(),
         spend: Default::default(),
         on_missing_key: None,
-    };
-    [
-        gcra("p", 60, Duration::from_secs(60)),
-        gcra("q", 5, Duration::from_secs(1)),
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, p)| PolicyRuntime::new(i, p, &[]).unwrap())
-    .collect()
+        show_values: Vec::new(),
+    }
+}
+
+pub(super) fn runtimes(policies: &[Policy]) -> Vec<PolicyRuntime> {
+    policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PolicyRuntime::new(i, p, &[]).unwrap())
+        .collect()
 }
 
 /// xorshift64: the same churn every run.
@@ -95,7 +104,7 @@ fn keys_above_one_percent_are_listed_in_order_with_exact_counts_under_churn() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
     let heavy = heavy_and_churn(&top, &clock, 10_000, 3);
-    let view = top.top("p", Window::FifteenMinutes, 5).unwrap();
+    let view = top.top("p", Window::FifteenMinutes, 5, None).unwrap();
     assert_eq!(view.denied, 30_000);
     for (h, want) in heavy.iter().enumerate() {
         let got = &view.top[h];
@@ -178,7 +187,7 @@ fn windows_expire_as_the_clock_moves() {
         top.record(1, "q:ip:a", Outcome::Deny, Mode::Enforce);
     }
     let denied = |w| {
-        let v = top.top("q", w, 10).unwrap();
+        let v = top.top("q", w, 10, None).unwrap();
         v.top.first().map_or(0, |k| k.denied)
     };
     assert_eq!(
@@ -202,7 +211,7 @@ fn windows_expire_as_the_clock_moves() {
     assert_eq!(denied(Window::FifteenMinutes), 0);
     // A minute's slot reused sixteen minutes on holds only the new minute.
     top.record(1, "q:ip:b", Outcome::Deny, Mode::Enforce);
-    let v = top.top("q", Window::FifteenMinutes, 10).unwrap();
+    let v = top.top("q", Window::FifteenMinutes, 10, None).unwrap();
     assert_eq!((v.denied, v.top.len(), &*v.top[0].key), (1, 1, "q:ip:b"));
 }
 
@@ -216,11 +225,11 @@ fn allowed_requests_count_only_for_keys_denied_this_minute() {
     top.record(1, "q:ip:b", Outcome::Allow, Mode::Enforce);
     clock.advance(Duration::from_secs(60));
     top.record(1, "q:ip:a", Outcome::Allow, Mode::Enforce);
-    let v = top.top("q", Window::OneMinute, 10).unwrap();
+    let v = top.top("q", Window::OneMinute, 10, None).unwrap();
     assert_eq!(v.top.len(), 1);
     assert_eq!((v.top[0].denied, v.top[0].allowed), (1, 1));
     assert!(matches!(
-        top.top("nope", Window::OneMinute, 1),
+        top.top("nope", Window::OneMinute, 1, None),
         Err(super::TopError::NoPolicy(p)) if p == "nope"
     ));
 }
@@ -243,7 +252,7 @@ fn shadow_lists_shadow_policies_with_shares_and_suggestions() {
         }
     }
     clock.advance(Duration::from_secs(30));
-    let view = top.shadow();
+    let view = top.shadow(&|_| None);
     assert_eq!(view.policies.len(), 1, "q is not run in shadow");
     let p = &view.policies[0];
     let w = &p.windows.one_minute;
@@ -258,22 +267,22 @@ fn shadow_lists_shadow_policies_with_shares_and_suggestions() {
         .map(|k| (&*k.key, k.would_be_denials))
         .collect();
     assert_eq!(keys, [("p:ip:a", 25), ("p:ip:b", 10), ("p:ip:c", 3)]);
-    // Per minute over 30 s: b made 15 (30 a minute), c 8 (16 a minute).
+    // 30 s seen, shorter than the period: each key's peak is all it sent. b made 15, so
+    // 15 a minute refuses a alone; there is no fourth key for the top 3.
     let limits: Vec<Option<u64>> = w.by_top.iter().map(|t| t.suggested_limit).collect();
-    assert_eq!(limits, [Some(30), None, None]);
+    assert_eq!(limits, [Some(15), None, None]);
+    assert_eq!(w.by_top[0].refused_keys, Some(1));
+    assert_eq!((w.peak_window_seconds, w.peak_windows_aligned), (Some(30.0), false));
     assert!((w.by_top[0].share - 25.0 / 38.0).abs() < 1e-9);
 }
 
 #[test]
-fn the_suggestion_is_the_next_keys_rate_rounded_up() {
-    let minute = 60_000_000_000;
-    assert_eq!(suggest(&[100, 40, 7], 1, minute, minute as u128), Some(40));
-    assert_eq!(
-        suggest(&[100, 40, 7], 2, 2 * minute, minute as u128),
-        Some(4)
-    );
-    assert_eq!(suggest(&[100, 40, 7], 3, minute, minute as u128), None);
-    assert_eq!(suggest(&[100, 40], 1, minute, 0), None, "concurrency");
+fn the_suggestion_is_the_next_keys_peak() {
+    assert_eq!(suggest(&[100, 40, 7], 1), Some((40, 1)));
+    assert_eq!(suggest(&[100, 40, 7], 2), Some((7, 2)));
+    assert_eq!(suggest(&[100, 40, 40, 7], 1), Some((40, 1)));
+    assert_eq!(suggest(&[40, 40, 7], 1), Some((40, 0)), "a tie refuses neither");
+    assert_eq!(suggest(&[100, 40, 7], 3), None);
 }
 
 #[test]
@@ -282,7 +291,7 @@ fn a_reload_keeps_each_kept_policys_summary() {
     let top = summaries(&clock);
     top.record(1, "q:ip:a", Outcome::Deny, Mode::Enforce);
     let gone = TopKeys::new(top.seed(), &[], |_| false);
-    assert!(gone.top("q", Window::OneMinute, 1).is_err());
+    assert!(gone.top("q", Window::OneMinute, 1, None).is_err());
     let again = TopKeys::new(top.seed(), &policies(), |_| false);
-    assert_eq!(again.top("q", Window::OneMinute, 1).unwrap().denied, 1);
+    assert_eq!(again.top("q", Window::OneMinute, 1, None).unwrap().denied, 1);
 }

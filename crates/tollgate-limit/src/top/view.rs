@@ -1,37 +1,48 @@
 //! The summaries as the admin API shows them (`GET /limits/{policy}/top`, `GET /shadow`),
-//! and the shadow report's suggested limits; a child of `top/mod.rs`.
-//!
-//! The suggestion: each key's requests in the window (the requests ring, shadow asks only)
-//! as a rate per policy period, `requests × period / span`; sorted from the busiest, the
-//! smallest limit under which only the top `k` keys exceed it is the `(k+1)`-th rate,
-//! rounded up. It is an average: a key that bursts within the window is denied under a
-//! limit its average passes (or let through by a burst allowance), so the suggestion says
-//! what the window's averages would have done, not what an algorithm would.
+//! and the shadow report's suggested limits (counted in `peaks.rs`); a child of
+//! `top/mod.rs`.
 
 use serde::Serialize;
 
 use super::merge::{Counts, Merged, merge};
 use super::minutes::MINUTE;
-use super::{Described, Rings, Window};
+use super::peaks::{Peaks, peaks, suggest};
+use super::seen::SeenWindow;
+use super::{Described, Lookup, Rings, Summary, Window};
 use crate::clock::Nanos;
+use crate::spec::AlgorithmName;
 
 /// `GET /limits/{policy}/top`.
 #[derive(Debug, Serialize)]
 pub struct TopView {
     pub policy: String,
     pub window: &'static str,
-    /// Seconds of traffic the window covers (`1m`: 60 to 120, `15m`: 900 to 960, less
-    /// since the gateway started).
+    /// Seconds of traffic the window covers (`1m`: the current minute and the one before,
+    /// 60 to 120 s; `15m`: 900 to 960 s; less since the gateway started).
     pub span_seconds: f64,
+    /// The same: how much time the counts below were seen over.
+    pub seen_seconds: f64,
     /// Exact totals of the window.
     pub denied: u64,
     pub shadow_denied: u64,
+    /// Every allowed request of the window (exact), whichever key made it.
+    pub allowed: u64,
+    /// Distinct keys denied or shadow denied (as `keys_denied`).
     pub distinct_keys: u64,
     /// `distinct_keys` is exact (no minute's table replaced a key), else an estimate.
     pub distinct_keys_exact: bool,
+    /// Distinct keys denied or shadow denied in the window.
+    pub keys_denied: u64,
+    /// Distinct keys that made a request the policy decided, allowed or not.
+    pub keys_seen: u64,
+    /// `keys_seen` is exact (at most 64 keys in each minute), else an estimate.
+    pub keys_seen_exact: bool,
+    /// The keys show their `show_values` parts in clear (else every sent value is a hash).
+    pub values_shown: bool,
     /// The most any key missing from `top` may have been denied in the window.
     pub max_error: u64,
-    /// Sorted by `denied + shadow_denied`, most first.
+    /// Sorted by `denied + shadow_denied`, most first; with `?value=`, only the keys with
+    /// that value.
     pub top: Vec<KeyCount>,
 }
 
@@ -41,7 +52,8 @@ pub struct KeyCount {
     pub key: String,
     pub denied: u64,
     pub shadow_denied: u64,
-    /// Allowed requests counted since the key's first denial in each minute.
+    /// The key's allowed requests counted from its first denial in each minute (a key is
+    /// tracked once it is denied; the window's every allowed request is `allowed` above).
     pub allowed: u64,
     /// The counts are exact when 0; else each is at most this much below the truth.
     pub max_error: u64,
@@ -60,6 +72,11 @@ pub struct ShadowPolicy {
     /// The policy's configured limit and period (0 for concurrency).
     pub limit: u64,
     pub period_seconds: f64,
+    pub algorithm: &'static str,
+    /// The keys show their `show_values` parts in clear.
+    pub values_shown: bool,
+    /// What a suggested limit means for this policy's algorithm (its burst).
+    pub suggestion_means: &'static str,
     pub windows: ShadowWindows,
 }
 
@@ -74,15 +91,33 @@ pub struct ShadowWindows {
 /// One window of a shadow policy.
 #[derive(Debug, Serialize)]
 pub struct ShadowWindow {
+    /// Seconds of traffic the window covers (`1m`: 60 to 120 s, `15m`: 900 to 960 s, less
+    /// since the gateway started).
     pub span_seconds: f64,
+    /// The same: how much time the counts were seen over.
+    pub seen_seconds: f64,
     /// Shadow denials: requests the policy would have denied.
     pub would_be_denials: u64,
     /// Requests the policy was asked in shadow mode.
     pub requests: u64,
-    /// Distinct keys that would have been denied.
+    /// Every allowed request (shadow asks and any route that enforces the policy).
+    pub allowed: u64,
+    /// Distinct keys that would have been denied (as `keys_denied`).
     pub distinct_keys: u64,
     pub distinct_keys_exact: bool,
-    /// The ten keys with most would-be denials.
+    /// Distinct keys denied or shadow denied.
+    pub keys_denied: u64,
+    /// Distinct keys that made a request, denied or not.
+    pub keys_seen: u64,
+    pub keys_seen_exact: bool,
+    /// The length of the windows each key's `peak` is counted in: `seen_seconds` when the
+    /// time seen is no longer than the period (every request in one window), else the
+    /// period (whole minutes of it when it is a minute or more); `null` for concurrency.
+    pub peak_window_seconds: Option<f64>,
+    /// Peaks are counted in windows aligned to the clock: a burst that straddles two may
+    /// be split, so a key's true most in one period lies between its peak and twice it.
+    pub peak_windows_aligned: bool,
+    /// The ten keys with most would-be denials; with `?value=`, every key with that value.
     pub top: Vec<ShareKey>,
     /// For the top 1, 3 and 10 keys.
     pub by_top: Vec<TopK>,
@@ -95,17 +130,25 @@ pub struct ShareKey {
     /// Of the window's would-be denials.
     pub share: f64,
     pub max_error: u64,
+    /// The key's requests in the window.
+    pub requests: u64,
+    /// The most requests the key made in one window of `peak_window_seconds`.
+    pub peak: Option<u64>,
 }
 
-/// What the top `k` keys did, and the limit under which only they are denied.
+/// The limit under which at most the `k` keys of highest peak are denied.
 #[derive(Debug, Serialize)]
 pub struct TopK {
     pub k: usize,
-    /// Their share of the window's would-be denials.
+    /// The share of the window's would-be denials of the `k` keys with most of them.
     pub share: f64,
-    /// The smallest limit per `period_seconds` that only they exceed, on average over the
-    /// window; `null` when fewer than `k + 1` keys made requests (or for concurrency).
+    /// The smallest limit per `period_seconds` under which at most `k` keys are refused:
+    /// the `(k+1)`-th largest peak (a count of requests, never more than a key sent).
+    /// `null` when fewer than `k + 1` keys made requests (or for concurrency).
     pub suggested_limit: Option<u64>,
+    /// The keys whose peak is above `suggested_limit`: those it refuses (`k`, or fewer
+    /// when keys tie).
+    pub refused_keys: Option<usize>,
 }
 
 /// The `k` of `by_top`.
@@ -134,11 +177,20 @@ fn ranked<'a>(merged: &Merged<'a>, weight: impl Fn(&Counts) -> u64) -> Vec<(&'a 
     keys
 }
 
-pub(super) fn top(policy: &str, rings: &Rings, now: Nanos, window: Window, n: usize) -> TopView {
+pub(super) fn top(
+    policy: &Described,
+    rings: &Rings,
+    seen: &SeenWindow,
+    now: Nanos,
+    window: Window,
+    n: usize,
+    lookup: Lookup<'_>,
+) -> TopView {
     let minute = now / MINUTE;
     let merged = merge(&rings.denials, minute, window.back());
     let top = ranked(&merged, |c| c.denied + c.shadow_denied)
         .into_iter()
+        .filter(|(key, _)| lookup.is_none_or(|l| l(key)))
         .take(n)
         .map(|(key, c)| KeyCount {
             key: key.to_string(),
@@ -148,33 +200,74 @@ pub(super) fn top(policy: &str, rings: &Rings, now: Nanos, window: Window, n: us
             max_error: merged.max_error(&c),
         })
         .collect();
+    let span = seconds(span(rings, now, window.back()));
     TopView {
-        policy: policy.to_string(),
+        policy: policy.name.to_string(),
         window: window.name(),
-        span_seconds: seconds(span(rings, now, window.back())),
+        span_seconds: span,
+        seen_seconds: span,
         denied: merged.denied,
         shadow_denied: merged.shadow_denied,
+        allowed: seen.allowed,
         distinct_keys: merged.distinct,
         distinct_keys_exact: merged.distinct_exact,
+        keys_denied: merged.distinct,
+        keys_seen: seen.keys,
+        keys_seen_exact: seen.keys_exact,
+        values_shown: policy.shows,
         max_error: merged.bound(),
         top,
     }
 }
 
-pub(super) fn shadow(policy: &Described, rings: &Rings, now: Nanos) -> ShadowPolicy {
-    let window = |w: Window| shadow_window(policy, rings, now, w.back());
+pub(super) fn shadow(
+    policy: &Described,
+    summary: &Summary,
+    now: Nanos,
+    lookup: Lookup<'_>,
+) -> ShadowPolicy {
+    let seen = |w: Window| summary.seen.window(now / MINUTE, w.back());
+    let (one, fifteen) = (seen(Window::OneMinute), seen(Window::FifteenMinutes));
+    let rings = summary.lock();
+    let window = |w: Window, seen| shadow_window(policy, &rings, seen, now, w.back(), lookup);
     ShadowPolicy {
         policy: policy.name.to_string(),
         limit: policy.limit,
         period_seconds: policy.period.as_secs_f64(),
+        algorithm: policy.algorithm.name(),
+        values_shown: policy.shows,
+        suggestion_means: means(policy.algorithm),
         windows: ShadowWindows {
-            one_minute: window(Window::OneMinute),
-            fifteen_minutes: window(Window::FifteenMinutes),
+            one_minute: window(Window::OneMinute, &one),
+            fifteen_minutes: window(Window::FifteenMinutes, &fifteen),
         },
     }
 }
 
-fn shadow_window(policy: &Described, rings: &Rings, now: Nanos, back: u64) -> ShadowWindow {
+/// What a suggested limit means under `algorithm` (`GET /shadow`'s `suggestion_means`).
+fn means(algorithm: AlgorithmName) -> &'static str {
+    match algorithm {
+        AlgorithmName::Gcra | AlgorithmName::TokenBucket => {
+            "a count within one period: set it as the limit and keep burst at it (the default): a key may send burst at once, then limit per period, so any one period admits at most burst + limit; a smaller burst refuses a key that sends its peak at once"
+        }
+        AlgorithmName::SlidingWindow => {
+            "a count within one period: the sliding window weighs the previous window in, so a key that sends its peak in each of two consecutive windows may be refused near their edge"
+        }
+        AlgorithmName::LeakyBucket => {
+            "a count within one period: the leaky bucket spaces requests period / limit apart, so a key sending its peak at once waits (up to max_delay) rather than passing at once"
+        }
+        AlgorithmName::Concurrency => "no suggestion: concurrency counts requests in flight",
+    }
+}
+
+fn shadow_window(
+    policy: &Described,
+    rings: &Rings,
+    seen: &SeenWindow,
+    now: Nanos,
+    back: u64,
+    lookup: Lookup<'_>,
+) -> ShadowWindow {
     let minute = now / MINUTE;
     let denials = merge(&rings.denials, minute, back);
     let requests = merge(&rings.requests, minute, back);
@@ -188,45 +281,79 @@ fn shadow_window(policy: &Described, rings: &Rings, now: Nanos, back: u64) -> Sh
         }
     };
     let deniers = ranked(&denials, |c| c.shadow_denied);
-    let rates: Vec<u64> = ranked(&requests, |c| c.requests)
-        .iter()
-        .map(|(_, c)| c.requests)
-        .collect();
+    let peaks = peaks(policy, &rings.requests, &requests, minute, back, span);
+    let mut sorted: Vec<u64> = peaks
+        .as_ref()
+        .map(|p| p.by_key.values().copied().collect())
+        .unwrap_or_default();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
     let by_top = KS
         .iter()
-        .map(|&k| TopK {
-            k,
-            share: share(deniers.iter().take(k).map(|(_, c)| c.shadow_denied).sum()),
-            suggested_limit: suggest(&rates, k, span, policy.period.as_nanos()),
+        .map(|&k| {
+            let suggested = peaks.as_ref().and_then(|_| suggest(&sorted, k));
+            TopK {
+                k,
+                share: share(deniers.iter().take(k).map(|(_, c)| c.shadow_denied).sum()),
+                suggested_limit: suggested.map(|s| s.0),
+                refused_keys: suggested.map(|s| s.1),
+            }
         })
         .collect();
+    let listed = listed(&denials, &requests, lookup);
+    let peak = |key: &str| peaks.as_ref().map(|p| p.by_key.get(key).copied().unwrap_or(0));
     ShadowWindow {
         span_seconds: seconds(span),
+        seen_seconds: seconds(span),
         would_be_denials: total,
         requests: requests.total,
+        allowed: seen.allowed,
         distinct_keys: denials.distinct,
         distinct_keys_exact: denials.distinct_exact,
-        top: deniers
-            .iter()
-            .take(10)
-            .map(|(key, c)| ShareKey {
+        keys_denied: denials.distinct,
+        keys_seen: seen.keys,
+        keys_seen_exact: seen.keys_exact,
+        peak_window_seconds: peaks.as_ref().map(|p| seconds(p.window)),
+        peak_windows_aligned: peaks.as_ref().is_some_and(|p: &Peaks| p.aligned),
+        top: listed
+            .into_iter()
+            .take(if lookup.is_some() { usize::MAX } else { 10 })
+            .map(|(key, c, asked)| ShareKey {
                 key: key.to_string(),
                 would_be_denials: c.shadow_denied,
                 share: share(c.shadow_denied),
-                max_error: denials.max_error(c),
+                max_error: denials.max_error(&c),
+                requests: asked,
+                peak: peak(key),
             })
             .collect(),
         by_top,
     }
 }
 
-/// The smallest limit per `period` that only the `k` busiest keys exceed: the next key's
-/// requests over `span` as a rate per `period`, rounded up (`rates`: most first).
-pub(super) fn suggest(rates: &[u64], k: usize, span: Nanos, period: u128) -> Option<u64> {
-    let next = *rates.get(k)?;
-    if period == 0 || span == 0 {
-        return None;
-    }
-    let limit = (u128::from(next) * period).div_ceil(u128::from(span));
-    Some(u64::try_from(limit).unwrap_or(u64::MAX).max(1))
+/// The keys a window lists: those with would-be denials, most first; with `lookup`, every
+/// key it matches that made a request (with or without would-be denials). Each with its
+/// denial counts and its requests.
+fn listed<'a>(
+    denials: &Merged<'a>,
+    requests: &Merged<'a>,
+    lookup: Lookup<'_>,
+) -> Vec<(&'a str, Counts, u64)> {
+    let asked = |k: &str| requests.keys.get(k).map_or(0, |c| c.requests);
+    let mut keys: Vec<(&str, Counts, u64)> = match lookup {
+        None => ranked(denials, |c| c.shadow_denied)
+            .into_iter()
+            .map(|(k, c)| (k, c, asked(k)))
+            .collect(),
+        Some(l) => {
+            let mut keys: Vec<&str> = denials.keys.keys().chain(requests.keys.keys()).copied().collect();
+            keys.sort_unstable();
+            keys.dedup();
+            keys.into_iter()
+                .filter(|k| l(k))
+                .map(|k| (k, denials.keys.get(k).copied().unwrap_or_default(), asked(k)))
+                .collect()
+        }
+    };
+    keys.sort_by(|a, b| (b.1.shadow_denied, b.2).cmp(&(a.1.shadow_denied, a.2)).then(a.0.cmp(b.0)));
+    keys
 }

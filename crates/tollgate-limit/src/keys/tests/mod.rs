@@ -58,6 +58,7 @@ fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
         lease: Default::default(),
         spend: Default::default(),
         on_missing_key: None,
+        show_values: Vec::new(),
     };
     PolicyRuntime::new(0, &p, &[NonZeroU32::new(4).unwrap()]).unwrap()
 }
