@@ -215,7 +215,8 @@ fn policy(config: &Config, p: &Policy) -> Value {
         "limit": p.limit.get(),
         "period": (!p.period.is_zero()).then(|| duration(p.period)),
         "period_ms": (!p.period.is_zero()).then_some(p.period.as_millis()),
-        "burst": p.burst.get(),
+        // Only gcra and token_bucket have a burst; the others' `1` is no number to act on.
+        "burst": bursty(p.algorithm).then_some(p.burst.get()),
         "cost": p.cost.get(),
         "max_delay": (!p.max_delay.is_zero()).then(|| duration(p.max_delay)),
         "key": p.key.iter().map(key_part).collect::<Vec<_>>(),
@@ -225,7 +226,13 @@ fn policy(config: &Config, p: &Policy) -> Value {
         "lease": lease,
         "max_keys": p.max_keys.get(),
         "mode": p.mode.map(mode),
+        "show_values": p.show_values.iter().map(key_part).collect::<Vec<_>>(),
     })
+}
+
+/// The algorithms a burst means something to (`burst` is `null` for the others).
+fn bursty(a: AlgorithmName) -> bool {
+    matches!(a, AlgorithmName::Gcra | AlgorithmName::TokenBucket)
 }
 
 fn key_part(k: &KeyPart) -> String {

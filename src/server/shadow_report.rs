@@ -1,6 +1,8 @@
-//! `tollgate shadow-report --admin URL [--token-env VAR] [--json]`: what the policies in
-//! shadow mode would have denied, as the table people write by hand before enforcing them,
-//! from a running gateway's `GET /shadow` (asked as `tollgate reload` asks: [`ask`]).
+//! `tollgate shadow-report --admin URL [--token-env VAR] [--json] [--value V]`: what the
+//! policies in shadow mode would have denied, as the table people write by hand before
+//! enforcing them, from a running gateway's `GET /shadow` (asked as `tollgate reload`
+//! asks: [`ask`]). `--value` looks one sent value up (`GET /shadow?value=V`): each
+//! policy's keys holding it, denied or not.
 
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -24,6 +26,10 @@ pub struct ShadowReportArgs {
     /// Print the JSON the gateway answered instead of the table.
     #[arg(long)]
     json: bool,
+    /// Look one sent value up (a username, an API key): list each policy's keys that hold
+    /// it, found by its keyed hash (or in clear with `show_values`).
+    #[arg(long)]
+    value: Option<String>,
 }
 
 /// Why there is no report.
@@ -77,7 +83,16 @@ async fn fetch(args: &ShadowReportArgs) -> Result<Value, ReportError> {
         Some(var) => Some(std::env::var(var).map_err(|_| ReportError::NoToken(var.to_string()))?),
         None => None,
     };
-    let (status, body) = ask(addr, Method::GET, "/shadow", token.as_deref()).await?;
+    let path = match &args.value {
+        Some(v) => format!(
+            "/shadow?{}",
+            form_urlencoded::Serializer::new(String::new())
+                .append_pair("value", v)
+                .finish()
+        ),
+        None => "/shadow".to_string(),
+    };
+    let (status, body) = ask(addr, Method::GET, &path, token.as_deref()).await?;
     if status != 200 {
         return Err(ReportError::Refused(status, body.trim().to_string()));
     }
@@ -110,8 +125,9 @@ async fn resolve(admin: &str) -> Result<SocketAddr, ReportError> {
         .ok_or_else(|| resolve_error("no address".into()))
 }
 
-/// The report as a Markdown table: one row per shadow policy and window, then each
-/// policy's top keys over 15 minutes.
+/// The report as a Markdown table: one row per shadow policy and window, then what a
+/// suggested limit means, then each policy's top keys over 15 minutes (with `--value`,
+/// the keys holding the value).
 pub fn table(view: &Value) -> String {
     let empty = Vec::new();
     let policies = view["policies"].as_array().unwrap_or(&empty);
@@ -119,12 +135,20 @@ pub fn table(view: &Value) -> String {
         return "no policy runs in shadow mode\n".into();
     }
     let mut out = String::from(
-        "| policy | window | would-be denials | keys | top keys' share (1 / 3 / 10) | suggested limit (only the top 1 / 3 / 10 denied) |\n\
-         | --- | --- | ---: | ---: | --- | --- |\n",
+        "| policy | window | seen | would-be denials | keys denied / seen | top keys' share (1 / 3 / 10) | suggested limit (at most the top 1 / 3 / 10 denied) |\n\
+         | --- | --- | ---: | ---: | ---: | --- | --- |\n",
     );
     for p in policies {
         for window in ["1m", "15m"] {
             row(&mut out, p, window);
+        }
+    }
+    out.push_str(
+        "\nA suggested limit is the most requests the next key made within one period (within all the time seen, when that is shorter than the period): under it, at most the top keys are refused.\n",
+    );
+    for p in policies {
+        if let Some(means) = p["suggestion_means"].as_str() {
+            let _ = writeln!(out, "{} ({}): {means}", text(&p["policy"]), text(&p["algorithm"]));
         }
     }
     for p in policies {
@@ -132,13 +156,19 @@ pub fn table(view: &Value) -> String {
         if top.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "\n{} — top keys over 15m:", text(&p["policy"]));
+        let _ = writeln!(
+            out,
+            "\n{} — top keys over 15m (would-be denials, share, requests, peak):",
+            text(&p["policy"])
+        );
         for k in top {
             let _ = writeln!(
                 out,
-                "  {:>8}  {:>6}  {}",
+                "  {:>8}  {:>6}  {:>8}  {:>6}  {}",
                 number(&k["would_be_denials"]),
                 percent(&k["share"]),
+                number(&k["requests"]),
+                number(&k["peak"]),
                 text(&k["key"])
             );
         }
@@ -169,13 +199,21 @@ fn row(out: &mut String, p: &Value, window: &str) {
         ),
         None => "- (concurrency)".into(),
     };
-    let keys = match w["distinct_keys_exact"].as_bool() {
-        Some(false) => format!("~{}", number(&w["distinct_keys"])),
-        _ => number(&w["distinct_keys"]),
+    let approximate = |exact: &str, n: &str| match w[exact].as_bool() {
+        Some(false) => format!("~{}", number(&w[n])),
+        _ => number(&w[n]),
     };
+    let keys = format!(
+        "{} / {}",
+        approximate("distinct_keys_exact", "keys_denied"),
+        approximate("keys_seen_exact", "keys_seen")
+    );
+    let seen = w["seen_seconds"]
+        .as_f64()
+        .map_or_else(|| "?".into(), |s| format!("{s:.0} s"));
     let _ = writeln!(
         out,
-        "| {} | {window} | {} | {keys} | {} | {limit} |",
+        "| {} | {window} | {seen} | {} | {keys} | {} | {limit} |",
         text(&p["policy"]),
         number(&w["would_be_denials"]),
         shares.join(" / "),

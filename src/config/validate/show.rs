@@ -144,3 +144,86 @@ fn names(part: &KeyPart, written: &str) -> bool {
         _ => part.to_string() == written,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{KeyPart, load::parse_str, validate};
+
+    /// A login policy keyed on `key` with `show` as its `show_values` (and `[account]`
+    /// read from `x-api-key` when `account`): its shown parts, or the problems.
+    fn shown(key: &str, show: &str, account: bool) -> Result<Vec<String>, Vec<String>> {
+        let account = match account {
+            true => "[account]\nheader = \"x-api-key\"\n",
+            false => "",
+        };
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n{account}\
+             [upstreams.app]\nurls = [\"http://127.0.0.1:9\"]\n\
+             [policies.login]\nkey = {key}\nalgorithm = \"gcra\"\nlimit = 5\nperiod = \"15m\"\n\
+             on_missing_key = \"skip\"\nshow_values = {show}\n\
+             [[routes]]\nname = \"login\"\nmatch = {{ path_prefix = \"/login\" }}\n\
+             upstream = \"app\"\npolicies = [\"login\"]\n"
+        );
+        let origin = Path::new("show.toml");
+        let config = parse_str(&text, origin).and_then(|raw| validate(raw, origin));
+        match config {
+            Ok(c) => Ok(c.policies[0].show_values.iter().map(KeyPart::to_string).collect()),
+            Err(e) => Err(e
+                .problems()
+                .into_iter()
+                .map(|p| format!("{}: {}", p.key, p.message))
+                .collect()),
+        }
+    }
+
+    #[test]
+    fn true_shows_the_sent_values_that_are_no_credentials() {
+        let key = r#"["ip", "form:username", "json:/user", "query:q", "header:x-tenant"]"#;
+        assert_eq!(
+            shown(key, "true", false).unwrap(),
+            ["form:username", "json:/user", "query:q", "header:x-tenant"]
+        );
+        assert_eq!(shown(key, "false", false).unwrap(), Vec::<String>::new());
+        assert_eq!(shown(key, "[]", false).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            shown(r#"["account", "form:username"]"#, "true", true).unwrap(),
+            ["form:username"],
+            "the account only when listed"
+        );
+        assert_eq!(
+            shown(r#"["account", "form:username"]"#, r#"["account", "form:username"]"#, true)
+                .unwrap(),
+            ["account", "form:username"]
+        );
+        assert_eq!(
+            shown(r#"["header:X-Tenant"]"#, r#"["header:x-TENANT"]"#, false).unwrap(),
+            ["header:x-tenant"],
+            "header names in any case"
+        );
+    }
+
+    #[test]
+    fn wrong_uses_are_named() {
+        for (key, show, account, says) in [
+            (r#"["ip"]"#, "true", false, "no form:, json:, query: or header: part"),
+            (r#"["account"]"#, "true", true, "only when listed"),
+            (r#"["header:authorization"]"#, "true", false, "`header:authorization`, a credential"),
+            (r#"["form:u", "header:x-api-key"]"#, "true", true, "the [account] header"),
+            (r#"["cookie:sid"]"#, r#"["cookie:sid"]"#, false, "never shown"),
+            (r#"["account", "jwt:sub"]"#, r#"["jwt:sub"]"#, false, "never shown"),
+            (r#"["ip", "form:u"]"#, r#"["ip"]"#, false, "shown as it is already"),
+            (r#"["form:u"]"#, r#"["form:user"]"#, false, "not a part of this policy's key"),
+            (r#"["form:u"]"#, r#""yes""#, false, "show_values"),
+        ] {
+            let problems = shown(key, show, account).unwrap_err();
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.starts_with("policies.login.show_values") && p.contains(says)),
+                "{key} / {show}: {problems:?}"
+            );
+        }
+    }
+}
