@@ -121,7 +121,8 @@ async fn three_shadow_clients_are_listed_by_would_be_denials() {
         (&38.into(), &53.into(), &3.into())
     );
     assert_eq!(w["span_seconds"], 30.0);
-    // b made 15 requests in 30 s: 30 a minute is the smallest limit only a exceeds.
+    // 30 s seen, within one period: b's peak is the 15 it sent, the smallest limit a
+    // alone exceeds (not 15 in 30 s scaled to 30 a minute).
     let limits: Vec<&Value> = w["by_top"]
         .as_array()
         .unwrap()
@@ -130,7 +131,7 @@ async fn three_shadow_clients_are_listed_by_would_be_denials() {
         .collect();
     assert_eq!(
         limits,
-        [&Value::from(30), &Value::Null, &Value::Null],
+        [&Value::from(15), &Value::Null, &Value::Null],
         "{v}"
     );
 
@@ -150,13 +151,15 @@ async fn three_shadow_clients_are_listed_by_would_be_denials() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.starts_with("| policy | window | would-be denials | keys | top keys' share"),
+        stdout.starts_with(
+            "| policy | window | seen | would-be denials | keys denied / seen | top keys' share"
+        ),
         "{stdout}"
     );
     for row in [
-        "| per_ip | 1m | 38 | 3 | 65.8 % / 100.0 % / 100.0 % | 30 / - / - per 1m (now 5) |",
-        "| per_ip | 15m | 38 | 3 | 65.8 % / 100.0 % / 100.0 % |",
-        "25  65.8 %  per_ip:ip:10.0.0.1",
+        "| per_ip | 1m | 30 s | 38 | 3 / 3 | 65.8 % / 100.0 % / 100.0 % | 15 / - / - per 1m (now 5) |",
+        "| per_ip | 15m | 30 s | 38 | 3 / 3 | 65.8 % / 100.0 % / 100.0 % |",
+        "25  65.8 %        30      30  per_ip:ip:10.0.0.1",
     ] {
         assert!(stdout.contains(row), "no `{row}` in:\n{stdout}");
     }

@@ -1,7 +1,9 @@
 //! `GET /dashboard` in a real browser (headless Chromium): three clients at different rates
 //! into a shadow route, and the page shows them in the order and with the counts that
-//! `/limits/{policy}/top` gives; and with an admin token the page asks for it while every
-//! data endpoint answers 401 without it.
+//! `/limits/{policy}/top` gives, a value looked up (`#value=`) lists only its keys, the
+//! shadow card shows `/shadow`'s suggestion; and with an admin token the page asks for it
+//! while every data endpoint answers 401 without it, or takes it from the URL's fragment
+//! (`#token=`).
 //!
 //! `UPDATE_SCREENSHOT=1 cargo test --test admin dashboard` also writes `docs/src/images/dashboard.png` (the
 //! README's picture); without it the screenshot goes to a temporary file, so a test run
@@ -133,6 +135,34 @@ async fn the_page_shows_the_top_keys_in_order_with_their_counts() {
     );
     assert!(dom.contains(">store memory</span>"), "{dom}");
 
+    // A value looked up from the URL (`#value=`, as if typed in the box): only its keys.
+    let looked = dump_dom(&format!("http://{admin}/dashboard#value=198.51.100.23")).await;
+    assert!(looked.contains("<body data-state=\"ok\">"), "{looked}");
+    let table = looked
+        .split("<table class=\"top\" data-policy=\"search_ip\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap_or_else(|| panic!("no top-keys table for search_ip:\n{looked}"));
+    let keys: Vec<String> = elements(table, "<tr data-key=")
+        .iter()
+        .map(|r| attr(r, "data-key").unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["search_ip:ip:198.51.100.23"], "{table}");
+    assert!(
+        looked.contains("keys holding the value “198.51.100.23”"),
+        "{looked}"
+    );
+    // The shadow card: its suggestion, as `/shadow` gives it.
+    let shadow = json(send_h1(admin, get(&format!("http://{admin}/shadow"))).await).await;
+    let first = &shadow["policies"][0]["windows"]["15m"]["by_top"][0];
+    let limit = first["suggested_limit"].as_u64().unwrap();
+    assert!(
+        dom.contains(&format!(
+            "<dd class=\"suggestion\" data-k=\"1\" data-limit=\"{limit}\">limit {limit} per 1m refuses 1 key"
+        )),
+        "{dom}"
+    );
+
     let png = match std::env::var_os("UPDATE_SCREENSHOT") {
         Some(_) => repo_path("docs/src/images/dashboard.png"),
         None => std::env::temp_dir().join(format!("tollgate-dashboard-{}.png", std::process::id())),
@@ -203,4 +233,14 @@ async fn with_a_token_the_data_needs_it_and_the_page_asks_for_it() {
         dom.contains("<main id=\"main\" hidden=\"\">"),
         "nothing else does: {dom}"
     );
+
+    // A script or a headless browser: the token in the URL's fragment (never sent to the
+    // gateway), which the page sends as the Authorization header.
+    let dom = dump_dom(&format!("http://{admin}/dashboard#token={TOKEN}")).await;
+    assert!(dom.contains("<body data-state=\"ok\">"), "{dom}");
+    assert!(dom.contains(">store memory</span>"), "the data shows: {dom}");
+    assert!(!dom.contains(TOKEN), "the token is written nowhere in the page");
+    let dom = dump_dom(&format!("http://{admin}/dashboard#token=not-{TOKEN}")).await;
+    assert!(dom.contains("<body data-state=\"token\">"), "{dom}");
+    assert!(dom.contains("That token was refused."), "{dom}");
 }

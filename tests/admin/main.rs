@@ -15,6 +15,7 @@ mod admin_activity;
 mod admin_api;
 mod admin_browser;
 mod admin_limits;
+mod admin_shadow_trial;
 mod admin_top;
 mod dashboard;
 mod grafana;

@@ -55,12 +55,21 @@ impl KeyBuilder {
         }
     }
 
-    /// What a key of `policy` holds where one of its sent values is `value`: `:TAG:HASH`
-    /// for each part a client sends (the keyed hash as keys hold it; lower-cased first for
-    /// a `lowercase` body field), and `:TAG:VALUE` for each part the policy shows.
+    /// What a key of `policy` holds where one of its parts is `value`: `:TAG:HASH` for
+    /// each part a client sends (the keyed hash as keys hold it; lower-cased first for a
+    /// `lowercase` body field), `:TAG:VALUE` for each part the policy shows, and the value
+    /// as written for the parts never hashed (`ip`, `path`, `route`, `method`).
     pub fn needles(&self, policy: &Policy, value: &str) -> Vec<String> {
         let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
         let mut needles = Vec::new();
+        for part in &policy.key {
+            match part {
+                KeyPart::Ip => needles.push(format!(":ip:{value}")),
+                KeyPart::Path => needles.push(format!(":path:{value}")),
+                KeyPart::Route | KeyPart::Method => needles.push(format!(":{value}")),
+                _ => {}
+            }
+        }
         for part in policy.key.iter().filter(|p| p.is_sent_value()) {
             let folded = match part {
                 KeyPart::Form(f) | KeyPart::Json(f) if f.lowercase => value.to_lowercase(),
