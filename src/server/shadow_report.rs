@@ -148,7 +148,12 @@ pub fn table(view: &Value) -> String {
     );
     for p in policies {
         if let Some(means) = p["suggestion_means"].as_str() {
-            let _ = writeln!(out, "{} ({}): {means}", text(&p["policy"]), text(&p["algorithm"]));
+            let _ = writeln!(
+                out,
+                "{} ({}): {means}",
+                text(&p["policy"]),
+                text(&p["algorithm"])
+            );
         }
     }
     for p in policies {

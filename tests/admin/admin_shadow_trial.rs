@@ -67,14 +67,21 @@ fn suggestions(w: &Value) -> Vec<(Value, Value)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_trial_suggests_three_and_counts_every_key() {
     let clock = ManualClock::new();
-    let gw = serve(&login(echo_upstream().await, 5, "15m", "shadow", ""), &clock).await;
+    let gw = serve(
+        &login(echo_upstream().await, 5, "15m", "shadow", ""),
+        &clock,
+    )
+    .await;
     the_trial(gw.addr, &clock).await;
 
     let (status, v) = admin(gw.admin, Method::GET, "/shadow").await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let p = &v["policies"][0];
     assert_eq!((&p["policy"], &p["limit"]), (&"login".into(), &5.into()));
-    assert!(p["suggestion_means"].as_str().unwrap().contains("burst"), "{p}");
+    assert!(
+        p["suggestion_means"].as_str().unwrap().contains("burst"),
+        "{p}"
+    );
     for window in ["1m", "15m"] {
         let w = &p["windows"][window];
         // By hand: 3 refuses alice alone; 1 refuses alice and bob; no eleventh key.
@@ -119,7 +126,12 @@ async fn the_operators_trial_suggests_three_and_counts_every_key() {
 
     // Looked up by value: alice's key (by its keyed hash), bob none in /top (never denied)
     // but listed by /shadow with his 3 requests.
-    let (_, v) = admin(gw.admin, Method::GET, "/limits/login/top?window=15m&value=alice").await;
+    let (_, v) = admin(
+        gw.admin,
+        Method::GET,
+        "/limits/login/top?window=15m&value=alice",
+    )
+    .await;
     assert_eq!(v["top"].as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v["top"][0]["key"], alice.as_str());
     let (_, v) = admin(gw.admin, Method::GET, "/limits/login/top?value=bob").await;
@@ -127,7 +139,10 @@ async fn the_operators_trial_suggests_three_and_counts_every_key() {
     let (_, v) = admin(gw.admin, Method::GET, "/shadow?value=bob").await;
     let bob = &v["policies"][0]["windows"]["15m"]["top"];
     assert_eq!(bob.as_array().unwrap().len(), 1, "{v}");
-    assert_eq!((&bob[0]["requests"], &bob[0]["would_be_denials"]), (&3.into(), &0.into()));
+    assert_eq!(
+        (&bob[0]["requests"], &bob[0]["would_be_denials"]),
+        (&3.into(), &0.into())
+    );
     let (status, v) = admin(gw.admin, Method::GET, "/shadow?value=").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
 
@@ -135,7 +150,13 @@ async fn the_operators_trial_suggests_three_and_counts_every_key() {
     let adm = gw.admin;
     let out = tokio::task::spawn_blocking(move || {
         tollgate()
-            .args(["shadow-report", "--admin", &adm.to_string(), "--value", "alice"])
+            .args([
+                "shadow-report",
+                "--admin",
+                &adm.to_string(),
+                "--value",
+                "alice",
+            ])
             .output()
             .unwrap()
     })
@@ -171,7 +192,10 @@ async fn a_one_minute_limit_over_a_minute_suggests_sixty() {
             ("10.0.0.4", 1, 30),
         ] {
             if second % every == 0 {
-                assert_eq!(admitted(gw.addr, "/search", ip, per_second).await, per_second);
+                assert_eq!(
+                    admitted(gw.addr, "/search", ip, per_second).await,
+                    per_second
+                );
             }
         }
         clock.advance(Duration::from_secs(1));
@@ -186,6 +210,14 @@ async fn a_one_minute_limit_over_a_minute_suggests_sixty() {
         "{w}"
     );
     assert_eq!(v["policies"][0]["algorithm"], "sliding_window");
+    // Half a minute on, 90 s seen: counted in whole minutes, still 60 (an average would
+    // say 40 a minute).
+    clock.advance(Duration::from_secs(30));
+    let (_, v) = admin(gw.admin, Method::GET, "/shadow").await;
+    let w = &v["policies"][0]["windows"]["15m"];
+    assert_eq!(w["seen_seconds"], 90.0, "{w}");
+    assert_eq!(suggestions(w)[0], (60.into(), 1.into()), "{w}");
+    assert_eq!(w["peak_window_seconds"], 60.0, "{w}");
     // /routes: a sliding window has no burst.
     let (_, routes) = admin(gw.admin, Method::GET, "/routes").await;
     let policy = &routes["routes"][0]["policies"][0];
@@ -214,7 +246,10 @@ async fn show_values_shows_usernames_and_a_reload_toggling_it_keeps_state() {
     let (status, v) = reload(&gw, &shown).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["policies"]["login"], "kept", "{v}");
-    assert_eq!(attempt(gw.addr, "alice").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        attempt(gw.addr, "alice").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     assert_eq!(attempt(gw.addr, "bob").await, StatusCode::OK);
     let (_, v) = admin(gw.admin, Method::GET, "/limits/login/top?value=alice").await;
     assert_eq!(v["values_shown"], true, "{v}");
@@ -237,6 +272,13 @@ async fn show_values_shows_usernames_and_a_reload_toggling_it_keeps_state() {
     );
 
     let (status, v) = reload(&gw, &hidden).await;
-    assert_eq!((status, &v["policies"]["login"]), (StatusCode::OK, &"kept".into()), "{v}");
-    assert_eq!(attempt(gw.addr, "alice").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        (status, &v["policies"]["login"]),
+        (StatusCode::OK, &"kept".into()),
+        "{v}"
+    );
+    assert_eq!(
+        attempt(gw.addr, "alice").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }

@@ -238,8 +238,14 @@ async fn with_a_token_the_data_needs_it_and_the_page_asks_for_it() {
     // gateway), which the page sends as the Authorization header.
     let dom = dump_dom(&format!("http://{admin}/dashboard#token={TOKEN}")).await;
     assert!(dom.contains("<body data-state=\"ok\">"), "{dom}");
-    assert!(dom.contains(">store memory</span>"), "the data shows: {dom}");
-    assert!(!dom.contains(TOKEN), "the token is written nowhere in the page");
+    assert!(
+        dom.contains(">store memory</span>"),
+        "the data shows: {dom}"
+    );
+    assert!(
+        !dom.contains(TOKEN),
+        "the token is written nowhere in the page"
+    );
     let dom = dump_dom(&format!("http://{admin}/dashboard#token=not-{TOKEN}")).await;
     assert!(dom.contains("<body data-state=\"token\">"), "{dom}");
     assert!(dom.contains("That token was refused."), "{dom}");

@@ -18,5 +18,6 @@ mod admin_limits;
 mod admin_shadow_trial;
 mod admin_top;
 mod dashboard;
+mod doc_shadow;
 mod grafana;
 mod metrics_lint;

@@ -62,7 +62,10 @@ impl Validator {
 
     fn show_part(&mut self, at: &str, written: &str, key: &[KeyPart]) -> Option<KeyPart> {
         let Some(part) = key.iter().find(|p| names(p, written)) else {
-            self.fail(at, format!("`{written}` is not a part of this policy's key"));
+            self.fail(
+                at,
+                format!("`{written}` is not a part of this policy's key"),
+            );
             return None;
         };
         match part {
@@ -169,7 +172,11 @@ mod tests {
         let origin = Path::new("show.toml");
         let config = parse_str(&text, origin).and_then(|raw| validate(raw, origin));
         match config {
-            Ok(c) => Ok(c.policies[0].show_values.iter().map(KeyPart::to_string).collect()),
+            Ok(c) => Ok(c.policies[0]
+                .show_values
+                .iter()
+                .map(KeyPart::to_string)
+                .collect()),
             Err(e) => Err(e
                 .problems()
                 .into_iter()
@@ -193,8 +200,12 @@ mod tests {
             "the account only when listed"
         );
         assert_eq!(
-            shown(r#"["account", "form:username"]"#, r#"["account", "form:username"]"#, true)
-                .unwrap(),
+            shown(
+                r#"["account", "form:username"]"#,
+                r#"["account", "form:username"]"#,
+                true
+            )
+            .unwrap(),
             ["account", "form:username"]
         );
         assert_eq!(
@@ -207,14 +218,49 @@ mod tests {
     #[test]
     fn wrong_uses_are_named() {
         for (key, show, account, says) in [
-            (r#"["ip"]"#, "true", false, "no form:, json:, query: or header: part"),
+            (
+                r#"["ip"]"#,
+                "true",
+                false,
+                "no form:, json:, query: or header: part",
+            ),
             (r#"["account"]"#, "true", true, "only when listed"),
-            (r#"["header:authorization"]"#, "true", false, "`header:authorization`, a credential"),
-            (r#"["form:u", "header:x-api-key"]"#, "true", true, "the [account] header"),
-            (r#"["cookie:sid"]"#, r#"["cookie:sid"]"#, false, "never shown"),
-            (r#"["account", "jwt:sub"]"#, r#"["jwt:sub"]"#, false, "never shown"),
-            (r#"["ip", "form:u"]"#, r#"["ip"]"#, false, "shown as it is already"),
-            (r#"["form:u"]"#, r#"["form:user"]"#, false, "not a part of this policy's key"),
+            (
+                r#"["header:authorization"]"#,
+                "true",
+                false,
+                "`header:authorization`, a credential",
+            ),
+            (
+                r#"["form:u", "header:x-api-key"]"#,
+                "true",
+                true,
+                "the [account] header",
+            ),
+            (
+                r#"["cookie:sid"]"#,
+                r#"["cookie:sid"]"#,
+                false,
+                "never shown",
+            ),
+            (
+                r#"["account", "jwt:sub"]"#,
+                r#"["jwt:sub"]"#,
+                false,
+                "never shown",
+            ),
+            (
+                r#"["ip", "form:u"]"#,
+                r#"["ip"]"#,
+                false,
+                "shown as it is already",
+            ),
+            (
+                r#"["form:u"]"#,
+                r#"["form:user"]"#,
+                false,
+                "not a part of this policy's key",
+            ),
             (r#"["form:u"]"#, r#""yes""#, false, "show_values"),
         ] {
             let problems = shown(key, show, account).unwrap_err();

@@ -202,7 +202,11 @@ impl TopKeys {
                 name: p.label.clone(),
                 limit: u64::from(p.spec.limit.get()),
                 period: p.spec.period,
-                slice: if period == 0 { MINUTE } else { period.min(MINUTE) },
+                slice: if period == 0 {
+                    MINUTE
+                } else {
+                    period.min(MINUTE)
+                },
                 algorithm: p.spec.algorithm,
                 shows: !p.spec.show_values.is_empty(),
                 shadow: shadow(p.index),

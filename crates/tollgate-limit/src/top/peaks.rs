@@ -83,7 +83,11 @@ pub(super) fn peaks<'a>(
         }
     }
     for (key, counts) in minutes {
-        let most = counts.windows(run).map(|w| w.iter().sum()).max().unwrap_or(0);
+        let most = counts
+            .windows(run)
+            .map(|w| w.iter().sum())
+            .max()
+            .unwrap_or(0);
         by_key.insert(key, most);
     }
     Some(Peaks {

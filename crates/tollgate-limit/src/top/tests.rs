@@ -5,8 +5,8 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::table::{Event, Table};
 use super::peaks::suggest;
+use super::table::{Event, Table};
 use super::{CAPACITY, Seed, TopKeys, Window};
 use crate::clock::ManualClock;
 use crate::metrics::Outcome;
@@ -272,7 +272,10 @@ fn shadow_lists_shadow_policies_with_shares_and_suggestions() {
     let limits: Vec<Option<u64>> = w.by_top.iter().map(|t| t.suggested_limit).collect();
     assert_eq!(limits, [Some(15), None, None]);
     assert_eq!(w.by_top[0].refused_keys, Some(1));
-    assert_eq!((w.peak_window_seconds, w.peak_windows_aligned), (Some(30.0), false));
+    assert_eq!(
+        (w.peak_window_seconds, w.peak_windows_aligned),
+        (Some(30.0), false)
+    );
     assert!((w.by_top[0].share - 25.0 / 38.0).abs() < 1e-9);
 }
 
@@ -281,7 +284,11 @@ fn the_suggestion_is_the_next_keys_peak() {
     assert_eq!(suggest(&[100, 40, 7], 1), Some((40, 1)));
     assert_eq!(suggest(&[100, 40, 7], 2), Some((7, 2)));
     assert_eq!(suggest(&[100, 40, 40, 7], 1), Some((40, 1)));
-    assert_eq!(suggest(&[40, 40, 7], 1), Some((40, 0)), "a tie refuses neither");
+    assert_eq!(
+        suggest(&[40, 40, 7], 1),
+        Some((40, 0)),
+        "a tie refuses neither"
+    );
     assert_eq!(suggest(&[100, 40, 7], 3), None);
 }
 
@@ -293,5 +300,8 @@ fn a_reload_keeps_each_kept_policys_summary() {
     let gone = TopKeys::new(top.seed(), &[], |_| false);
     assert!(gone.top("q", Window::OneMinute, 1, None).is_err());
     let again = TopKeys::new(top.seed(), &policies(), |_| false);
-    assert_eq!(again.top("q", Window::OneMinute, 1, None).unwrap().denied, 1);
+    assert_eq!(
+        again.top("q", Window::OneMinute, 1, None).unwrap().denied,
+        1
+    );
 }

@@ -44,7 +44,12 @@ fn limits(w: &ShadowWindow) -> Vec<(Option<u64>, Option<usize>)> {
 /// minutes. By hand: any limit from 3 to 29 refuses alice alone, 3 the smallest; 1
 /// refuses alice and bob (carol and dave tie at 1); there is no eleventh key.
 fn the_trial(top: &TopKeys, clock: &ManualClock) {
-    let sends = [("login:f:alice", 30), ("login:f:bob", 3), ("login:f:carol", 1), ("login:f:dave", 1)];
+    let sends = [
+        ("login:f:alice", 30),
+        ("login:f:bob", 3),
+        ("login:f:carol", 1),
+        ("login:f:dave", 1),
+    ];
     let total: u64 = sends.iter().map(|s| s.1 as u64).sum();
     let step = 2 * SECOND / total;
     for (key, n) in sends {
@@ -61,13 +66,21 @@ fn the_trial(top: &TopKeys, clock: &ManualClock) {
 }
 
 fn check_trial(w: &ShadowWindow) {
-    assert_eq!(limits(w), [(Some(3), Some(1)), (Some(1), Some(2)), (None, None)]);
+    assert_eq!(
+        limits(w),
+        [(Some(3), Some(1)), (Some(1), Some(2)), (None, None)]
+    );
     assert_eq!((w.would_be_denials, w.requests, w.allowed), (25, 35, 10));
     assert_eq!((w.keys_seen, w.keys_seen_exact), (4, true));
     assert_eq!((w.keys_denied, w.distinct_keys), (1, 1));
     let alice = &w.top[0];
     assert_eq!(
-        (&*alice.key, alice.would_be_denials, alice.requests, alice.peak),
+        (
+            &*alice.key,
+            alice.would_be_denials,
+            alice.requests,
+            alice.peak
+        ),
         ("login:f:alice", 25, 30, Some(30))
     );
 }
@@ -87,7 +100,11 @@ fn the_trial_suggests_three_for_five_per_fifteen_minutes() {
         assert_eq!(w.peak_window_seconds, Some(w.seen_seconds));
         assert!(!w.peak_windows_aligned);
     }
-    assert!(p.suggestion_means.contains("burst"), "{}", p.suggestion_means);
+    assert!(
+        p.suggestion_means.contains("burst"),
+        "{}",
+        p.suggestion_means
+    );
 }
 
 /// The same trial an hour after the gateway started: the 15-minute window has seen more
@@ -102,7 +119,10 @@ fn the_trial_an_hour_on_suggests_the_same() {
     let w = &view.policies[0].windows.fifteen_minutes;
     check_trial(w);
     assert!(w.seen_seconds > 900.0, "{}", w.seen_seconds);
-    assert_eq!((w.peak_window_seconds, w.peak_windows_aligned), (Some(900.0), true));
+    assert_eq!(
+        (w.peak_window_seconds, w.peak_windows_aligned),
+        (Some(900.0), true)
+    );
 }
 
 /// A search limit of one minute: over one minute, a 300 requests, b 60, c 6, d 2, spread
@@ -135,12 +155,21 @@ fn a_one_minute_limit_over_a_minute_suggests_sixty() {
     let view = top.shadow(&|_| None);
     let w = &view.policies[0].windows.one_minute;
     assert_eq!(w.seen_seconds, 60.0);
-    assert_eq!(limits(w), [(Some(60), Some(1)), (Some(2), Some(3)), (None, None)]);
+    assert_eq!(
+        limits(w),
+        [(Some(60), Some(1)), (Some(2), Some(3)), (None, None)]
+    );
     clock.advance(Duration::from_secs(30));
     let view = top.shadow(&|_| None);
-    for w in [&view.policies[0].windows.one_minute, &view.policies[0].windows.fifteen_minutes] {
+    for w in [
+        &view.policies[0].windows.one_minute,
+        &view.policies[0].windows.fifteen_minutes,
+    ] {
         assert_eq!(w.seen_seconds, 90.0);
-        assert_eq!((w.peak_window_seconds, w.peak_windows_aligned), (Some(60.0), true));
+        assert_eq!(
+            (w.peak_window_seconds, w.peak_windows_aligned),
+            (Some(60.0), true)
+        );
         assert_eq!(limits(w)[0], (Some(60), Some(1)));
     }
 }
@@ -183,7 +212,10 @@ fn a_period_under_a_minute_counts_peaks_in_its_slices() {
     }
     let view = top.shadow(&|_| None);
     let w = &view.policies[0].windows.one_minute;
-    assert_eq!((w.peak_window_seconds, w.peak_windows_aligned), (Some(1.0), true));
+    assert_eq!(
+        (w.peak_window_seconds, w.peak_windows_aligned),
+        (Some(1.0), true)
+    );
     assert_eq!(limits(w)[0], (Some(1), Some(1)), "b's peak is 1, a's 8");
     assert_eq!(w.requests, 41);
 }
@@ -195,7 +227,14 @@ fn every_allowed_request_and_key_seen_is_counted() {
     let clock = ManualClock::new();
     let policies = runtimes(&[gcra("q", 3, Duration::from_secs(60))]);
     let top = TopKeys::new(Seed::new(Arc::new(clock.clone())), &policies, |_| false);
-    for outcome in [Outcome::Allow, Outcome::Allow, Outcome::Allow, Outcome::Deny, Outcome::Deny, Outcome::Allow] {
+    for outcome in [
+        Outcome::Allow,
+        Outcome::Allow,
+        Outcome::Allow,
+        Outcome::Deny,
+        Outcome::Deny,
+        Outcome::Allow,
+    ] {
         top.record(0, "q:ip:a", outcome, Mode::Enforce);
     }
     for key in ["q:ip:b", "q:ip:c", "q:ip:d"] {
@@ -203,11 +242,24 @@ fn every_allowed_request_and_key_seen_is_counted() {
     }
     let v = top.top("q", Window::OneMinute, 10, None).unwrap();
     assert_eq!((v.allowed, v.denied), (7, 2));
-    assert_eq!((v.keys_seen, v.keys_seen_exact, v.keys_denied, v.distinct_keys), (4, true, 1, 1));
+    assert_eq!(
+        (
+            v.keys_seen,
+            v.keys_seen_exact,
+            v.keys_denied,
+            v.distinct_keys
+        ),
+        (4, true, 1, 1)
+    );
     assert_eq!((v.top.len(), v.top[0].allowed), (1, 1));
     // Past 64 keys in a minute, keys seen is an estimate.
     for i in 0..200 {
-        top.record(0, &format!("q:ip:10.1.0.{i}"), Outcome::Allow, Mode::Enforce);
+        top.record(
+            0,
+            &format!("q:ip:10.1.0.{i}"),
+            Outcome::Allow,
+            Mode::Enforce,
+        );
     }
     let v = top.top("q", Window::FifteenMinutes, 10, None).unwrap();
     assert_eq!(v.allowed, 207);

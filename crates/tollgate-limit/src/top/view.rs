@@ -300,7 +300,11 @@ fn shadow_window(
         })
         .collect();
     let listed = listed(&denials, &requests, lookup);
-    let peak = |key: &str| peaks.as_ref().map(|p| p.by_key.get(key).copied().unwrap_or(0));
+    let peak = |key: &str| {
+        peaks
+            .as_ref()
+            .map(|p| p.by_key.get(key).copied().unwrap_or(0))
+    };
     ShadowWindow {
         span_seconds: seconds(span),
         seen_seconds: seconds(span),
@@ -345,15 +349,30 @@ fn listed<'a>(
             .map(|(k, c)| (k, c, asked(k)))
             .collect(),
         Some(l) => {
-            let mut keys: Vec<&str> = denials.keys.keys().chain(requests.keys.keys()).copied().collect();
+            let mut keys: Vec<&str> = denials
+                .keys
+                .keys()
+                .chain(requests.keys.keys())
+                .copied()
+                .collect();
             keys.sort_unstable();
             keys.dedup();
             keys.into_iter()
                 .filter(|k| l(k))
-                .map(|k| (k, denials.keys.get(k).copied().unwrap_or_default(), asked(k)))
+                .map(|k| {
+                    (
+                        k,
+                        denials.keys.get(k).copied().unwrap_or_default(),
+                        asked(k),
+                    )
+                })
                 .collect()
         }
     };
-    keys.sort_by(|a, b| (b.1.shadow_denied, b.2).cmp(&(a.1.shadow_denied, a.2)).then(a.0.cmp(b.0)));
+    keys.sort_by(|a, b| {
+        (b.1.shadow_denied, b.2)
+            .cmp(&(a.1.shadow_denied, a.2))
+            .then(a.0.cmp(b.0))
+    });
     keys
 }
