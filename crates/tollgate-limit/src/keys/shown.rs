@@ -86,3 +86,98 @@ impl KeyBuilder {
         needles
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::{NonZeroU32, NonZeroUsize};
+    use std::time::Duration;
+
+    use http::{HeaderMap, HeaderValue, Method};
+
+    use super::super::{KeyBuilder, Target};
+    use crate::policy::PolicyRuntime;
+    use crate::spec::{Account, AlgorithmName, IpKeys, KeyPart, Policy, Site};
+
+    fn builder() -> KeyBuilder {
+        let ip_keys = IpKeys {
+            ipv6_prefix: 64,
+            shared_ranges: Vec::new(),
+        };
+        let account = Account {
+            header: http::HeaderName::from_static("x-api-key"),
+            hash_key: [7; 16],
+            jwt: None,
+        };
+        KeyBuilder::new(&ip_keys, Some(account))
+    }
+
+    fn policy(key: Vec<KeyPart>, show_values: Vec<KeyPart>) -> PolicyRuntime {
+        let p = Policy {
+            name: "p".into(),
+            key,
+            algorithm: AlgorithmName::Gcra,
+            limit: NonZeroU32::new(10).unwrap(),
+            period: Duration::from_secs(1),
+            burst: NonZeroU32::new(10).unwrap(),
+            cost: NonZeroU32::MIN,
+            max_delay: Duration::ZERO,
+            mode: None,
+            max_keys: NonZeroUsize::new(10).unwrap(),
+            site: Site::Local,
+            local_first: false,
+            lease: Default::default(),
+            spend: Default::default(),
+            on_missing_key: None,
+            show_values,
+        };
+        PolicyRuntime::new(0, &p, &[]).unwrap()
+    }
+
+    /// The shown key puts the listed parts in clear, the others as the stored key has them;
+    /// the stored key is the same with or without `show_values`; a value's needles find
+    /// both forms.
+    #[test]
+    fn shown_parts_are_in_clear_and_the_stored_key_does_not_change() {
+        let b = builder();
+        let tenant = KeyPart::Header(http::HeaderName::from_static("x-tenant"));
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", HeaderValue::from_static("k-123"));
+        headers.insert("x-tenant", HeaderValue::from_static("acme"));
+        let m = Method::GET;
+        let target = Target::default();
+        let facts = b.facts("192.0.2.1".parse().unwrap(), "r", &m, target, &headers);
+        let key = vec![KeyPart::Ip, KeyPart::Account, tenant.clone()];
+        let hidden = policy(key.clone(), Vec::new());
+        let shown = policy(key.clone(), vec![tenant.clone()]);
+        let all = policy(key, vec![KeyPart::Account, tenant]);
+        let stored = b.key(&hidden, &facts).unwrap().unwrap();
+        assert_eq!(b.key(&shown, &facts).unwrap().unwrap(), stored);
+        assert_eq!(b.shown_key(&hidden, &facts), None);
+        let account_hash = stored
+            .split(":acct:")
+            .nth(1)
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap();
+        assert_eq!(
+            b.shown_key(&shown, &facts).unwrap(),
+            format!("p:ip:192.0.2.1:acct:{account_hash}:h:acme")
+        );
+        assert_eq!(
+            b.shown_key(&all, &facts).unwrap(),
+            "p:ip:192.0.2.1:acct:k-123:h:acme"
+        );
+        let holds = |key: &str, value: &str| {
+            b.needles(&all.spec, value)
+                .iter()
+                .any(|n| crate::top::holds(key, n))
+        };
+        for key in [stored.as_str(), "p:ip:192.0.2.1:acct:k-123:h:acme"] {
+            assert!(holds(key, "k-123"), "{key}");
+            assert!(holds(key, "192.0.2.1"), "{key}");
+            assert!(!holds(key, "k-12"), "{key}: a prefix is not the value");
+        }
+        assert!(holds("p:ip:192.0.2.1:acct:k-123:h:acme", "acme"));
+    }
+}

@@ -52,6 +52,9 @@ pub use view::{KeyCount, ShadowPolicy, ShadowView, ShadowWindow, TopK, TopView};
 /// lists every key.
 pub type Lookup<'a> = Option<&'a dyn Fn(&str) -> bool>;
 
+/// A policy's key matcher for a looked-up value (`Limiter::lookup`).
+pub type Matcher = Box<dyn Fn(&str) -> bool>;
+
 /// Keys per minute table. A window's counts are each at most `total / CAPACITY` below the
 /// truth (0.2 % of the window's denials), and any key above that share is listed.
 pub const CAPACITY: usize = 512;
@@ -295,7 +298,7 @@ impl TopKeys {
 
     /// Every policy a route runs in shadow mode, both windows; `lookup(policy)` says which
     /// keys of a policy to list (every one when `None`).
-    pub fn shadow(&self, lookup: &dyn Fn(&str) -> Option<Box<dyn Fn(&str) -> bool>>) -> ShadowView {
+    pub fn shadow(&self, lookup: &dyn Fn(&str) -> Option<Matcher>) -> ShadowView {
         let now = self.clock.now();
         let policies = self
             .policies
@@ -351,7 +354,7 @@ impl super::Limiter {
     }
 
     /// Whether a key of `policy` (as recorded: stored, or shown) holds `value` in a part.
-    fn lookup(&self, policy: &str, value: &str) -> Box<dyn Fn(&str) -> bool> {
+    fn lookup(&self, policy: &str, value: &str) -> Matcher {
         let spec = self.sites().policies.iter().find(|p| &*p.label == policy);
         let needles = spec.map_or_else(Vec::new, |p| self.keys().needles(&p.spec, value));
         Box::new(move |key: &str| needles.iter().any(|n| holds(key, n)))
@@ -364,7 +367,7 @@ impl super::Limiter {
 }
 
 /// Whether `key` has the part `needle` (`:TAG:VALUE`) whole: followed by `:` or its end.
-fn holds(key: &str, needle: &str) -> bool {
+pub(crate) fn holds(key: &str, needle: &str) -> bool {
     key.match_indices(needle).any(|(at, _)| {
         let rest = &key[at + needle.len()..];
         rest.is_empty() || rest.starts_with(':')
