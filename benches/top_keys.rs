@@ -1,8 +1,9 @@
 //! The top-keys summaries (`limit/top/`) under key churn: what recording one decision costs
 //! the limit step when every denial is from a key never seen before (each one replaces the
 //! least entry of a full table), beside the hot key of an attack (one key, always found)
-//! and an allowed decision of an enforcing policy (one atomic read when nothing was denied
-//! this minute, a lookup when something was).
+//! and an allowed decision of an enforcing policy (its key hashed into the minute's keys
+//! seen and allowed count, lock-free, then one atomic read when nothing was denied this
+//! minute, a lookup when something was).
 //!
 //! Why: every decision of every site is recorded here (`check_report.rs`), so the 429 path
 //! pays for it, and a flood of fresh keys (rotating IPv6 /64s, junk accounts) is the case
