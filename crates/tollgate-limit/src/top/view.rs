@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::merge::{Counts, Merged, merge};
 use super::minutes::MINUTE;
-use super::peaks::{Peaks, peaks, suggest};
+use super::peaks::{peaks, suggest};
 use super::seen::SeenWindow;
 use super::{Described, Lookup, Rings, Summary, Window};
 use crate::clock::Nanos;
@@ -290,7 +290,7 @@ fn shadow_window(
     let by_top = KS
         .iter()
         .map(|&k| {
-            let suggested = peaks.as_ref().and_then(|_| suggest(&sorted, k));
+            let suggested = peaks.as_ref().and_then(|_| suggest(&sorted, k)); // none: concurrency
             TopK {
                 k,
                 share: share(deniers.iter().take(k).map(|(_, c)| c.shadow_denied).sum()),
@@ -317,7 +317,7 @@ fn shadow_window(
         keys_seen: seen.keys,
         keys_seen_exact: seen.keys_exact,
         peak_window_seconds: peaks.as_ref().map(|p| seconds(p.window)),
-        peak_windows_aligned: peaks.as_ref().is_some_and(|p: &Peaks| p.aligned),
+        peak_windows_aligned: peaks.as_ref().is_some_and(|p| p.aligned),
         top: listed
             .into_iter()
             .take(if lookup.is_some() { usize::MAX } else { 10 })
