@@ -271,13 +271,16 @@ impl Server {
         };
         let live = self.reloader.live().clone();
         let current = self.reloader.limiter.load_full();
-        let workers = Workers::start(self.workers, settings, live, current.clone());
+        let (warmed, mut warming) = tokio::sync::mpsc::unbounded_channel();
+        let workers = Workers::start(self.workers, settings, live, current.clone(), warmed);
         let workers = Arc::new(workers.map_err(ServerError::Workers)?);
-        // This thread's connection too (membership's first beat and the admin API use it).
+        // This thread's connection too (membership's first beat and the admin API use it),
+        // then every worker's: each reports once, within its connect time.
         if let Err(e) = current.warm().await {
             tracing::warn!(error = %e, "store connection not made before serving; the first calls make it");
         }
         drop(current);
+        while warming.recv().await.is_some() {}
         let mut tasks = tokio::task::JoinSet::new();
         let places = Arc::new(Semaphore::new(self.config.server.max_connections));
         let listener = |listener, tls| Listener {

@@ -60,14 +60,18 @@ impl Workers {
     /// thread, or no runtime: each needs its own descriptors) after stopping the others: a
     /// worker that died at start would silently drop every connection sent to it.
     ///
-    /// Each worker first warms its own store connection (`Limiter::warm`: dialled and the
-    /// scripts loaded on the worker's runtime, which drives it), so the first requests do
-    /// not spend their store timeout on a dial.
+    ///
+    /// Each worker then warms its own store connection (`Limiter::warm`: dialled and the
+    /// scripts loaded on the worker's runtime, which drives it) and says so on `warmed`,
+    /// before it takes its first connection: the caller waits for those (asynchronously:
+    /// the store may be reached through its own runtime) before it says ready, so the first
+    /// requests do not spend their store timeout on a dial.
     pub fn start(
         n: usize,
         settings: ConnSettings,
         live: Arc<Live>,
         limiter: Arc<crate::limit::Limiter>,
+        warmed: mpsc::UnboundedSender<()>,
     ) -> std::io::Result<Workers> {
         let n = n.max(1);
         let mut senders = Vec::with_capacity(n);
@@ -82,6 +86,7 @@ impl Workers {
             let settings = settings.clone();
             let live = live.clone();
             let limiter = limiter.clone();
+            let warmed = warmed.clone();
             let ready_tx = ready_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{i}"))
@@ -92,12 +97,14 @@ impl Workers {
                         .build();
                     match rt {
                         Ok(rt) => {
+                            let _ = ready_tx.send(Ok(()));
+                            drop(ready_tx);
                             if let Err(e) = rt.block_on(limiter.warm()) {
                                 warn!(worker = i, error = %e, "store connection not made before serving; the first requests make it");
                             }
                             drop(limiter);
-                            let _ = ready_tx.send(Ok(()));
-                            drop(ready_tx);
+                            let _ = warmed.send(());
+                            drop(warmed);
                             rt.block_on(work(rx, settings, live.worker()));
                         }
                         Err(e) => {

@@ -258,13 +258,15 @@ impl KeyBuilder {
             let Some(jwt) = &a.jwt else {
                 return match single(headers, &a.header) {
                     Err(ambiguous) => Some(Err(ambiguous)),
-                    Ok(v) => Some(Ok(keyed_hash(&a.hash_key, v.filter(|v| !v.is_empty())?))),
+                    Ok(v) => Some(Ok(keyed_hash(&self.hash_key, v.filter(|v| !v.is_empty())?))),
                 };
             };
             // A token that does not verify is no account at all: never a fresh one.
             match &token {
                 Token::Ambiguous(ambiguous) => Some(Err(ambiguous.clone())),
-                Token::Verified(c) => Some(Ok(keyed_hash(&a.hash_key, jwt.account(c)?.as_bytes()))),
+                Token::Verified(c) => {
+                    Some(Ok(keyed_hash(&self.hash_key, jwt.account(c)?.as_bytes())))
+                }
                 Token::Absent | Token::Unverified => None,
             }
         });

@@ -60,7 +60,7 @@ impl KeyBuilder {
     /// `lowercase` body field), `:TAG:VALUE` for each part the policy shows, and the value
     /// as written for the parts never hashed (`ip`, `path`, `route`, `method`).
     pub fn needles(&self, policy: &Policy, value: &str) -> Vec<String> {
-        let secret = self.account.as_ref().map_or(&[0u8; 16], |a| &a.hash_key);
+        let secret = &self.hash_key;
         let mut needles = Vec::new();
         for part in &policy.key {
             match part {
