@@ -307,7 +307,18 @@ fn reload(path: &std::path::Path) -> ExitCode {
     match asked {
         Ok((200, body)) => {
             print!("{body}");
-            ExitCode::SUCCESS
+            match reloaded_another_file(&cfg.origin, &body) {
+                Some(theirs) => {
+                    eprintln!(
+                        "reload: the gateway at that admin listener runs {theirs}, not {}: it re-read {theirs} (its answer is above) and {} is not running there; edit {theirs}, or ask the gateway started with {}",
+                        cfg.origin.display(),
+                        cfg.origin.display(),
+                        cfg.origin.display()
+                    );
+                    ExitCode::FAILURE
+                }
+                None => ExitCode::SUCCESS,
+            }
         }
         Ok((status, body)) => {
             eprint!("reload refused ({status}): {body}");
@@ -315,6 +326,16 @@ fn reload(path: &std::path::Path) -> ExitCode {
         }
         Err(e) => report(Err(e)),
     }
+}
+
+/// The file a reload's answer names when it is not `asked` (the gateway reloads the file it
+/// was started with, whatever `-c` names): `None` when they are the same file, or when the
+/// answer names none (a gateway older than the field).
+fn reloaded_another_file(asked: &std::path::Path, body: &str) -> Option<String> {
+    let answer: serde_json::Value = serde_json::from_str(body).ok()?;
+    let theirs = answer.get("file")?.as_str()?;
+    let same = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    (same(asked) != same(std::path::Path::new(theirs))).then(|| theirs.to_string())
 }
 
 /// `TOLLGATE_WORKERS=N`: how many worker threads serve connections (benchmarks use 2);

@@ -57,6 +57,9 @@ pub struct State {
     pub store_kind: &'static str,
     /// Which `Host`s and origins the listener answers (`gate.rs`).
     pub gate: Arc<Gate>,
+    /// The file this gateway runs and a reload re-reads: `POST /reload` names it, so that
+    /// `tollgate reload -c OTHER` can tell it asked a gateway running another file.
+    pub config_file: Arc<str>,
 }
 
 /// Reloads the config and says how it went (the server's reloader).
@@ -228,7 +231,11 @@ fn reload(state: &State) -> Response<ResponseBody> {
                 .collect();
             (
                 StatusCode::OK,
-                serde_json::json!({ "result": "ok", "policies": policies }),
+                serde_json::json!({
+                    "result": "ok",
+                    "file": &*state.config_file,
+                    "policies": policies,
+                }),
             )
         }
         ReloadOutcome::Invalid(e) => (StatusCode::UNPROCESSABLE_ENTITY, error_json(e)),

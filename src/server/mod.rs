@@ -304,6 +304,12 @@ impl Server {
                 reload: Arc::new(move || reload::outcome(reloader.reload("POST /reload"))),
                 activity: self.sampler.log.clone(),
                 store_kind: self.config.store.kind.name(),
+                // Absolute: `tollgate reload` compares it from another working folder.
+                config_file: std::fs::canonicalize(&self.config.origin)
+                    .unwrap_or_else(|_| self.config.origin.clone())
+                    .display()
+                    .to_string()
+                    .into(),
                 gate: Arc::new(crate::admin::Gate::new(
                     l.local_addr().expect("a bound listener has an address"),
                     self.config.server.admin_hosts.clone(),

@@ -326,6 +326,25 @@ async fn sighup_and_the_reload_command_reload_the_running_process() {
     );
     assert!(routes(3).await);
 
+    // Another file naming the same admin listener: the gateway re-reads its own file, so
+    // the command says which file that is and fails (the operator's trial: `kept` and exit 0
+    // while nothing of the other file applied).
+    let other = process::temp_file("other.toml", &(one.clone() + &route("d", "/d", &[])));
+    let out = run_reload(&other);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let file = std::fs::canonicalize(&path).unwrap();
+    assert!(
+        stderr.contains(&format!("runs {}, not {}", file.display(), other.display())),
+        "{stderr}"
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["file"], file.display().to_string());
+    assert!(
+        routes(3).await,
+        "the running file's three routes, not the other's four"
+    );
+
     // An invalid file: check's message and exit code, and the gateway is not asked.
     std::fs::write(&path, one.replace("[[routes]]", "[[routez]]")).unwrap();
     let out = run_reload(&path);
@@ -337,7 +356,7 @@ async fn sighup_and_the_reload_command_reload_the_running_process() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(out.stderr, check.stderr);
     let m = metrics_text(adm).await;
-    assert_eq!((reloads(&m, "ok"), reloads(&m, "error")), (2.0, 0.0));
+    assert_eq!((reloads(&m, "ok"), reloads(&m, "error")), (3.0, 0.0));
     assert!(routes(3).await);
 }
 
