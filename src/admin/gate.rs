@@ -81,6 +81,13 @@ impl Gate {
 
     /// Whether `host` names this listener.
     fn knows(&self, host: &Authority) -> bool {
+        // A port that is no port (`127.0.0.1:80.attacker.example`, `localhost:`) names
+        // nothing this listener is: no browser sends one, and no address is read from it.
+        // (`http` reads such a port as none: anything after the host must be a port.)
+        let suffixed = host.as_str().len() > host.host().len();
+        if suffixed && host.port_u16().is_none_or(|p| p == 0) {
+            return false;
+        }
         let name = host.host();
         if name.eq_ignore_ascii_case("localhost") {
             return true;
@@ -135,6 +142,10 @@ fn changes_state(method: &Method) -> bool {
 
 /// Why a state-changing request comes from another site, if it does.
 fn cross_site(headers: &HeaderMap, host: Option<&Authority>) -> Option<String> {
+    let mut sites = headers.get_all("sec-fetch-site").iter();
+    if let (Some(_), Some(_)) = (sites.next(), sites.next()) {
+        return Some("a request with Sec-Fetch-Site twice is refused".into());
+    }
     if let Some(site) = headers.get("sec-fetch-site") {
         let site = site.as_bytes();
         if !(site.eq_ignore_ascii_case(b"same-origin") || site.eq_ignore_ascii_case(b"none")) {
@@ -235,12 +246,29 @@ mod tests {
             "10.0.0.5:9901",
             "localhost.attacker.example",
             "127.0.0.1.nip.io:9901",
+            // Issue 46's attacker: a port that is no port.
+            "127.0.0.1:9901.attacker.example",
+            "localhost:abc",
+            "localhost:99999",
+            "localhost:",
         ] {
-            assert!(!knows(&g, refused), "{refused}");
+            assert!(
+                Authority::from_str(refused).is_err() || !knows(&g, refused),
+                "{refused}"
+            );
         }
         let any = gate("0.0.0.0:9901", &[]);
         assert!(knows(&any, "10.0.0.5:9901"));
         assert!(!knows(&any, "attacker.example:9901"));
+    }
+
+    #[test]
+    fn sec_fetch_site_twice_is_refused() {
+        let mut h = HeaderMap::new();
+        h.append("sec-fetch-site", "same-origin".parse().unwrap());
+        assert_eq!(cross_site(&h, None), None);
+        h.append("sec-fetch-site", "cross-site".parse().unwrap());
+        assert!(cross_site(&h, None).is_some());
     }
 
     #[test]

@@ -123,13 +123,114 @@ pub const TAKEN: [(&str, &str); 19] = [
     ("origin", "the browser's origin"),
 ];
 
+/// Fields HTTP and browsers already read or write, beyond [`TAKEN`]: the id written over
+/// one of them would change the request or the answer (a UUID for `X-Frame-Options`
+/// drops a backend's clickjacking guard, for `If-None-Match` breaks its caching, for
+/// `WWW-Authenticate` tollgate's own 401), found writing over them in issue 46's trial.
+/// From the IANA HTTP field name registry's fields in use, and the security headers
+/// browsers obey.
+pub const FIELDS: [&str; 58] = [
+    "accept",
+    "accept-charset",
+    "accept-encoding",
+    "accept-language",
+    "accept-patch",
+    "accept-post",
+    "accept-ranges",
+    "age",
+    "allow",
+    "alt-svc",
+    "alt-used",
+    "authentication-info",
+    "cache-control",
+    "cache-status",
+    "cdn-cache-control",
+    "clear-site-data",
+    "cross-origin-embedder-policy",
+    "cross-origin-opener-policy",
+    "cross-origin-resource-policy",
+    "dnt",
+    "early-data",
+    "etag",
+    "expires",
+    "from",
+    "last-modified",
+    "link",
+    "location",
+    "max-forwards",
+    "nel",
+    "permissions-policy",
+    "pragma",
+    "prefer",
+    "preference-applied",
+    "priority",
+    "proxy-authenticate",
+    "proxy-authentication-info",
+    "range",
+    "referer",
+    "referrer-policy",
+    "refresh",
+    "report-to",
+    "reporting-endpoints",
+    "server",
+    "server-timing",
+    "strict-transport-security",
+    "timing-allow-origin",
+    "upgrade-insecure-requests",
+    "user-agent",
+    "vary",
+    "warning",
+    "www-authenticate",
+    "x-content-type-options",
+    "x-dns-prefetch-control",
+    "x-frame-options",
+    "x-permitted-cross-domain-policies",
+    "x-powered-by",
+    "x-requested-with",
+    "x-xss-protection",
+];
+
+/// Trace contexts of other tracers, and credentials or identities a backend or a proxy in
+/// front reads (oauth2-proxy's, Apache's `Remote-User`, CSRF tokens, API keys): an id
+/// written over one would break a trace or name someone.
+pub const CONVENTIONS: [(&str, &str); 19] = [
+    ("baggage", "a trace context header"),
+    ("b3", "a trace context header"),
+    ("uber-trace-id", "a trace context header"),
+    ("x-amzn-trace-id", "a trace context header"),
+    ("x-cloud-trace-context", "a trace context header"),
+    ("x-datadog-trace-id", "a trace context header"),
+    ("x-datadog-parent-id", "a trace context header"),
+    ("sentry-trace", "a trace context header"),
+    ("x-api-key", "a credential header"),
+    ("x-auth-token", "a credential header"),
+    ("x-access-token", "a credential header"),
+    ("x-csrf-token", "a credential header"),
+    ("x-xsrf-token", "a credential header"),
+    ("remote-user", "an identity header"),
+    ("x-remote-user", "an identity header"),
+    ("x-user", "an identity header"),
+    ("x-email", "an identity header"),
+    ("x-ms-client-principal", "an identity header"),
+    ("x-amz-security-token", "a credential header"),
+];
+
 /// Prefixes of taken names: the body's `content-*` headers, the `RateLimit*` and
-/// `X-RateLimit-*` headers tollgate writes, and the browser's `sec-*` fetch metadata.
-pub const TAKEN_PREFIXES: [(&str, &str); 4] = [
+/// `X-RateLimit-*` headers tollgate writes, the browser's `sec-*` fetch metadata, and
+/// families whose every member means something: CORS, conditional requests, gRPC's and
+/// Envoy's own headers, B3 traces, forwarding and auth proxies' identity headers.
+pub const TAKEN_PREFIXES: [(&str, &str); 11] = [
     ("content-", "a header of the body"),
     ("ratelimit", "a header tollgate writes on its answers"),
     ("x-ratelimit", "a header tollgate writes on its answers"),
     ("sec-", "a browser's fetch metadata"),
+    ("access-control-", "a CORS header"),
+    ("if-", "a conditional request header"),
+    ("grpc-", "gRPC's own metadata"),
+    ("x-envoy-", "a header Envoy reads or writes"),
+    ("x-b3-", "a trace context header"),
+    ("x-forwarded-", "a forwarding claim backends believe"),
+    ("x-auth-request-", "an identity header"),
 ];
 
 /// Why `name` (any case, `_` or `-`) already means something to HTTP, to forwarding or to
@@ -140,7 +241,10 @@ pub fn taken(name: &str) -> Option<&'static str> {
     if let Some((_, why)) = TAKEN.iter().find(|(n, _)| spells(name, n)) {
         return Some(why);
     }
-    if let Some((_, why)) = TAKEN_PREFIXES.iter().find(|(p, _)| prefixed(p)) {
+    if FIELDS.iter().any(|n| spells(name, n)) {
+        return Some("a header HTTP or browsers give a meaning");
+    }
+    if let Some((_, why)) = CONVENTIONS.iter().find(|(n, _)| spells(name, n)) {
         return Some(why);
     }
     if OWN_CLAIMS.iter().any(|n| spells(name, n)) {
@@ -151,6 +255,9 @@ pub fn taken(name: &str) -> Option<&'static str> {
     }
     if OVERRIDES.iter().any(|n| spells(name, n)) {
         return Some("a method override");
+    }
+    if let Some((_, why)) = TAKEN_PREFIXES.iter().find(|(p, _)| prefixed(p)) {
+        return Some(why);
     }
     None
 }

@@ -98,7 +98,12 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     v.split_shares(&variants, cluster.expected_nodes);
     v.node_periods(&variants, cluster.expected_nodes);
     if let Some(s) = &server {
-        v.request_id_header_own(&s.request_id_header, account.as_ref(), &policies, &tiers);
+        let written = raw.server.as_ref().map(|r| r.request_id_header.as_str());
+        let own = (
+            written.unwrap_or(s.request_id_header.as_str()),
+            &s.request_id_header,
+        );
+        v.request_id_header_own(own, account.as_ref(), &policies, &tiers);
     }
     if !v.problems.is_empty() {
         return Err(ConfigError::Invalid {

@@ -47,18 +47,13 @@ impl Validator {
         })
     }
 
+    /// A header name; what it may not mean is checked once the rest of the config is known
+    /// ([`Self::request_id_header_own`]), so a name this config reads is named as such.
     fn request_id_header(&mut self, name: &str) -> Option<HeaderName> {
         let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
             self.fail(KEY, format!("`{name}` is not a header name"));
             return None;
         };
-        if let Some(why) = header_names::taken(header.as_str()) {
-            self.fail(
-                KEY,
-                format!("`{name}` already means something to HTTP or to forwarding ({why}): pick a header of its own, like \"x-request-id\""),
-            );
-            return None;
-        }
         Some(header)
     }
 
@@ -67,9 +62,11 @@ impl Validator {
     /// would reach the backend holding a UUID instead of the client's value, and a response
     /// header it reads would be overwritten on the way back. Compared as CGI backends read
     /// names (`_` and `-` alike).
+    /// `(written, header)`: the name as the file spells it (what the message quotes) and
+    /// parsed.
     pub(super) fn request_id_header_own(
         &mut self,
-        header: &HeaderName,
+        (written, header): (&str, &HeaderName),
         account: Option<&Account>,
         policies: &[Policy],
         tiers: &Tiers,
@@ -109,6 +106,11 @@ impl Validator {
                 format!(
                     "`{header}` already means something to this config ({what}): the id would replace the client's value on the way to the upstream; pick a header of its own, like \"x-request-id\""
                 ),
+            );
+        } else if let Some(why) = header_names::taken(header.as_str()) {
+            self.fail(
+                KEY,
+                format!("`{written}` already means something to HTTP or to forwarding ({why}): pick a header of its own, like \"x-request-id\""),
             );
         }
     }
@@ -219,6 +221,24 @@ mod tests {
                 "a header tollgate writes on its answers",
             ),
             ("retry-after", "a header tollgate writes on 429 and 503"),
+            // Issue 46's attacker: names `check` took whose meaning the id overwrote.
+            (
+                "x-frame-options",
+                "a header HTTP or browsers give a meaning",
+            ),
+            (
+                "www-authenticate",
+                "a header HTTP or browsers give a meaning",
+            ),
+            ("access-control-allow-origin", "a CORS header"),
+            ("if-none-match", "a conditional request header"),
+            ("range", "a header HTTP or browsers give a meaning"),
+            ("baggage", "a trace context header"),
+            ("x-b3-traceid", "a trace context header"),
+            ("x-amzn-trace-id", "a trace context header"),
+            ("grpc-timeout", "gRPC's own metadata"),
+            ("x-forwarded-user", "a forwarding claim backends believe"),
+            ("x-remote-user", "an identity header"),
         ] {
             assert_eq!(
                 problems(name),
