@@ -34,6 +34,29 @@ pub fn start(n: usize, up: SocketAddr, cluster: &str, limits: &str, name: &str) 
     start_each(n, up, cluster, |_| limits.to_string(), name)
 }
 
+/// The store (and peer call) `timeout` of the fleets started here.
+const TIMEOUT: &str = "300ms";
+
+/// [`start`] with another peer call `timeout` than 300 ms (a fault injector's 10 ms:
+/// peers are counted out within a few of them).
+pub fn start_with_timeout(
+    n: usize,
+    up: SocketAddr,
+    cluster: &str,
+    timeout: &str,
+    limits: &str,
+    name: &str,
+) -> PeerFleet {
+    let limits = |_| limits.to_string();
+    for _ in 0..4 {
+        if let Some(fleet) = try_start_each(n, up, cluster, timeout, &limits, name) {
+            return fleet;
+        }
+    }
+    try_start_each(n, up, cluster, timeout, &limits, name)
+        .expect("five fleets in a row found a probed peer port taken")
+}
+
 /// [`start`] with node `i`'s limits from `limits(i)` (configs that differ).
 pub fn start_each(
     n: usize,
@@ -46,11 +69,11 @@ pub fn start_each(
     // client's ephemeral port) can take one before its node binds it. Then the whole
     // fleet starts again on new ports: every config lists every peer.
     for _ in 0..4 {
-        if let Some(fleet) = try_start_each(n, up, cluster, &limits, name) {
+        if let Some(fleet) = try_start_each(n, up, cluster, TIMEOUT, &limits, name) {
             return fleet;
         }
     }
-    try_start_each(n, up, cluster, &limits, name)
+    try_start_each(n, up, cluster, TIMEOUT, &limits, name)
         .expect("five fleets in a row found a probed peer port taken")
 }
 
@@ -60,6 +83,7 @@ fn try_start_each(
     n: usize,
     up: SocketAddr,
     cluster: &str,
+    timeout: &str,
     limits: &impl Fn(usize) -> String,
     name: &str,
 ) -> Option<PeerFleet> {
@@ -74,7 +98,7 @@ fn try_start_each(
                 list.join(", ")
             );
             let config = fleet(up, &keys)
-                .text("[store]\ntimeout = \"300ms\"\n")
+                .text(&format!("[store]\ntimeout = \"{timeout}\"\n"))
                 .text(&limits(i))
                 .build();
             temp_file(&format!("{name}-{i}.toml"), &config)
@@ -153,7 +177,8 @@ impl PeerFleet {
         .await;
     }
 
-    /// Wait until every node sees every peer live and has heard from each of them.
+    /// Wait until every node sees every peer live, has heard from each of them, and has
+    /// rejoined them (it started quarantined: `fleet/rejoin.rs`).
     pub async fn settled(&self) {
         let n = self.nodes.len();
         for node in &self.nodes {
@@ -163,7 +188,8 @@ impl PeerFleet {
                 Duration::from_secs(10),
                 || async move {
                     let m = metrics_text(admin).await;
-                    m.contains(&format!("tollgate_peers_live {n}"))
+                    m.contains(&format!("tollgate_peers_live {n}\n"))
+                        && m.contains("tollgate_peer_quarantined 0\n")
                         && metric_sum(&m, "tollgate_peer_latency_seconds_count") >= (n - 1) as f64
                 },
             )

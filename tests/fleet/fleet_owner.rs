@@ -118,7 +118,8 @@ async fn keys_with_different_owners_are_all_or_nothing() {
 /// SIGKILL the owner of a key: requests through the other nodes get the route's
 /// `on_store_error` ("closed": 503) for at most the failures it takes to call the owner
 /// gone, then the next owner decides, starting the key from full: one burst of
-/// over-admission, no more.
+/// over-admission, no more. Started again, the owner takes the key back from the interim
+/// owner's count (issue 47): the move back costs no burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_owner_fails_closed_then_its_keys_move() {
     let up = echo_upstream().await;
@@ -183,8 +184,15 @@ async fn a_dead_owner_fails_closed_then_its_keys_move() {
     )
     .await;
 
-    // The dead owner comes back on its address: its keys move back to it, and it starts
-    // them from full again (one more burst), once the others have pinged it.
+    // The dead owner comes back on its address: its keys move back to it once every peer
+    // counts it in, and it takes each up from the interim owner's count, not from full.
+    let asks_before = metric_sum(
+        &metrics_text(fleet.nodes[0].admin.unwrap()).await,
+        "tollgate_peer_calls_total{op=\"ask\"}",
+    ) + metric_sum(
+        &metrics_text(fleet.nodes[1].admin.unwrap()).await,
+        "tollgate_peer_calls_total{op=\"ask\"}",
+    );
     fleet.start_again(owner);
     for n in &fleet.nodes {
         let admin = n.admin.unwrap();
@@ -195,12 +203,36 @@ async fn a_dead_owner_fails_closed_then_its_keys_move() {
         )
         .await;
     }
+    let back = fleet.nodes.last().unwrap().admin.unwrap();
+    eventually(
+        "the restarted owner rejoined its peers",
+        Duration::from_secs(5),
+        || async move { metric_sum(&metrics_text(back).await, "tollgate_peer_rejoins_total") >= 1.0 },
+    )
+    .await;
     let mut again = Vec::new();
     for _ in 0..12 {
         again.push(status(entry, ip, None).await);
     }
-    // Had the key stayed with the interim owner (which spent its 10), none would pass.
-    assert_eq!(count(&again, StatusCode::OK), 10, "{again:?}");
+    // Before issue 47 it started the key from full: 10 more passed.
+    assert_eq!(count(&again, StatusCode::OK), 0, "{again:?}");
+    assert_eq!(
+        count(&again, StatusCode::TOO_MANY_REQUESTS),
+        12,
+        "{again:?}"
+    );
+    // Decided at the owner again, not by the interim owner on its own: it asked.
+    let asks_after = metric_sum(
+        &metrics_text(fleet.nodes[0].admin.unwrap()).await,
+        "tollgate_peer_calls_total{op=\"ask\"}",
+    ) + metric_sum(
+        &metrics_text(fleet.nodes[1].admin.unwrap()).await,
+        "tollgate_peer_calls_total{op=\"ask\"}",
+    );
+    assert!(
+        asks_after > asks_before,
+        "no ask reached the owner: the key did not move back"
+    );
 }
 
 /// An owner's denial is remembered until its retry time: an abusive client's further

@@ -9,6 +9,7 @@ mod features_fleet;
 mod fleet_config_skew;
 mod fleet_gossip;
 mod fleet_owner;
+mod fleet_owner_stop;
 mod fleet_restarts;
 mod fleet_stall;
 mod membership_peers;

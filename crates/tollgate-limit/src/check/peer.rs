@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use crate::ask::{Ask, Decided, Spent};
 use crate::check::{Check, Stop};
 use crate::route_limits::Site;
-use crate::site::fleet::{Answer, KeyItem};
+use crate::site::fleet::{Answer, FleetSite, KeyItem};
 
 impl Check<'_> {
     /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
@@ -27,7 +27,14 @@ impl Check<'_> {
         let Some(fleet) = self.sites.fleet.clone() else {
             return ControlFlow::Continue(());
         };
-        let groups = self.remote_owners(fleet.ring.me(), |key| fleet.ring.owner(key));
+        let now = self.sites.local.now();
+        // Before owners are picked: a stall found here quarantines this node (its keys go
+        // to their interim owners), and a hand-back window is seen (`fleet/rejoin.rs`).
+        let handing_back = fleet.owner_view(now);
+        let groups = self.remote_owners(fleet.ring.me(), now, |key| fleet.ring.owner(key));
+        if let Some(epoch) = handing_back {
+            self.hand_back(&fleet, epoch).await;
+        }
         let spec = |policy: usize| self.sites.specs[policy];
         self.go_on()?;
         if groups.is_empty() {
@@ -94,10 +101,10 @@ impl Check<'_> {
     fn remote_owners(
         &mut self,
         me: SocketAddr,
+        now: crate::clock::Nanos,
         owner_of: impl Fn(&str) -> SocketAddr,
     ) -> Vec<(SocketAddr, Vec<usize>)> {
         let cache = &self.sites.denied_until;
-        let now = self.sites.local.now();
         let mut groups: Vec<(SocketAddr, Vec<usize>)> = Vec::new();
         for (i, ask) in self.asks.iter_mut().enumerate() {
             if ask.entry.site != Site::Owner {
@@ -119,6 +126,37 @@ impl Check<'_> {
             }
         }
         groups
+    }
+
+    /// In a hand-back window (`fleet/rejoin.rs`): the owner keys this node decides that it
+    /// has not taken up since the window opened first hear their interim owner's count,
+    /// and this node spends what it lacks of it. Never denies by itself.
+    async fn hand_back(&mut self, fleet: &FleetSite, epoch: crate::clock::Nanos) {
+        let me = fleet.ring.me();
+        let (idx, items): (Vec<usize>, Vec<KeyItem>) = (0..self.asks.len())
+            .filter(|&i| {
+                let ask = &self.asks[i];
+                ask.entry.site == Site::Owner && ask.decided.is_none()
+            })
+            .filter(|&i| fleet.ring.owner(&self.asks[i].key) == me)
+            .map(|i| {
+                let spec = self.sites.specs[self.asks[i].entry.policy];
+                let mut item = self.key_item(&self.asks[i], spec);
+                item.cost = 0;
+                (i, item)
+            })
+            .filter(|(_, item)| !fleet.handed_back(epoch, item))
+            .unzip();
+        if items.is_empty() {
+            return;
+        }
+        let heard = crate::store_time::timed(fleet.hand_back(epoch, &items)).await;
+        for (i, count) in idx.into_iter().zip(heard) {
+            if let Some(Some(target)) = count {
+                let local = self.check_item(&self.asks[i], false);
+                self.sites.local.catch_up(&local, target);
+            }
+        }
     }
 
     fn key_item(&self, ask: &Ask, spec: u64) -> KeyItem {

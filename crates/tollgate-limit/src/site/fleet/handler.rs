@@ -8,6 +8,10 @@
 //! message; an item that names an unknown policy, one of another site, or one whose numbers
 //! differ here (its fingerprint) is refused (`Answer::Unknown`, or [`REFUSED`] for gossip),
 //! never guessed at.
+//!
+//! An owner in quarantine (`rejoin.rs`: its peers may have counted it out) forwards the
+//! asks, refunds and debits for its keys to the node that decided them meanwhile; in the
+//! hand-back window after it, a key's first ask here takes that node's count first.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,6 +23,7 @@ use bytes::Bytes;
 
 use super::codec::{Answer, KeyItem, fingerprint};
 use super::fresh::Freshness;
+use super::rejoin::{self, Rejoin};
 use super::report::Report;
 use super::ring::Ring;
 
@@ -26,7 +31,8 @@ use super::ring::Ring;
 /// numbers).
 pub const REFUSED: &[u8] = b"?";
 use crate::algorithm::Verdict;
-use crate::peer::{Op, PeerHandler, Request, Response};
+use crate::clock::Nanos;
+use crate::peer::{Op, PeerClient, PeerHandler, Request, Response};
 use crate::policy::PolicyRuntime;
 use crate::site::local::{CheckItem, LocalStore, Spends};
 use crate::spec::Site;
@@ -43,6 +49,10 @@ pub struct FleetHandler {
     /// A peer that asks to sync is alive and reaching us: it goes back into the live set,
     /// so our next push reaches it (what it missed before, the sync's answer carries).
     ring: Arc<Ring>,
+    /// Whether this node is quarantined, and the owner keys handed back since.
+    rejoin: Arc<Rejoin>,
+    /// Forwards a quarantined owner's items and asks for an interim owner's counts.
+    client: PeerClient,
 }
 
 /// What the handler decides with, for one config.
@@ -81,13 +91,22 @@ impl FleetHandler {
         me: SocketAddr,
         fresh: Arc<Freshness>,
         ring: Arc<Ring>,
+        rejoin: Arc<Rejoin>,
+        client: PeerClient,
     ) -> Self {
         FleetHandler {
             view: ArcSwap::from_pointee(View::new(local, policies)),
             me: Bytes::from(me.to_string()),
             fresh,
             ring,
+            rejoin,
+            client,
         }
+    }
+
+    /// The limiter's clock (the one requests decide by).
+    pub fn now(&self) -> Nanos {
+        self.view.load().local.now()
     }
 
     /// Answer from a reloaded config's policies and state from now on.
@@ -159,8 +178,12 @@ impl FleetHandler {
 
     /// This node's count of a peer's gossip key, spending nothing: an `Admitted` answer
     /// carrying its remaining and reset.
+    /// An owner key's count is asked by the owner it moves back to (`rejoin.rs`).
     fn sync(&self, view: &View, data: Bytes) -> Answer {
-        let Some(item) = self.item(view, data, Site::Gossip) else {
+        let item = self
+            .item(view, data.clone(), Site::Gossip)
+            .or_else(|| self.item(view, data, Site::Owner));
+        let Some(item) = item else {
             return Answer::Unknown;
         };
         let s = view
@@ -174,11 +197,81 @@ impl FleetHandler {
         }
     }
 
-    /// Decide one asked key as its owner: spend if it conforms.
-    fn ask(&self, view: &View, data: Bytes) -> Answer {
+    /// The node to forward an owner item to: while quarantined, the interim owner of a key
+    /// this node owns once counted in again. Checked before decoding only while quarantined.
+    fn forward_to(&self, view: &View, data: &Bytes) -> Option<(SocketAddr, CheckItem)> {
+        if !self.ring.quarantined() {
+            return None;
+        }
+        let item = self.item(view, data.clone(), Site::Owner)?;
+        if self.ring.owner_among_live(&item.key) != self.ring.me() {
+            return None;
+        }
+        Some((self.ring.interim(&item.key)?, item))
+    }
+
+    /// A refund or debit of an owner key: here, or at the interim owner while quarantined.
+    fn give(&self, view: &View, op: Op, data: Bytes) {
+        if let Some((interim, _)) = self.forward_to(view, &data) {
+            self.client.send(interim, op, vec![data], |_| {});
+            return;
+        }
+        if let Some(it) = self.item(view, data, Site::Owner) {
+            match op {
+                Op::Refund => view.local.refund(&it),
+                _ => view.local.debit(&it),
+            }
+        }
+    }
+
+    /// Decide one asked key as its owner (spend if it conforms), or have its interim owner
+    /// decide it while this node is quarantined; an empty answer (a failure to the asker)
+    /// when that owner does not answer.
+    async fn ask(&self, view: &View, data: Bytes) -> Bytes {
+        if let Some((interim, _)) = self.forward_to(view, &data) {
+            return match self.client.call(interim, Op::Ask, vec![data]).await {
+                Ok(mut replies) if replies.len() == 1 => replies.pop().unwrap_or_default(),
+                _ => Bytes::new(),
+            };
+        }
         let Some(item) = self.item(view, data, Site::Owner) else {
-            return Answer::Unknown;
+            return Answer::Unknown.encode();
         };
+        self.hand_back(view, &item).await;
+        self.decide(view, item).encode()
+    }
+
+    /// In a hand-back window, an owner key this node owns takes the interim owner's count
+    /// before its first decision here.
+    async fn hand_back(&self, view: &View, item: &CheckItem) {
+        let Some(epoch) = self.rejoin.handing_back(view.local.now()) else {
+            return;
+        };
+        if self.ring.owner(&item.key) != self.ring.me() {
+            return;
+        }
+        let policy = &view.policies[item.policy];
+        let key = KeyItem {
+            policy: policy.name.clone(),
+            spec: view.specs[item.policy],
+            headroom: item.headroom.get(),
+            cost: 0,
+            key: item.key.clone(),
+        };
+        if self.rejoin.synced(epoch, &key) {
+            return;
+        }
+        let heard = rejoin::interim_counts(&self.client, &self.ring, std::slice::from_ref(&key));
+        // Not heard: decided on this node's own count, and asked again next time.
+        if let Some(count) = heard.await.into_iter().next().flatten() {
+            if let Some(target) = count {
+                view.local.catch_up(item, target);
+            }
+            self.rejoin.caught_up(epoch, &key);
+        }
+    }
+
+    fn decide(&self, view: &View, item: CheckItem) -> Answer {
         let results = view.local.check(std::slice::from_ref(&item), |ds| {
             ds.iter().map(|v| v.admits()).collect::<Spends>()
         });
@@ -210,34 +303,37 @@ impl FleetHandler {
 impl PeerHandler for FleetHandler {
     async fn handle(&self, from: SocketAddr, request: Request) -> Response {
         self.fresh.heard();
-        if request.items.iter().any(|i| i.op == Op::Sync) && self.ring.answered(from) {
+        let rejoining = |i: &crate::peer::Item| {
+            i.op == Op::Sync || (i.op == Op::Ping && i.data.as_ref() == rejoin::REJOIN)
+        };
+        // A peer rejoining is counted in before it hears our answer (`rejoin.rs`).
+        if request.items.iter().any(rejoining) && self.ring.answered(from) {
             // It was counted out: it may have missed our pushes, and we its.
             self.fresh.mark();
         }
-        let view = self.view.load();
-        let items = request
+        // A peer counts us out: quarantined before our answer counts us in again.
+        if request
             .items
-            .into_iter()
-            .map(|item| match item.op {
-                Op::Ask => self.ask(&view, item.data).encode(),
-                Op::Refund => {
-                    if let Some(it) = self.item(&view, item.data, Site::Owner) {
-                        view.local.refund(&it);
-                    }
-                    Bytes::new()
-                }
-                Op::Debit => {
-                    if let Some(it) = self.item(&view, item.data, Site::Owner) {
-                        view.local.debit(&it);
-                    }
+            .iter()
+            .any(|i| i.op == Op::Ping && i.data.as_ref() == rejoin::COUNTED_OUT)
+        {
+            self.rejoin.told_out(&self.ring, from, self.now());
+        }
+        let view = self.view.load();
+        let mut items = Vec::with_capacity(request.items.len());
+        for item in request.items {
+            items.push(match item.op {
+                Op::Ask => self.ask(&view, item.data).await,
+                op @ (Op::Refund | Op::Debit) => {
+                    self.give(&view, op, item.data);
                     Bytes::new()
                 }
                 Op::Sync => self.sync(&view, item.data).encode(),
                 Op::Gossip if self.gossip(&view, item.data) => Bytes::new(),
                 Op::Gossip => Bytes::from_static(REFUSED),
                 Op::Ping => self.me.clone(),
-            })
-            .collect();
+            });
+        }
         Response { items }
     }
 }

@@ -8,6 +8,9 @@
 //! - [`report`]: how a push carries them to the peers (one report per policy).
 //! - [`fresh`] and [`sync`]: a node whose view went stale (it stalled, its peers fell
 //!   silent, a peer rejoined) hears its peers' counts of a gossip key before deciding it.
+//! - [`rejoin`]: a node that may have been counted out (it started, stalled, or a peer's
+//!   ping says so) owns no key until every peer counts it in again, then takes each of its
+//!   owner keys up from the count of the node that decided it meanwhile.
 //! - [`FleetSite`]: the request path's door to all of it (used by `check/peer.rs` and the
 //!   local step), and the background loop that pushes gossip and pings the peers.
 //!
@@ -15,12 +18,14 @@
 //! [`ring::DOWN_AFTER`] failures in a row the peer leaves the live set and its keys move to
 //! the peer that scored next for them, which starts them from full (at most one burst of
 //! over-admission per moved key). Every peer, live or not, is pinged each heartbeat; one
-//! answer brings it back.
+//! answer brings it back, and a ping to a peer counted out tells it so: it hands its keys
+//! back only once it has heard them spent (`rejoin.rs`), so the move back costs no burst.
 
 mod codec;
 mod fresh;
 mod gossip;
 mod handler;
+mod rejoin;
 mod report;
 pub mod ring;
 mod sync;
@@ -43,6 +48,7 @@ use crate::site::local::LocalStore;
 use crate::spec::Cluster;
 pub use codec::{Answer, KeyItem, fingerprint};
 use handler::FleetHandler;
+use rejoin::Rejoin;
 use report::ReportWriter;
 use ring::Ring;
 
@@ -121,6 +127,10 @@ pub struct FleetSite {
     outbox: gossip::Outbox,
     /// Whether the gossip view is stale, and the keys caught up since.
     fresh: Arc<fresh::Freshness>,
+    /// Whether this node may have been counted out, and the owner keys handed back since.
+    rejoin: Arc<Rejoin>,
+    /// The bound of every peer call (the store `timeout`).
+    timeout: Duration,
     /// Last time (Unix ms) a fleet configuration error was logged.
     mismatch_logged: std::sync::atomic::AtomicU64,
     gossip_interval: Duration,
@@ -160,6 +170,11 @@ impl FleetSite {
             live.clone(),
         );
         let ring = Arc::new(Ring::new(me, &cluster.peers, live));
+        registry.register(
+            "tollgate_peer_quarantined",
+            "1 while this node may have been counted out by its peers (after a start, a stall, or a peer's word) and waits for each to count it in: its owner keys are decided by the next owner meanwhile",
+            ring.quarantine_gauge(),
+        );
         let fresh = Arc::new(fresh::Freshness::new(
             cluster.gossip_interval,
             cluster.heartbeat,
@@ -173,27 +188,46 @@ impl FleetSite {
             true => {}
             false => drop(observed.failed(peer)),
         });
-        let handler = FleetHandler::new(local, policies.clone(), me, fresh.clone(), ring.clone());
+        // A stall is a gap between the loop's ticks (every gossip interval or heartbeat,
+        // whichever is shorter) long enough for a peer's calls to time out meanwhile.
+        let tick = cluster.gossip_interval.min(cluster.heartbeat);
+        let stall = crate::clock::duration_to_nanos(tick * 2 + timeout);
+        let rejoin = Arc::new(Rejoin::new(stall, crate::clock::duration_to_nanos(timeout)));
+        registry.register(
+            "tollgate_peer_rejoins",
+            "Times this node rejoined its peers after it may have been counted out (a start, a stall, a peer's ping saying so): its owner keys were decided by the next owner meanwhile",
+            rejoin.rejoins.clone(),
+        );
+        let client =
+            PeerClient::observed(me, secret.clone(), timeout, metrics.clone(), Some(observer));
+        let handler = FleetHandler::new(
+            local,
+            policies.clone(),
+            me,
+            fresh.clone(),
+            ring.clone(),
+            rejoin.clone(),
+            client.clone(),
+        );
         let site = Arc::new(FleetSite {
             ring,
-            client: PeerClient::observed(
-                me,
-                secret.clone(),
-                timeout,
-                metrics.clone(),
-                Some(observer),
-            ),
+            client,
             secret,
             metrics,
             mismatch_logged: std::sync::atomic::AtomicU64::new(0),
             handler: Arc::new(handler),
             outbox,
             fresh,
+            rejoin,
+            timeout,
             gossip_interval: cluster.gossip_interval,
             heartbeat: cluster.heartbeat,
         });
         site.set_window(&policies);
         site.ring.set_sites(fleet_sites(&policies));
+        // A node that starts may be one its peers counted out (a restart): it hears each of
+        // them before it decides a key (the rounds run with `run`).
+        site.rejoin.begin(&site.ring, "start");
         Some(site)
     }
 
@@ -301,13 +335,20 @@ impl FleetSite {
         let mut ping = tokio::time::interval(self.heartbeat);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut live = 0;
+        let me = self.clone();
+        let rejoin = me.rejoin_rounds();
+        tokio::pin!(rejoin);
         loop {
             tokio::select! {
                 _ = gossip.tick() => self.push_gossip(),
                 _ = ping.tick() => self.ping_all(),
+                _ = &mut rejoin => {}
                 _ = shutdown.recv() => break,
             }
             self.fresh.tick();
+            if self.rejoin.tick(self.handler.now()) {
+                self.rejoin.begin(&self.ring, "the fleet loop stalled");
+            }
             let now = self.ring.live_count();
             if now != live {
                 live = now;
@@ -397,10 +438,12 @@ impl FleetSite {
     /// A peer answers with its own `peer_listen`: another name than the one dialled means
     /// the fleet hashes that node under two names, and keys are decided twice.
     fn ping_all(self: &Arc<Self>) {
-        for peer in self.ring.others() {
+        for (peer, out) in self.ring.others_counted_out() {
             let me = self.clone();
+            // A peer counted out hears it: it may still be running and deciding its keys.
+            let data = Bytes::from_static(if out { rejoin::COUNTED_OUT } else { b"" });
             tokio::spawn(async move {
-                let Ok(replies) = me.client.call(peer, Op::Ping, vec![Bytes::new()]).await else {
+                let Ok(replies) = me.client.call(peer, Op::Ping, vec![data]).await else {
                     return;
                 };
                 let name = replies

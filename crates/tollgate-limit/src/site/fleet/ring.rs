@@ -8,7 +8,7 @@
 //! std hasher (randomly keyed per process) is not.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -24,10 +24,18 @@ pub struct Ring {
     me: SocketAddr,
     /// Every known peer (this node included) and its failures in a row.
     peers: Mutex<Vec<Peer>>,
-    /// The live peers and their hashes, read by every owner lookup without a lock.
+    /// The live peers and their hashes (this node always among them).
     live: ArcSwap<Vec<(SocketAddr, u64)>>,
+    /// The nodes that own keys, read by every owner lookup without a lock: `live`, less
+    /// this node while it is quarantined (`rejoin.rs`) and has a live peer to defer to.
+    owners: ArcSwap<Vec<(SocketAddr, u64)>>,
+    /// This node may have been counted out by its peers and has not heard each of them
+    /// count it back in: it owns no key (`rejoin.rs`).
+    quarantined: AtomicBool,
     /// `tollgate_peers_live`: the live peers' count, this node included.
     gauge: Gauge,
+    /// `tollgate_peer_quarantined`: 1 while quarantined.
+    quarantine_gauge: Gauge,
     /// Which fleet sites the running policies use ([`OWNER`], [`GOSSIP`] bits): what a
     /// peer leaving or coming back means, as the log says it.
     sites: AtomicU8,
@@ -42,6 +50,8 @@ pub const GOSSIP: u8 = 2;
 struct Peer {
     addr: SocketAddr,
     failures: u32,
+    /// Kept live by a quarantine until it answers a rejoin or is found gone.
+    held: bool,
 }
 
 impl Ring {
@@ -51,7 +61,10 @@ impl Ring {
             me,
             peers: Mutex::new(Vec::new()),
             live: ArcSwap::from_pointee(Vec::new()),
+            owners: ArcSwap::from_pointee(Vec::new()),
+            quarantined: AtomicBool::new(false),
             gauge,
+            quarantine_gauge: Gauge::default(),
             sites: AtomicU8::new(0),
         };
         ring.set_peers(peers);
@@ -94,21 +107,92 @@ impl Ring {
         addrs.dedup();
         *known = addrs
             .into_iter()
-            .map(|addr| Peer {
-                addr,
-                failures: old
-                    .iter()
-                    .find(|p| p.addr == addr)
-                    .map_or(0, |p| p.failures),
+            .map(|addr| {
+                let old = old.iter().find(|p| p.addr == addr);
+                Peer {
+                    addr,
+                    failures: old.map_or(0, |p| p.failures),
+                    held: old.is_some_and(|p| p.held),
+                }
             })
             .collect();
         self.publish(&known);
     }
 
-    /// The owner of `key` among the live peers.
+    /// The owner of `key` among the live peers, this node left out while it is
+    /// quarantined: the node that decides it now.
     pub fn owner(&self, key: &str) -> SocketAddr {
+        let owners = self.owners.load();
+        pick(key, owners.iter().map(|&(a, h)| (a, h))).unwrap_or(self.me)
+    }
+
+    /// The owner of `key` among the live peers, this node included even while quarantined:
+    /// whose key it is once every node agrees.
+    pub fn owner_among_live(&self, key: &str) -> SocketAddr {
         let live = self.live.load();
         pick(key, live.iter().map(|&(a, h)| (a, h))).unwrap_or(self.me)
+    }
+
+    /// The owner of `key` among the live peers other than this node: the node that took it
+    /// over (or would) while this one was counted out. `None` when no other peer is live.
+    pub fn interim(&self, key: &str) -> Option<SocketAddr> {
+        let live = self.live.load();
+        let me = self.me;
+        pick(key, live.iter().filter(|p| p.0 != me).map(|&(a, h)| (a, h)))
+    }
+
+    /// Start (`true`) or end a quarantine; returns whether it changed. A quarantine holds
+    /// every known peer live (a failure counted meanwhile may be the stop's own timeouts)
+    /// until it answers a rejoin or [`Ring::release`] finds it gone.
+    pub fn set_quarantined(&self, on: bool) -> bool {
+        let mut known = self.lock();
+        for p in known.iter_mut() {
+            p.held = on && p.addr != self.me;
+        }
+        if self.quarantined.swap(on, Ordering::AcqRel) == on {
+            self.publish(&known);
+            return false;
+        }
+        self.quarantine_gauge.set(i64::from(on));
+        if !on {
+            // The failures counted meanwhile take effect now.
+            let live = self.live.load();
+            for p in known.iter().filter(|p| p.failures >= DOWN_AFTER) {
+                if live.iter().any(|l| l.0 == p.addr) {
+                    warn!(peer = %p.addr, meaning = self.consequence(true), "peer not answering: treated as gone");
+                }
+            }
+        }
+        self.publish(&known);
+        true
+    }
+
+    /// A quarantine no longer holds `addr` live (it failed its rejoins).
+    pub fn release(&self, addr: SocketAddr) {
+        let mut known = self.lock();
+        if let Some(p) = known.iter_mut().find(|p| p.addr == addr) {
+            p.held = false;
+        }
+        self.publish(&known);
+    }
+
+    /// `tollgate_peer_quarantined`, to register.
+    pub fn quarantine_gauge(&self) -> Gauge {
+        self.quarantine_gauge.clone()
+    }
+
+    pub fn quarantined(&self) -> bool {
+        self.quarantined.load(Ordering::Acquire)
+    }
+
+    /// Every known peer other than this node, and whether this node counts it out (a ping
+    /// tells it so: `rejoin.rs`).
+    pub fn others_counted_out(&self) -> Vec<(SocketAddr, bool)> {
+        self.lock()
+            .iter()
+            .filter(|p| p.addr != self.me)
+            .map(|p| (p.addr, p.failures >= DOWN_AFTER))
+            .collect()
     }
 
     /// Live peers other than this node (gossip goes to them).
@@ -143,7 +227,10 @@ impl Ring {
             return false;
         };
         p.failures = p.failures.saturating_add(1);
-        if p.failures != DOWN_AFTER {
+        // A peer a quarantine holds stays live: the calls that time out as a stopped node
+        // wakes are the stop's, not the peer's (`rejoin.rs`); one really gone fails its
+        // rejoins too and is released.
+        if p.failures != DOWN_AFTER || p.held {
             return false;
         }
         warn!(peer = %addr, meaning = self.consequence(true), "peer not answering: treated as gone");
@@ -157,8 +244,9 @@ impl Ring {
         let Some(p) = known.iter_mut().find(|p| p.addr == addr) else {
             return false;
         };
-        let was_down = p.failures >= DOWN_AFTER;
+        let was_down = !self.live.load().iter().any(|l| l.0 == addr);
         p.failures = 0;
+        p.held = false;
         if was_down {
             info!(peer = %addr, meaning = self.consequence(false), "peer answering again");
             self.publish(&known);
@@ -169,10 +257,15 @@ impl Ring {
     fn publish(&self, known: &[Peer]) {
         let live: Vec<(SocketAddr, u64)> = known
             .iter()
-            .filter(|p| p.failures < DOWN_AFTER || p.addr == self.me)
+            .filter(|p| p.failures < DOWN_AFTER || p.addr == self.me || p.held)
             .map(|p| (p.addr, node_hash(&p.addr.to_string())))
             .collect();
         self.gauge.set(live.len() as i64);
+        let owners = match self.quarantined.load(Ordering::Acquire) && live.len() > 1 {
+            true => live.iter().copied().filter(|p| p.0 != self.me).collect(),
+            false => live.clone(),
+        };
+        self.owners.store(Arc::new(owners));
         self.live.store(Arc::new(live));
     }
 

@@ -83,24 +83,34 @@ impl FleetSite {
     /// takes to refill from empty (N the known peers, this node included). A key the peers
     /// spent during a stall is full again by then; N refills, not one, because the fleet
     /// may have driven it past empty by up to `U`, about N − 1 bursts.
+    ///
+    /// The owner hand-back window (`rejoin.rs`): twice the owner policies' longest refill
+    /// (one node decided each key exactly, but a debit can leave it a debt).
     pub(super) fn set_window(&self, policies: &[PolicyRuntime]) {
         let n = self.ring.others().len() as u64 + 1;
-        let longest = policies
-            .iter()
-            .filter(|p| p.spec.site == Site::Gossip)
-            .flat_map(|p| p.algorithms.iter().map(|(_, a)| a))
-            .map(|a| {
-                let full = u32::try_from(a.peek(None, 0).remaining).unwrap_or(u32::MAX);
-                a.peek(Some(a.debit(None, full, 0)), 0).reset_after
-            })
-            .max()
-            .unwrap_or(0);
-        self.fresh.set_window(longest.saturating_mul(n));
+        self.fresh
+            .set_window(longest_refill(policies, Site::Gossip).saturating_mul(n));
+        self.rejoin
+            .set_window(longest_refill(policies, Site::Owner).saturating_mul(2));
     }
 }
 
+/// The longest time a key of a `site` policy takes to refill from empty.
+fn longest_refill(policies: &[PolicyRuntime], site: Site) -> crate::clock::Nanos {
+    policies
+        .iter()
+        .filter(|p| p.spec.site == site)
+        .flat_map(|p| p.algorithms.iter().map(|(_, a)| a))
+        .map(|a| {
+            let full = u32::try_from(a.peek(None, 0).remaining).unwrap_or(u32::MAX);
+            a.peek(Some(a.debit(None, full, 0)), 0).reset_after
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// The count a `sync` answer carries.
-fn snapshot_of(a: Answer) -> Option<Snapshot> {
+pub(super) fn snapshot_of(a: Answer) -> Option<Snapshot> {
     match a {
         Answer::Admitted {
             remaining,
