@@ -328,3 +328,56 @@ impl FleetSite {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::metrics::gauge::Gauge;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// A stall is seen once (by a request or the loop, whichever comes first); a quarantine
+    /// ends when every peer answered or failed twice, and opens the hand-back window.
+    #[test]
+    fn a_stall_quarantines_once_and_the_rejoin_opens_a_window() {
+        let ring = Ring::new(addr(7001), &[addr(7002), addr(7003)], Gauge::default());
+        let r = Rejoin::new(50, 10);
+        r.set_window(1_000);
+        assert!(!r.stalled(10_000), "before the loop runs: no stall");
+        assert!(!r.tick(100));
+        assert!(!r.stalled(140));
+        assert!(r.stalled(200), "a request finds the loop 100 ns behind");
+        assert!(!r.stalled(201), "once per stall");
+        assert!(!r.tick(210), "the loop does not see it again");
+        r.begin(&ring, "test");
+        assert!(ring.quarantined());
+        assert!(!r.try_end(&ring, 300));
+        r.heard(&ring, addr(7002), true, 300);
+        r.heard(&ring, addr(7003), false, 300);
+        assert!(!r.try_end(&ring, 300), "one failed rejoin is not gone");
+        r.heard(&ring, addr(7003), false, 310);
+        assert_eq!(r.handing_back(310), None);
+        assert!(r.try_end(&ring, 320));
+        assert!(!ring.quarantined());
+        assert_eq!(r.rejoins.get(), 1);
+        let epoch = r.handing_back(321).expect("the hand-back window is open");
+        assert_eq!(r.handing_back(1_320), None, "past the window");
+        let item = KeyItem {
+            policy: "p".into(),
+            spec: 1,
+            headroom: 1,
+            cost: 0,
+            key: "k".into(),
+        };
+        assert!(!r.synced(epoch, &item));
+        r.caught_up(epoch, &item);
+        assert!(r.synced(epoch, &item));
+        // A peer's word right after it answered our rejoin was sent before it: ignored.
+        r.told_out(&ring, addr(7002), 305);
+        assert!(!ring.quarantined());
+        r.told_out(&ring, addr(7002), 400);
+        assert!(ring.quarantined(), "later, it counts us out again");
+    }
+}

@@ -329,6 +329,53 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
+    /// A quarantined node owns no key (each goes to the peer that scored next, as its
+    /// peers count it out), holds every peer live through its own wake-up timeouts, and
+    /// owns its keys again when the quarantine ends (issue 47).
+    #[test]
+    fn a_quarantined_node_owns_nothing_and_holds_its_peers() {
+        let peers = [addr(7001), addr(7002), addr(7003)];
+        let ring = Ring::new(addr(7001), &peers, Gauge::default());
+        let keys: Vec<String> = (0..300).map(|i| format!("p\u{1f}acct:{i}")).collect();
+        let mine: Vec<&String> = keys
+            .iter()
+            .filter(|k| ring.owner(k) == addr(7001))
+            .collect();
+        assert!(!mine.is_empty());
+        assert!(ring.set_quarantined(true));
+        assert_eq!(ring.quarantine_gauge.get(), 1);
+        for k in &mine {
+            assert_eq!(
+                ring.owner_among_live(k),
+                addr(7001),
+                "still its key once back"
+            );
+            assert_eq!(
+                Some(ring.owner(k)),
+                ring.interim(k),
+                "{k} goes to the next owner"
+            );
+            assert_ne!(ring.owner(k), addr(7001));
+        }
+        // The stop's own timeouts do not count a held peer out...
+        ring.failed(addr(7002));
+        ring.failed(addr(7002));
+        assert_eq!(ring.live_count(), 3);
+        // ...until the rejoin finds it gone: its failures then count.
+        ring.release(addr(7002));
+        assert_eq!(ring.live_count(), 2);
+        assert!(ring.set_quarantined(false));
+        assert_eq!(ring.quarantine_gauge.get(), 0);
+        for k in &mine {
+            assert_eq!(ring.owner(k), addr(7001));
+        }
+        // Alone, a quarantined node decides its keys itself: there is no one to defer to.
+        let alone = Ring::new(addr(7001), &[], Gauge::default());
+        alone.set_quarantined(true);
+        assert_eq!(alone.owner("k"), addr(7001));
+        assert_eq!(alone.interim("k"), None);
+    }
+
     #[test]
     fn a_lost_peer_moves_only_its_keys_and_comes_back() {
         let peers = [addr(7001), addr(7002), addr(7003)];
