@@ -106,7 +106,11 @@ fn worst_window(answers: &[Timed], from: Instant) -> (f64, usize) {
 /// a second (2.4 times the rate in all) for 8 s; the owner stopped from 2 s to 5 s. At
 /// every instant t of the trace the fleet has admitted at most burst + rate·t + one burst
 /// (the move to the interim owner), give or take 2 for answers that arrive after later
-/// decisions. Before the fix: 26 to 60 over burst + rate·t (a second burst and the overlap).
+/// decisions; and any stretch that starts after the interim owner spent its first burst
+/// holds burst + rate·span (one decider). Before the fix, 4 runs: 72.5 to 78.4 over
+/// burst + rate·t, stretches 29.8 to 42.8 over (a second burst and two deciders for a
+/// heartbeat or two); with it, 3 runs: 13.3 to 16.0 over burst + rate·t (within the move's
+/// burst of 20), no stretch over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_owner_hands_its_key_back_without_a_second_decider() {
     let up = echo_upstream().await;
