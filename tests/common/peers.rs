@@ -189,7 +189,7 @@ impl PeerFleet {
                 || async move {
                     let m = metrics_text(admin).await;
                     m.contains(&format!("tollgate_peers_live {n}\n"))
-                        && !m.contains("tollgate_peer_quarantined 1")
+                        && !m.lines().any(|l| l == "tollgate_peer_quarantined 1")
                         && metric_sum(&m, "tollgate_peer_latency_seconds_count") >= (n - 1) as f64
                 },
             )

@@ -269,3 +269,64 @@ async fn a_stopped_owner_hands_its_key_back_without_a_second_decider() {
         "no rejoin after the stop ({rejoins_before} before, {rejoins} after)"
     );
 }
+
+/// An owner slowed, not stopped, hears it was counted out from its peer's next ping (a ping
+/// to a peer counted out says so): it quarantines itself before it answers and rejoins
+/// every peer (`tollgate_peer_rejoins_total`). Here the ping is sealed by hand with the
+/// fleet's secret, as a peer that counts the owner out sends it; a plain ping (what a peer
+/// that counts it in sends) changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_told_it_was_counted_out_rejoins_its_peers() {
+    use tollgate::limit::peer::wire::{self, Item, Op, Secret};
+    let up = echo_upstream().await;
+    let limits = format!(
+        "{}{}",
+        policy("per_ip", &["ip"], "gcra", 5, "1h", "site = \"owner\""),
+        route("api", &["per_ip"], "closed")
+    );
+    let fleet = peers::start(3, up, "heartbeat = \"100ms\"", &limits, "owner-told");
+    fleet.settled().await;
+    let admin = fleet.nodes[0].admin.unwrap();
+    let rejoins =
+        || async move { metric_sum(&metrics_text(admin).await, "tollgate_peer_rejoins_total") };
+    let secret = Secret::new(peers::SECRET.as_bytes()).unwrap();
+    let (to, from) = (fleet.peers[0], fleet.peers[1].to_string());
+    let ping = |nonce: u64, data: &'static [u8]| {
+        let (_, message) = wire::seal_request(
+            &secret,
+            &from,
+            &to.to_string(),
+            wire::now_ms(),
+            nonce,
+            &[Item {
+                op: Op::Ping,
+                data: bytes::Bytes::from_static(data),
+            }],
+        );
+        async move { peers::post_raw(to, &message).await }
+    };
+    let before = rejoins().await;
+    let nonce = u64::from(std::process::id()) << 20;
+    assert_eq!(ping(nonce, b"").await, 200);
+    assert_eq!(rejoins().await, before, "a plain ping is no news");
+    // "I count you out." A word that comes within a call timeout of the peer's answer to
+    // this node's last rejoin (its start's) was sent before it and is ignored: the word is
+    // said again, as a peer's pings say it each heartbeat.
+    let next = std::sync::atomic::AtomicU64::new(nonce + 1);
+    eventually(
+        "the owner rejoined its peers",
+        Duration::from_secs(5),
+        || async {
+            let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(ping(n, b"\x01").await, 200);
+            rejoins().await > before
+        },
+    )
+    .await;
+    let m = metrics_text(admin).await;
+    assert!(
+        m.contains("tollgate_peer_quarantined 0\n"),
+        "the quarantine ended"
+    );
+    assert!(m.contains("tollgate_peers_live 3\n"));
+}

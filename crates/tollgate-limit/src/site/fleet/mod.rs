@@ -172,7 +172,7 @@ impl FleetSite {
         let ring = Arc::new(Ring::new(me, &cluster.peers, live));
         registry.register(
             "tollgate_peer_quarantined",
-            "1 while this node may have been counted out by its peers (after a start, a stall, or a peer's word) and waits for each to count it in: its owner keys are decided by the next owner meanwhile",
+            "Whether this node is quarantined (1): it may have been counted out by its peers (after a start, a stall, or a peer's word) and waits for each to count it in; its owner keys are decided by the next owner meanwhile",
             ring.quarantine_gauge(),
         );
         let fresh = Arc::new(fresh::Freshness::new(
