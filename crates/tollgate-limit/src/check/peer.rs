@@ -32,12 +32,13 @@ impl Check<'_> {
         // to their interim owners), and a hand-back window is seen (`fleet/rejoin.rs`).
         let handing_back = fleet.owner_view(now);
         let groups = self.remote_owners(fleet.ring.me(), now, |key| fleet.ring.owner(key));
-        if let Some(epoch) = handing_back {
-            self.hand_back(&fleet, epoch).await;
-        }
         let spec = |policy: usize| self.sites.specs[policy];
         self.go_on()?;
-        if groups.is_empty() {
+        let (back_idx, back_items) = match handing_back {
+            Some(epoch) => self.hand_back_items(&fleet, epoch),
+            None => (Vec::new(), Vec::new()),
+        };
+        if groups.is_empty() && back_items.is_empty() {
             return ControlFlow::Continue(());
         }
         let items: Vec<Vec<KeyItem>> = groups
@@ -50,13 +51,27 @@ impl Check<'_> {
             .collect();
         // Read before the calls: a remembered denial errs early, never late.
         let sent = self.sites.local.now();
-        let answers = crate::store_time::timed(join_all(
+        // The hand-back runs beside the asks, so a request waits one call timeout at most.
+        let back = async {
+            match (handing_back, back_items.is_empty()) {
+                (Some(epoch), false) => fleet.hand_back(epoch, &back_items).await,
+                _ => Vec::new(),
+            }
+        };
+        let asks = join_all(
             groups
                 .iter()
                 .zip(&items)
                 .map(|((owner, _), items)| fleet.ask(*owner, items)),
-        ))
-        .await;
+        );
+        let (heard, answers) =
+            crate::store_time::timed(futures_util::future::join(back, asks)).await;
+        for (i, count) in back_idx.into_iter().zip(heard) {
+            if let Some(Some(target)) = count {
+                let local = self.check_item(&self.asks[i], false);
+                self.sites.local.catch_up(&local, target);
+            }
+        }
         let now = self.sites.local.now();
         let mut failures = Vec::new();
         for (((owner, idx), items), answer) in groups.into_iter().zip(items).zip(answers) {
@@ -129,34 +144,30 @@ impl Check<'_> {
     }
 
     /// In a hand-back window (`fleet/rejoin.rs`): the owner keys this node decides that it
-    /// has not taken up since the window opened first hear their interim owner's count,
-    /// and this node spends what it lacks of it. Never denies by itself.
-    async fn hand_back(&mut self, fleet: &FleetSite, epoch: crate::clock::Nanos) {
+    /// has not taken up since the window opened, as items to ask their interim owner's count
+    /// of (this node then spends what it lacks of it; never a denial by itself).
+    fn hand_back_items(
+        &self,
+        fleet: &FleetSite,
+        epoch: crate::clock::Nanos,
+    ) -> (Vec<usize>, Vec<KeyItem>) {
         let me = fleet.ring.me();
-        let (idx, items): (Vec<usize>, Vec<KeyItem>) = (0..self.asks.len())
+        (0..self.asks.len())
             .filter(|&i| {
                 let ask = &self.asks[i];
-                ask.entry.site == Site::Owner && ask.decided.is_none()
+                let name = &self.sites.policies[ask.entry.policy].name;
+                ask.entry.site == Site::Owner
+                    && ask.decided.is_none()
+                    && fleet.ring.owner(&ask.key) == me
+                    && !fleet.handed_back(epoch, name, ask.headroom.get(), &ask.key)
             })
-            .filter(|&i| fleet.ring.owner(&self.asks[i].key) == me)
             .map(|i| {
                 let spec = self.sites.specs[self.asks[i].entry.policy];
                 let mut item = self.key_item(&self.asks[i], spec);
                 item.cost = 0;
                 (i, item)
             })
-            .filter(|(_, item)| !fleet.handed_back(epoch, item))
-            .unzip();
-        if items.is_empty() {
-            return;
-        }
-        let heard = crate::store_time::timed(fleet.hand_back(epoch, &items)).await;
-        for (i, count) in idx.into_iter().zip(heard) {
-            if let Some(Some(target)) = count {
-                let local = self.check_item(&self.asks[i], false);
-                self.sites.local.catch_up(&local, target);
-            }
-        }
+            .unzip()
     }
 
     fn key_item(&self, ask: &Ask, spec: u64) -> KeyItem {

@@ -53,6 +53,9 @@ pub struct FleetHandler {
     rejoin: Arc<Rejoin>,
     /// Forwards a quarantined owner's items and asks for an interim owner's counts.
     client: PeerClient,
+    /// How long a hand-back may hold an ask: half the call timeout, so the asker, which
+    /// waits one, still hears the answer.
+    hand_back_wait: std::time::Duration,
 }
 
 /// What the handler decides with, for one config.
@@ -93,6 +96,7 @@ impl FleetHandler {
         ring: Arc<Ring>,
         rejoin: Arc<Rejoin>,
         client: PeerClient,
+        timeout: std::time::Duration,
     ) -> Self {
         FleetHandler {
             view: ArcSwap::from_pointee(View::new(local, policies)),
@@ -101,6 +105,7 @@ impl FleetHandler {
             ring,
             rejoin,
             client,
+            hand_back_wait: timeout / 2,
         }
     }
 
@@ -251,6 +256,12 @@ impl FleetHandler {
             return;
         }
         let policy = &view.policies[item.policy];
+        if self
+            .rejoin
+            .synced(epoch, &policy.name, item.headroom.get(), &item.key)
+        {
+            return;
+        }
         let key = KeyItem {
             policy: policy.name.clone(),
             spec: view.specs[item.policy],
@@ -258,12 +269,10 @@ impl FleetHandler {
             cost: 0,
             key: item.key.clone(),
         };
-        if self.rejoin.synced(epoch, &key) {
-            return;
-        }
         let heard = rejoin::interim_counts(&self.client, &self.ring, std::slice::from_ref(&key));
+        let heard = tokio::time::timeout(self.hand_back_wait, heard).await;
         // Not heard: decided on this node's own count, and asked again next time.
-        if let Some(count) = heard.await.into_iter().next().flatten() {
+        if let Some(count) = heard.ok().and_then(|h| h.into_iter().next()).flatten() {
             if let Some(target) = count {
                 view.local.catch_up(item, target);
             }

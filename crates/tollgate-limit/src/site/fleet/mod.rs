@@ -208,6 +208,7 @@ impl FleetSite {
             ring.clone(),
             rejoin.clone(),
             client.clone(),
+            timeout,
         );
         let site = Arc::new(FleetSite {
             ring,

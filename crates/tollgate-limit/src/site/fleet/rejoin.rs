@@ -213,21 +213,21 @@ impl Rejoin {
         self.window.store(window, Ordering::Relaxed);
     }
 
-    fn hash(&self, item: &KeyItem) -> u64 {
-        self.hasher
-            .hash_one((&*item.policy, item.headroom, &item.key))
+    fn hash(&self, policy: &str, headroom: u32, key: &str) -> u64 {
+        self.hasher.hash_one((policy, headroom, key))
     }
 
-    /// Whether `item`'s key was handed back since `epoch`.
-    pub fn synced(&self, epoch: Nanos, item: &KeyItem) -> bool {
-        let h = self.hash(item);
+    /// Whether `key` (of `policy` at `headroom`) was handed back since `epoch`; nothing is
+    /// built to ask.
+    pub fn synced(&self, epoch: Nanos, policy: &str, headroom: u32, key: &str) -> bool {
+        let h = self.hash(policy, headroom, key);
         let synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
         synced.0 == epoch && synced.1.contains(&h)
     }
 
     /// `item`'s key was handed back since `epoch` (a later epoch forgets the earlier's).
     pub fn caught_up(&self, epoch: Nanos, item: &KeyItem) {
-        let h = self.hash(item);
+        let h = self.hash(&item.policy, item.headroom, &item.key);
         let mut synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
         if synced.0 < epoch {
             *synced = (epoch, HashSet::new());
@@ -284,9 +284,9 @@ impl FleetSite {
         self.rejoin.handing_back(now)
     }
 
-    /// Whether `item`'s key was handed back since `epoch`.
-    pub fn handed_back(&self, epoch: Nanos, item: &KeyItem) -> bool {
-        self.rejoin.synced(epoch, item)
+    /// Whether `key` (of `policy` at `headroom`) was handed back since `epoch`.
+    pub fn handed_back(&self, epoch: Nanos, policy: &str, headroom: u32, key: &str) -> bool {
+        self.rejoin.synced(epoch, policy, headroom, key)
     }
 
     /// The interim owners' counts of `items` (see [`interim_counts`]); an item answered is
@@ -371,9 +371,13 @@ mod tests {
             cost: 0,
             key: "k".into(),
         };
-        assert!(!r.synced(epoch, &item));
+        assert!(!r.synced(epoch, "p", 1, "k"));
         r.caught_up(epoch, &item);
-        assert!(r.synced(epoch, &item));
+        assert!(r.synced(epoch, "p", 1, "k"));
+        assert!(
+            !r.synced(epoch, "p", 2, "k"),
+            "another headroom is another key"
+        );
         // A peer's word right after it answered our rejoin was sent before it: ignored.
         r.told_out(&ring, addr(7002), 305);
         assert!(!ring.quarantined());
