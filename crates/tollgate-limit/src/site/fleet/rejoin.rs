@@ -110,8 +110,13 @@ impl Rejoin {
     }
 
     /// This node may have been counted out (`why`): quarantine it until every live peer has
-    /// counted it back in. A quarantine already running starts over with every peer.
+    /// counted it back in. A quarantine already running starts over with every peer. A
+    /// config without owner policies has nothing to quarantine (gossip catches up by
+    /// itself: `fresh.rs`).
     pub fn begin(&self, ring: &Ring, why: &'static str) {
+        if !ring.owner_site() {
+            return;
+        }
         let mut pending = self.lock_pending();
         // Every known peer: one counted out before may be back and deciding our keys.
         *pending = ring.others().into_iter().map(|a| (a, 0)).collect();
@@ -344,6 +349,12 @@ mod tests {
     fn a_stall_quarantines_once_and_the_rejoin_opens_a_window() {
         let ring = Ring::new(addr(7001), &[addr(7002), addr(7003)], Gauge::default());
         let r = Rejoin::new(50, 10);
+        r.begin(&ring, "test");
+        assert!(
+            !ring.quarantined(),
+            "no owner policy: nothing to quarantine"
+        );
+        ring.set_sites(super::super::ring::OWNER);
         r.set_window(1_000);
         assert!(!r.stalled(10_000), "before the loop runs: no stall");
         assert!(!r.tick(100));

@@ -81,6 +81,11 @@ impl Ring {
         self.sites.store(sites, Ordering::Relaxed);
     }
 
+    /// Whether some running policy decides at its key's owner.
+    pub fn owner_site(&self) -> bool {
+        self.sites.load(Ordering::Relaxed) & OWNER != 0
+    }
+
     /// What a peer leaving (`gone`) or coming back means to this config's policies.
     fn consequence(&self, gone: bool) -> &'static str {
         let sites = self.sites.load(Ordering::Relaxed);
