@@ -233,6 +233,11 @@ impl FleetHandler {
     /// decide it while this node is quarantined; an empty answer (a failure to the asker)
     /// when that owner does not answer.
     async fn ask(&self, view: &View, data: Bytes) -> Bytes {
+        // Asks that waited at a stopped node are read as it wakes, maybe before its loop or a
+        // request has seen the stall: seen here too.
+        if self.rejoin.stalled(view.local.now()) {
+            self.rejoin.begin(&self.ring, "the fleet loop stalled");
+        }
         if let Some((interim, _)) = self.forward_to(view, &data) {
             return match self.client.call(interim, Op::Ask, vec![data]).await {
                 Ok(mut replies) if replies.len() == 1 => replies.pop().unwrap_or_default(),
