@@ -144,6 +144,11 @@ impl PeerClient {
         }
     }
 
+    /// The bound of each call.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
     /// Send `items` to `peer` for `op` and wait for one reply per item, in order. Calls to
     /// the same peer made while a message to it is in flight share the next message.
     pub async fn call(&self, peer: SocketAddr, op: Op, items: Vec<Bytes>) -> Answer {

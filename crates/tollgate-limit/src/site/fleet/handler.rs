@@ -96,7 +96,6 @@ impl FleetHandler {
         ring: Arc<Ring>,
         rejoin: Arc<Rejoin>,
         client: PeerClient,
-        timeout: std::time::Duration,
     ) -> Self {
         FleetHandler {
             view: ArcSwap::from_pointee(View::new(local, policies)),
@@ -104,8 +103,8 @@ impl FleetHandler {
             fresh,
             ring,
             rejoin,
+            hand_back_wait: client.timeout() / 2,
             client,
-            hand_back_wait: timeout / 2,
         }
     }
 

@@ -208,7 +208,6 @@ impl FleetSite {
             ring.clone(),
             rejoin.clone(),
             client.clone(),
-            timeout,
         );
         let site = Arc::new(FleetSite {
             ring,

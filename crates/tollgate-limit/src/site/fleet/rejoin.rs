@@ -269,10 +269,9 @@ pub async fn interim_counts(client: &PeerClient, ring: &Ring, items: &[KeyItem])
     for ((_, idx), reply) in by_peer.iter().zip(join_all(calls).await) {
         let answers = reply.ok().filter(|r| r.len() == idx.len());
         for (n, &i) in idx.iter().enumerate() {
-            heard[i] = match &answers {
-                None => None,
-                Some(r) => Some(Answer::decode(r[n].clone()).and_then(snapshot_of)),
-            };
+            heard[i] = answers
+                .as_ref()
+                .map(|r| Answer::decode(r[n].clone()).and_then(snapshot_of));
         }
     }
     heard
