@@ -234,7 +234,8 @@ impl FleetHandler {
     async fn ask(&self, view: &View, data: Bytes) -> Bytes {
         // Asks that waited at a stopped node are read as it wakes, maybe before its loop or a
         // request has seen the stall: seen here too.
-        if self.rejoin.stalled(view.local.now()) {
+        let now = view.local.now();
+        if self.rejoin.stalled(now) {
             self.rejoin.begin(&self.ring, "the fleet loop stalled");
         }
         if let Some((interim, _)) = self.forward_to(view, &data) {
@@ -246,16 +247,15 @@ impl FleetHandler {
         let Some(item) = self.item(view, data, Site::Owner) else {
             return Answer::Unknown.encode();
         };
-        self.hand_back(view, &item).await;
+        if let Some(epoch) = self.rejoin.handing_back(now) {
+            self.hand_back(view, epoch, &item).await;
+        }
         self.decide(view, item).encode()
     }
 
     /// In a hand-back window, an owner key this node owns takes the interim owner's count
     /// before its first decision here.
-    async fn hand_back(&self, view: &View, item: &CheckItem) {
-        let Some(epoch) = self.rejoin.handing_back(view.local.now()) else {
-            return;
-        };
+    async fn hand_back(&self, view: &View, epoch: Nanos, item: &CheckItem) {
         if self.ring.owner(&item.key) != self.ring.me() {
             return;
         }

@@ -16,19 +16,24 @@
 //!   it counts this node out ([`COUNTED_OUT`]: a node slowed, not stopped, hears it within
 //!   a heartbeat). While quarantined this node owns no key (`Ring::owner` leaves it out):
 //!   its own requests ask the interim owner, as its peers do, and the asks, refunds and
-//!   debits a peer sends it for its keys are forwarded there (`handler.rs`). It sends every
-//!   peer that was live a [`REJOIN`] ping; a peer counts it back in before it answers.
-//!   When each has answered (or failed [`DOWN_AFTER`] rejoins in a row: it is gone), the
-//!   quarantine ends and every peer already asks this node for its keys.
+//!   debits a peer sends it for its keys are forwarded there (`handler.rs`). Every known
+//!   peer stays live in its ring meanwhile (the calls that time out as it wakes are the
+//!   stop's, not the peers'). It sends each a [`REJOIN`] ping; a peer counts it back in
+//!   before it answers. When each has answered (or failed [`DOWN_AFTER`] rejoins in a row:
+//!   it is gone), the quarantine ends and every peer already asks this node for its keys.
+//!   A config without owner policies is never quarantined.
 //! - **Hand-back**: for a window after the quarantine (twice the owner policies' longest
 //!   refill from empty: a debit can leave a debt), each owner key's first decision here
-//!   first hears the interim owner's count of it (`sync`, nothing spent) and spends here
-//!   what this node lacks of it. After the window every count the interim held has
+//!   first hears the interim owner's count of it (`sync`, nothing spent; beside the
+//!   request's other owner asks, or within half a call timeout for a peer's ask) and spends
+//!   here what this node lacks of it. After the window every count the interim held has
 //!   refilled and nothing is asked.
 //!
 //! So a key has one decider at a time, and a move back costs no burst. What stays: the
-//! move to the interim owner (one burst), and a node slowed but running decides beside the
-//! interim owner until a ping tells it it was counted out (at most a heartbeat).
+//! move to the interim owner (one burst), a node slowed but running decides beside the
+//! interim owner until a ping tells it it was counted out (at most a heartbeat), and a
+//! quarantine that was not needed (a stall too short for the peers to notice) lends its
+//! keys for a round trip to an interim owner that may hold them full.
 //!
 //! The request path pays for this an atomic read or two per request with owner keys
 //! ([`Rejoin::stalled`], [`Rejoin::handing_back`]); the locks here are taken only while a
