@@ -88,6 +88,9 @@ async fn a_stalled_gossip_node_hears_its_peers_before_it_admits() {
         .map(|n| paced(n.addr, every, until))
         .collect();
     let stalled = fleet.nodes[2].child.id();
+    let stalled_admin = fleet.nodes[2].admin.expect("admin listener");
+    let syncs = |m: &str| metric_sum(m, "tollgate_peer_calls_total{op=\"sync\"}");
+    let syncs_before = syncs(&metrics_text(stalled_admin).await);
     // The trace: 3 s of load, then node 2 stops for 3 s (its requests queue), then goes on.
     tokio::time::sleep_until((started + Duration::from_secs(3)).into()).await;
     signal(stalled, "-STOP");
@@ -155,6 +158,16 @@ async fn a_stalled_gossip_node_hears_its_peers_before_it_admits() {
         queued_ok <= 3,
         "node 2 admitted {queued_ok} of the {} requests queued at it while stopped: decided on \
          its own view of 3 s ago, not its peers' counts",
+        queued.len()
+    );
+    // The queued requests shared their key's pull (issue 47: each pulled on its own, and
+    // they waited up to twice the peer timeout): one pull a peer, a few more if the key
+    // was pulled again in the window (a peer that did not answer in time), not one per
+    // queued request.
+    let pulled = syncs(&metrics_text(stalled_admin).await) - syncs_before;
+    assert!(
+        pulled <= 8.0,
+        "{pulled} sync calls for one key after the stall ({} requests queued)",
         queued.len()
     );
     // Not starved either: the two running nodes kept admitting at the rate.

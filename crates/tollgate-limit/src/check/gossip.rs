@@ -35,7 +35,7 @@ impl Check<'_> {
         if items.is_empty() {
             return;
         }
-        let heard = crate::store_time::timed(fleet.pull(&items)).await;
+        let heard = crate::store_time::timed(fleet.pull_shared(&items)).await;
         for ((i, item), h) in idx.into_iter().zip(&items).zip(heard) {
             if let Some(target) = h.most_spent {
                 let local = self.check_item(&self.asks[i], false);

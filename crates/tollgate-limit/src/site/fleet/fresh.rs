@@ -121,7 +121,7 @@ impl Freshness {
         (epoch != 0 && now < epoch.saturating_add(window)).then_some(epoch)
     }
 
-    fn hash(&self, policy: &str, headroom: u32, key: &str) -> u64 {
+    pub(super) fn hash(&self, policy: &str, headroom: u32, key: &str) -> u64 {
         self.hasher.hash_one((policy, headroom, key))
     }
 

@@ -102,6 +102,8 @@ pub struct FleetSite {
     outbox: gossip::Outbox,
     /// Whether the gossip view is stale, and the keys caught up since.
     fresh: Arc<fresh::Freshness>,
+    /// The catch-up pulls in flight, one a key (`sync.rs`).
+    pulls: sync::Pulls,
     /// Whether this node may have been counted out, and the owner keys handed back since.
     rejoin: Arc<Rejoin>,
     /// The bound of every peer call (the store `timeout`).
@@ -193,6 +195,7 @@ impl FleetSite {
             handler: Arc::new(handler),
             outbox,
             fresh,
+            pulls: sync::Pulls::default(),
             rejoin,
             timeout,
             gossip_interval: cluster.gossip_interval,
