@@ -80,7 +80,7 @@ fn churn(c: &mut Criterion, keys: &[String]) {
         let mut i = 0;
         group.bench_function(name, |b| {
             b.iter(|| {
-                top.record(0, black_box(&keys[i % KEYS]), outcome, mode);
+                top.record(0, black_box(&keys[i % KEYS]), None, outcome, mode);
                 i += 1;
             })
         });
@@ -98,16 +98,16 @@ fn hot_and_allowed(c: &mut Criterion, keys: &[String]) {
     group.throughput(Throughput::Elements(1));
     let top = summaries();
     group.bench_function("deny", |b| {
-        b.iter(|| top.record(0, black_box(&keys[0]), Outcome::Deny, Mode::Enforce))
+        b.iter(|| top.record(0, black_box(&keys[0]), None, Outcome::Deny, Mode::Enforce))
     });
     group.finish();
     let mut group = c.benchmark_group("allowed");
     let quiet = summaries();
     group.bench_function("quiet", |b| {
-        b.iter(|| quiet.record(0, black_box(&keys[1]), Outcome::Allow, Mode::Enforce))
+        b.iter(|| quiet.record(0, black_box(&keys[1]), None, Outcome::Allow, Mode::Enforce))
     });
     group.bench_function("after_a_denial", |b| {
-        b.iter(|| top.record(0, black_box(&keys[1]), Outcome::Allow, Mode::Enforce))
+        b.iter(|| top.record(0, black_box(&keys[1]), None, Outcome::Allow, Mode::Enforce))
     });
     group.finish();
 }

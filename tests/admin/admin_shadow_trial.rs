@@ -261,8 +261,8 @@ async fn show_values_shows_usernames_and_a_reload_toggling_it_keeps_state() {
         .collect();
     assert_eq!(
         keys,
-        [(hashed.as_str(), &1.into()), ("login:f:alice", &1.into())],
-        "before the reload as stored, after it in clear: {v}"
+        [("login:f:alice", &2.into())],
+        "one key, counted across the reload, shown in clear: {v}"
     );
     let (_, routes) = admin(gw.admin, Method::GET, "/routes").await;
     assert_eq!(
@@ -281,4 +281,87 @@ async fn show_values_shows_usernames_and_a_reload_toggling_it_keeps_state() {
         attempt(gw.addr, "alice").await,
         StatusCode::TOO_MANY_REQUESTS
     );
+}
+
+/// The operator's toggle, counted by hand: with `[account]` present, alice 30, bob 3 and
+/// carol 1 (5 per 15 minutes, shadow), a reload turning `show_values` on, then alice 2 and
+/// bob 2. Three users (keys seen 3), alice alone over 5 (keys denied 1), bob's 5 the
+/// top-1 suggestion, and `?value=bob` one row of 5 requests: the summaries count by the
+/// stored key, the clear value only labels it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_show_values_on_keeps_one_key_per_user() {
+    let clock = ManualClock::new();
+    let up = echo_upstream().await;
+    let account = "[account]\nheader = \"x-api-key\"\n";
+    let hidden = login(up, 5, "15m", "shadow", account);
+    let shown = login(
+        up,
+        5,
+        "15m",
+        "shadow",
+        &format!("show_values = true\n{account}"),
+    );
+    let gw = serve(&hidden, &clock).await;
+    let step = Duration::from_millis(50);
+    let mut left = [("alice", 30), ("bob", 3), ("carol", 1)];
+    while left.iter().any(|(_, n)| *n > 0) {
+        for (user, n) in left.iter_mut().filter(|(_, n)| *n > 0) {
+            assert_eq!(attempt(gw.addr, user).await, StatusCode::OK);
+            *n -= 1;
+            clock.advance(step);
+        }
+    }
+    let (status, v) = reload(&gw, &shown).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["policies"]["login"], "kept", "{v}");
+    for user in ["alice", "bob", "alice", "bob"] {
+        assert_eq!(attempt(gw.addr, user).await, StatusCode::OK);
+        clock.advance(step);
+    }
+
+    let (_, v) = admin(gw.admin, Method::GET, "/shadow").await;
+    let p = &v["policies"][0];
+    assert_eq!(p["values_shown"], true, "{p}");
+    for window in ["1m", "15m"] {
+        let w = &p["windows"][window];
+        assert_eq!(
+            (&w["keys_seen"], &w["keys_denied"], &w["requests"]),
+            (&3.into(), &1.into(), &38.into()),
+            "{window}: {w}"
+        );
+        // By hand: alice 32, bob 5, carol 1: 5 refuses alice alone, 1 alice and bob.
+        assert_eq!(
+            suggestions(w),
+            [
+                (5.into(), 1.into()),
+                (Value::Null, Value::Null),
+                (Value::Null, Value::Null)
+            ],
+            "{window}: {w}"
+        );
+        let top = &w["top"];
+        assert_eq!(top.as_array().unwrap().len(), 1, "{window}: {w}");
+        assert_eq!(
+            (&top[0]["key"], &top[0]["would_be_denials"], &top[0]["peak"]),
+            (&"login:f:alice".into(), &27.into(), &32.into()),
+            "{window}: {w}"
+        );
+    }
+    let (_, v) = admin(gw.admin, Method::GET, "/shadow?value=bob").await;
+    let bob = v["policies"][0]["windows"]["15m"]["top"]
+        .as_array()
+        .unwrap();
+    let rows: Vec<(&Value, &Value)> = bob.iter().map(|k| (&k["key"], &k["requests"])).collect();
+    assert_eq!(rows, [(&"login:f:bob".into(), &5.into())], "{v}");
+
+    let (_, top) = admin(gw.admin, Method::GET, "/limits/login/top?window=15m").await;
+    assert_eq!(
+        (&top["keys_seen"], &top["keys_denied"], &top["allowed"]),
+        (&3.into(), &1.into(), &11.into()),
+        "{top}"
+    );
+    let keys: Vec<(&Value, &Value)> = (top["top"].as_array().unwrap().iter())
+        .map(|k| (&k["key"], &k["shadow_denied"]))
+        .collect();
+    assert_eq!(keys, [(&"login:f:alice".into(), &27.into())], "{top}");
 }

@@ -49,8 +49,9 @@ pub(super) struct Ask {
     /// The store could not decide it and the route falls back to the L/N split: step 4
     /// decides it, and what it spends there is owed to the store.
     pub fallback: bool,
-    /// The key with the policy's `show_values` parts in clear: what the top-keys summaries
-    /// record (`keys/shown.rs`); `None` records `key`.
+    /// The key with the policy's `show_values` parts in clear: the label the top-keys
+    /// summaries show for `key`, which they count under (`keys/shown.rs`); `None` without
+    /// `show_values`.
     pub shown: Option<Box<str>>,
 }
 

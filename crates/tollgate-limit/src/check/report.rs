@@ -63,8 +63,8 @@ impl Check<'_> {
                 deciding = Some((rank, wait, i, retry));
             }
             counters.count(outcome);
-            let recorded = ask.shown.as_deref().unwrap_or(&ask.key);
-            (self.sites.top).record(ask.entry.policy, recorded, outcome, ask.entry.mode);
+            let (key, shown) = (&ask.key, ask.shown.as_deref());
+            (self.sites.top).record(ask.entry.policy, key, shown, outcome, ask.entry.mode);
             if outcome == Outcome::ShadowDeny {
                 self.sites
                     .log_shadow_denial(policy, self.route_name, &ask.key);

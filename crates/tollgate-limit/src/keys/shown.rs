@@ -1,7 +1,8 @@
 //! Keys as an operator reads them, a child of `keys/mod.rs`: a policy with `show_values`
-//! is recorded in the top-keys summaries (`limit/top/`) with those parts' values in clear
-//! (`login:f:alice`), and a value an operator looks up (`?value=alice`) is found in the
-//! summaries by its keyed hash, or in clear where the policy shows it.
+//! hands the top-keys summaries (`limit/top/`) its key with those parts' values in clear
+//! (`login:f:alice`) as the label of the stored key they count, and a value an operator
+//! looks up (`?value=alice`) is found in the summaries by its keyed hash in the stored
+//! key, or in clear in the label where the policy shows it.
 //!
 //! Only what is shown: the key a site stores state under is always [`KeyBuilder::key`]'s
 //! (hashed), so turning `show_values` on or off changes no key and resets nothing.

@@ -30,7 +30,11 @@ pub(super) struct Counts {
 
 /// A window's merged minutes.
 pub(super) struct Merged<'a> {
+    /// By stored key.
     pub keys: HashMap<&'a str, Counts>,
+    /// A stored key's label (as shown) when any minute holds one: a key recorded before
+    /// `show_values` was turned on is labelled by its later minutes.
+    pub labels: HashMap<&'a str, &'a str>,
     pub denied: u64,
     pub shadow_denied: u64,
     /// Weight added in the window (every minute's table total).
@@ -43,7 +47,12 @@ pub(super) struct Merged<'a> {
     untracked: u64,
 }
 
-impl Merged<'_> {
+impl<'a> Merged<'a> {
+    /// What a view prints for the stored key `key`: its label when known.
+    pub fn shown(&self, key: &'a str) -> &'a str {
+        self.labels.get(key).copied().unwrap_or(key)
+    }
+
     /// Bound on how far `c`'s counts are below the truth.
     pub fn max_error(&self, c: &Counts) -> u64 {
         c.error + (self.untracked - c.held_bound)
@@ -60,6 +69,7 @@ impl Merged<'_> {
 pub(super) fn merge(minutes: &Minutes, now: u64, back: u64) -> Merged<'_> {
     let mut merged = Merged {
         keys: HashMap::new(),
+        labels: HashMap::new(),
         denied: 0,
         shadow_denied: 0,
         total: 0,
@@ -100,5 +110,8 @@ fn add<'a>(merged: &mut Merged<'a>, minute: &'a Minute) {
         c.requests += e.weight - e.error;
         c.error += e.error;
         c.held_bound += bound;
+        if let Some(label) = &e.label {
+            merged.labels.insert(&*e.key, &**label);
+        }
     }
 }

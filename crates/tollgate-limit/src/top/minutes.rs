@@ -32,13 +32,13 @@ impl Minute {
     }
 
     /// Count one request of a shadow ask in slice `slice` of the clock (the requests ring).
-    pub fn count_request(&mut self, key: &str, hash: u64, slice: u64) {
-        self.table.count_request(key, hash, slice);
+    pub fn count_request(&mut self, key: &str, label: Option<&str>, hash: u64, slice: u64) {
+        self.table.count_request(key, label, hash, slice);
     }
 
     /// Count one event (the table, the totals, and a denied key's distinct count).
-    pub fn count(&mut self, key: &str, hash: u64, event: Event) {
-        self.table.count(key, hash, event);
+    pub fn count(&mut self, key: &str, label: Option<&str>, hash: u64, event: Event) {
+        self.table.count(key, label, hash, event);
         match event {
             Event::Denied => self.denied += 1,
             Event::ShadowDenied => self.shadow_denied += 1,

@@ -17,8 +17,10 @@
 //! key is looked up under the policy's lock (no allocation unless a denied key enters the
 //! table). Requests of shadow policies are all counted.
 //!
-//! A policy with `show_values` is recorded under its key as shown (`Ask::shown`: the
-//! values in clear), never the stored key; the site's state is keyed as always.
+//! Every summary counts a key by its stored key, what the limiter counts (the same before
+//! and after a reload toggling `show_values`); a policy with `show_values` also hands the
+//! key as shown (`Ask::shown`: the values in clear), which the tables keep as the entry's
+//! label for the views to print and `?value=` to match.
 
 mod hll;
 mod merge;
@@ -238,9 +240,16 @@ impl TopKeys {
         }
     }
 
-    /// Count one decision of limiter policy `policy` for `key` (as shown: see the
-    /// module), asked in `mode`.
-    pub fn record(&self, policy: usize, key: &str, outcome: Outcome, mode: Mode) {
+    /// Count one decision of limiter policy `policy` for the stored key `key`, shown as
+    /// `shown` when the policy shows values (see the module), asked in `mode`.
+    pub fn record(
+        &self,
+        policy: usize,
+        key: &str,
+        shown: Option<&str>,
+        outcome: Outcome,
+        mode: Mode,
+    ) {
         let i = self.slot[policy];
         let summary = &self.summaries[i];
         let shadow = mode == Mode::Shadow;
@@ -260,10 +269,10 @@ impl TopKeys {
             }
         }
         let mut rings = summary.lock();
-        rings.denials.at(minute).count(key, hash, event);
+        rings.denials.at(minute).count(key, shown, hash, event);
         if shadow {
             let slice = now / self.policies[i].slice;
-            rings.requests.at(minute).count_request(key, hash, slice);
+            (rings.requests.at(minute)).count_request(key, shown, hash, slice);
         }
         drop(rings);
         if event != Event::Allowed {
@@ -353,7 +362,7 @@ impl super::Limiter {
             .shadow(&|policy| Some(self.lookup(policy, value)))
     }
 
-    /// Whether a key of `policy` (as recorded: stored, or shown) holds `value` in a part.
+    /// Whether a key of `policy` (stored, or its shown label) holds `value` in a part.
     fn lookup(&self, policy: &str, value: &str) -> Matcher {
         let spec = self.sites().policies.iter().find(|p| &*p.label == policy);
         let needles = spec.map_or_else(Vec::new, |p| self.keys().needles(&p.spec, value));

@@ -12,7 +12,7 @@
 //! `total / capacity`, and any key whose true weight exceeds `total / capacity` is tracked.
 //! The entries sit in a min-heap by weight, so finding the least is `O(1)` and a bump or a
 //! replacement `O(log capacity)`; nothing is allocated once the table is full but the new
-//! key's text.
+//! key's text (and its label, the first time a `show_values` policy records it).
 
 use hashbrown::HashTable;
 
@@ -38,7 +38,12 @@ impl Event {
 /// One tracked key.
 #[derive(Debug)]
 pub(super) struct Entry {
+    /// The stored key (what the limiter counts): the entry's identity.
     pub key: Box<str>,
+    /// The key as shown (`show_values` parts in clear) when a request of the key was
+    /// recorded with it: a display label only, so toggling `show_values` never splits a
+    /// key in two.
+    pub label: Option<Box<str>>,
     hash: u64,
     /// What the key is ranked and evicted by; an upper bound of its true weight.
     pub weight: u64,
@@ -112,16 +117,17 @@ impl Table {
         }
     }
 
-    /// Count `event` for `key` (whose hash is `hash`).
-    pub fn count(&mut self, key: &str, hash: u64, event: Event) {
-        self.count_at(key, hash, event);
+    /// Count `event` for the stored key `key` (whose hash is `hash`), shown as `label`
+    /// when the policy shows values.
+    pub fn count(&mut self, key: &str, label: Option<&str>, hash: u64, event: Event) {
+        self.count_at(key, label, hash, event);
     }
 
     /// Count one request of `key` that fell in slice `slice` of the clock (a stretch of
     /// the policy's period, or a minute when the period is longer): the entry's peak is
     /// the most requests it made in one slice.
-    pub fn count_request(&mut self, key: &str, hash: u64, slice: u64) {
-        let Some(i) = self.count_at(key, hash, Event::Request) else {
+    pub fn count_request(&mut self, key: &str, label: Option<&str>, hash: u64, slice: u64) {
+        let Some(i) = self.count_at(key, label, hash, Event::Request) else {
             return;
         };
         let e = &mut self.entries[i];
@@ -133,7 +139,13 @@ impl Table {
     }
 
     /// [`Table::count`], and the entry's index when the key is (now) held.
-    fn count_at(&mut self, key: &str, hash: u64, event: Event) -> Option<usize> {
+    fn count_at(
+        &mut self,
+        key: &str,
+        label: Option<&str>,
+        hash: u64,
+        event: Event,
+    ) -> Option<usize> {
         let w = event.weight();
         self.total += w;
         let found = self
@@ -147,6 +159,13 @@ impl Table {
             None => self.replace_least(key, hash),
         };
         let e = &mut self.entries[i];
+        // The label is copied once per entry (or when the shown form changed): nothing
+        // is allocated for a key already labelled, nor without `show_values`.
+        if let Some(l) = label
+            && e.label.as_deref() != Some(l)
+        {
+            e.label = Some(l.into());
+        }
         e.weight += w;
         match event {
             Event::Denied => e.denied += 1,
@@ -166,6 +185,7 @@ impl Table {
         let slot = self.heap.len();
         self.entries.push(Entry {
             key: key.into(),
+            label: None,
             hash,
             weight: 0,
             error: 0,
@@ -194,6 +214,7 @@ impl Table {
         }
         let e = &mut self.entries[i];
         e.key = key.into();
+        e.label = None;
         e.hash = hash;
         e.error = e.weight;
         (e.denied, e.shadow_denied, e.allowed) = (0, 0, 0);

@@ -92,7 +92,7 @@ fn heavy_and_churn(top: &TopKeys, clock: &ManualClock, n: u64, minutes: u64) -> 
                     format!("p:ip:churn-{fresh}")
                 }
             };
-            top.record(0, &key, Outcome::Deny, Mode::Enforce);
+            top.record(0, &key, None, Outcome::Deny, Mode::Enforce);
         }
         clock.advance(Duration::from_secs(60));
     }
@@ -133,7 +133,7 @@ fn space_saving_bounds_hold_on_a_skewed_stream() {
         let r = rng.next() % 4096 + 1;
         let key = format!("k{}", 4096 / r);
         *truth.entry(key.clone()).or_default() += 1;
-        table.count(&key, hash(&key), Event::Denied);
+        table.count(&key, None, hash(&key), Event::Denied);
     }
     assert_eq!(table.len(), 64);
     let bound = table.total / 64;
@@ -162,7 +162,7 @@ fn a_table_stays_at_capacity_under_key_churn() {
     let mut table = Table::new(CAPACITY);
     for i in 0..20 * CAPACITY {
         let key = format!("p:ip:fresh-{i}");
-        table.count(&key, hash(&key), Event::ShadowDenied);
+        table.count(&key, None, hash(&key), Event::ShadowDenied);
         assert!(table.len() <= CAPACITY);
     }
     assert_eq!(table.len(), CAPACITY);
@@ -172,7 +172,7 @@ fn a_table_stays_at_capacity_under_key_churn() {
     for minute in 0..20 {
         for i in 0..2 * CAPACITY {
             let key = format!("p:ip:{minute}-{i}");
-            top.record(0, &key, Outcome::ShadowDeny, Mode::Shadow);
+            top.record(0, &key, None, Outcome::ShadowDeny, Mode::Shadow);
         }
         clock.advance(Duration::from_secs(60));
     }
@@ -184,7 +184,7 @@ fn windows_expire_as_the_clock_moves() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
     for _ in 0..3 {
-        top.record(1, "q:ip:a", Outcome::Deny, Mode::Enforce);
+        top.record(1, "q:ip:a", None, Outcome::Deny, Mode::Enforce);
     }
     let denied = |w| {
         let v = top.top("q", w, 10, None).unwrap();
@@ -210,7 +210,7 @@ fn windows_expire_as_the_clock_moves() {
     clock.set(16 * 60_000_000_000);
     assert_eq!(denied(Window::FifteenMinutes), 0);
     // A minute's slot reused sixteen minutes on holds only the new minute.
-    top.record(1, "q:ip:b", Outcome::Deny, Mode::Enforce);
+    top.record(1, "q:ip:b", None, Outcome::Deny, Mode::Enforce);
     let v = top.top("q", Window::FifteenMinutes, 10, None).unwrap();
     assert_eq!((v.denied, v.top.len(), &*v.top[0].key), (1, 1, "q:ip:b"));
 }
@@ -219,12 +219,12 @@ fn windows_expire_as_the_clock_moves() {
 fn allowed_requests_count_only_for_keys_denied_this_minute() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
-    top.record(1, "q:ip:a", Outcome::Allow, Mode::Enforce);
-    top.record(1, "q:ip:a", Outcome::Deny, Mode::Enforce);
-    top.record(1, "q:ip:a", Outcome::Allow, Mode::Enforce);
-    top.record(1, "q:ip:b", Outcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:a", None, Outcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:a", None, Outcome::Deny, Mode::Enforce);
+    top.record(1, "q:ip:a", None, Outcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:b", None, Outcome::Allow, Mode::Enforce);
     clock.advance(Duration::from_secs(60));
-    top.record(1, "q:ip:a", Outcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:a", None, Outcome::Allow, Mode::Enforce);
     let v = top.top("q", Window::OneMinute, 10, None).unwrap();
     assert_eq!(v.top.len(), 1);
     assert_eq!((v.top[0].denied, v.top[0].allowed), (1, 1));
@@ -248,7 +248,7 @@ fn shadow_lists_shadow_policies_with_shares_and_suggestions() {
             } else {
                 Outcome::Allow
             };
-            top.record(0, key, outcome, Mode::Shadow);
+            top.record(0, key, None, outcome, Mode::Shadow);
         }
     }
     clock.advance(Duration::from_secs(30));
@@ -296,7 +296,7 @@ fn the_suggestion_is_the_next_keys_peak() {
 fn a_reload_keeps_each_kept_policys_summary() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
-    top.record(1, "q:ip:a", Outcome::Deny, Mode::Enforce);
+    top.record(1, "q:ip:a", None, Outcome::Deny, Mode::Enforce);
     let gone = TopKeys::new(top.seed(), &[], |_| false);
     assert!(gone.top("q", Window::OneMinute, 1, None).is_err());
     let again = TopKeys::new(top.seed(), &policies(), |_| false);

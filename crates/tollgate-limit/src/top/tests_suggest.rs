@@ -29,7 +29,7 @@ fn shadow_requests(top: &TopKeys, key: &str, burst: usize, sends: usize) {
             true => Outcome::Allow,
             false => Outcome::ShadowDeny,
         };
-        top.record(0, key, outcome, Mode::Shadow);
+        top.record(0, key, None, outcome, Mode::Shadow);
     }
 }
 
@@ -59,7 +59,7 @@ fn the_trial(top: &TopKeys, clock: &ManualClock) {
                 true => Outcome::Allow,
                 false => Outcome::ShadowDeny,
             };
-            top.record(0, key, outcome, Mode::Shadow);
+            top.record(0, key, None, outcome, Mode::Shadow);
             clock.advance(Duration::from_nanos(step));
         }
     }
@@ -144,7 +144,7 @@ fn a_one_minute_limit_over_a_minute_suggests_sixty() {
                         true => Outcome::Allow,
                         false => Outcome::ShadowDeny,
                     };
-                    top.record(0, key, outcome, Mode::Shadow);
+                    top.record(0, key, None, outcome, Mode::Shadow);
                     sent[i] += 1;
                 }
             }
@@ -235,10 +235,10 @@ fn every_allowed_request_and_key_seen_is_counted() {
         Outcome::Deny,
         Outcome::Allow,
     ] {
-        top.record(0, "q:ip:a", outcome, Mode::Enforce);
+        top.record(0, "q:ip:a", None, outcome, Mode::Enforce);
     }
     for key in ["q:ip:b", "q:ip:c", "q:ip:d"] {
-        top.record(0, key, Outcome::Allow, Mode::Enforce);
+        top.record(0, key, None, Outcome::Allow, Mode::Enforce);
     }
     let v = top.top("q", Window::OneMinute, 10, None).unwrap();
     assert_eq!((v.allowed, v.denied), (7, 2));
@@ -257,6 +257,7 @@ fn every_allowed_request_and_key_seen_is_counted() {
         top.record(
             0,
             &format!("q:ip:10.1.0.{i}"),
+            None,
             Outcome::Allow,
             Mode::Enforce,
         );
@@ -293,4 +294,31 @@ fn a_lookup_lists_only_the_keys_it_matches() {
     let alice = |k: &str| k.ends_with(":alice");
     let v = top.top("p", Window::OneMinute, 10, Some(&alice)).unwrap();
     assert_eq!((v.top.len(), v.top[0].shadow_denied), (1, 25));
+}
+
+/// A key recorded without a label (before `show_values`), then with one a minute later, is
+/// one key: its counts add up across the minutes, every view prints the label, and a
+/// look-up finds it by either form.
+#[test]
+fn a_label_names_the_stored_key_across_minutes() {
+    let clock = ManualClock::new();
+    let top = shadow_policy(&clock, 2, Duration::from_secs(3600));
+    let (stored, label) = ("p:f:8e33af", "p:f:alice");
+    for _ in 0..3 {
+        top.record(0, stored, None, Outcome::ShadowDeny, Mode::Shadow);
+    }
+    clock.advance(Duration::from_secs(60));
+    top.record(0, stored, Some(label), Outcome::ShadowDeny, Mode::Shadow);
+    top.record(0, "p:f:0b0b", Some("p:f:bob"), Outcome::Allow, Mode::Shadow);
+    let v = top.top("p", Window::FifteenMinutes, 10, None).unwrap();
+    let rows: Vec<(&str, u64)> = v.top.iter().map(|k| (&*k.key, k.shadow_denied)).collect();
+    assert_eq!(rows, [(label, 4)]);
+    assert_eq!((v.keys_seen, v.keys_denied), (2, 1));
+    let w = &top.shadow(&|_| None).policies[0].windows.fifteen_minutes;
+    assert_eq!((w.top[0].key.as_str(), w.top[0].requests), (label, 4));
+    for needle in [":f:alice", ":f:8e33af"] {
+        let l = |k: &str| super::holds(k, needle);
+        let v = top.top("p", Window::FifteenMinutes, 10, Some(&l)).unwrap();
+        assert_eq!(v.top.len(), 1, "{needle}");
+    }
 }

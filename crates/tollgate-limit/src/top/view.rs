@@ -165,6 +165,23 @@ fn seconds(n: Nanos) -> f64 {
     n as f64 / 1e9
 }
 
+/// Whether the looked-up value is in the stored key `key` or in its label (as shown) in
+/// any of `merged`.
+fn matches(lookup: &dyn Fn(&str) -> bool, key: &str, merged: &[&Merged<'_>]) -> bool {
+    lookup(key)
+        || merged
+            .iter()
+            .any(|m| m.labels.get(key).is_some_and(|l| lookup(l)))
+}
+
+/// The label of the stored key `key` in `denials` or `requests`, else the key.
+fn shown<'a>(denials: &Merged<'a>, requests: &Merged<'a>, key: &'a str) -> &'a str {
+    (denials.labels.get(key))
+        .or_else(|| requests.labels.get(key))
+        .copied()
+        .unwrap_or(key)
+}
+
 /// Keys by `weight`, most first (ties by key, so answers are stable).
 fn ranked<'a>(merged: &Merged<'a>, weight: impl Fn(&Counts) -> u64) -> Vec<(&'a str, Counts)> {
     let mut keys: Vec<(&str, Counts)> = merged
@@ -190,10 +207,10 @@ pub(super) fn top(
     let merged = merge(&rings.denials, minute, window.back());
     let top = ranked(&merged, |c| c.denied + c.shadow_denied)
         .into_iter()
-        .filter(|(key, _)| lookup.is_none_or(|l| l(key)))
+        .filter(|(key, _)| lookup.is_none_or(|l| matches(l, key, &[&merged])))
         .take(n)
         .map(|(key, c)| KeyCount {
-            key: key.to_string(),
+            key: merged.shown(key).to_string(),
             denied: c.denied,
             shadow_denied: c.shadow_denied,
             allowed: c.allowed,
@@ -322,7 +339,7 @@ fn shadow_window(
             .into_iter()
             .take(if lookup.is_some() { usize::MAX } else { 10 })
             .map(|(key, c, asked)| ShareKey {
-                key: key.to_string(),
+                key: shown(&denials, &requests, key).to_string(),
                 would_be_denials: c.shadow_denied,
                 share: share(c.shadow_denied),
                 max_error: denials.max_error(&c),
@@ -358,7 +375,7 @@ fn listed<'a>(
             keys.sort_unstable();
             keys.dedup();
             keys.into_iter()
-                .filter(|k| l(k))
+                .filter(|k| matches(l, k, &[denials, requests]))
                 .map(|k| {
                     (
                         k,
