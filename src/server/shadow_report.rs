@@ -2,7 +2,7 @@
 //! policies in shadow mode would have denied, as the table people write by hand before
 //! enforcing them, from a running gateway's `GET /shadow` (asked as `tollgate reload`
 //! asks: [`ask`]). `--value` looks one sent value up (`GET /shadow?value=V`): each
-//! policy's keys holding it, denied or not.
+//! policy's keys holding it, denied or not, or a line saying no key does.
 
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -43,8 +43,9 @@ pub enum ReportError {
     NoToken(String),
     #[error(transparent)]
     Ask(#[from] AskError),
-    #[error("GET /shadow answered {0}: {1}")]
-    Refused(u16, String),
+    /// The status, the answer, and what to do about it (`--token-env` for a 401).
+    #[error("GET /shadow answered {0}: {1}{2}")]
+    Refused(u16, String, String),
     #[error("GET /shadow answered something that is not the shadow report: {0}")]
     BadAnswer(String),
 }
@@ -66,7 +67,10 @@ pub fn shadow_report(args: ShadowReportArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(view) => {
-            print!("{}", table(&view));
+            match &args.value {
+                Some(value) => print!("{}", looked_up(&view, value)),
+                None => print!("{}", table(&view)),
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -94,7 +98,12 @@ async fn fetch(args: &ShadowReportArgs) -> Result<Value, ReportError> {
     };
     let (status, body) = ask(addr, Method::GET, &path, token.as_deref()).await?;
     if status != 200 {
-        return Err(ReportError::Refused(status, body.trim().to_string()));
+        let hint = match (status, &args.token_env) {
+            (401, None) => " (the admin listener wants its bearer token: give --token-env VAR, VAR holding it, as [server] admin_token_env names it)".into(),
+            (401, Some(var)) => format!(" (the token in ${var} was refused: is it the one [server] admin_token_env names?)"),
+            _ => String::new(),
+        };
+        return Err(ReportError::Refused(status, body.trim().to_string(), hint));
     }
     let view: Value =
         serde_json::from_str(&body).map_err(|e| ReportError::BadAnswer(e.to_string()))?;
@@ -126,8 +135,7 @@ async fn resolve(admin: &str) -> Result<SocketAddr, ReportError> {
 }
 
 /// The report as a Markdown table: one row per shadow policy and window, then what a
-/// suggested limit means, then each policy's top keys over 15 minutes (with `--value`,
-/// the keys holding the value).
+/// suggested limit means, then each policy's top keys over 15 minutes.
 pub fn table(view: &Value) -> String {
     let empty = Vec::new();
     let policies = view["policies"].as_array().unwrap_or(&empty);
@@ -143,9 +151,7 @@ pub fn table(view: &Value) -> String {
             row(&mut out, p, window);
         }
     }
-    out.push_str(
-        "\nA suggested limit is the most requests the next key made within one period (within all the time seen, when that is shorter than the period): under it, at most the top keys are refused.\n",
-    );
+    out.push_str(SUGGESTED);
     for p in policies {
         if let Some(means) = p["suggestion_means"].as_str() {
             let _ = writeln!(
@@ -166,31 +172,71 @@ pub fn table(view: &Value) -> String {
             "\n{} — top keys over 15m (would-be denials, share, requests, peak):",
             text(&p["policy"])
         );
-        for k in top {
-            let _ = writeln!(
-                out,
-                "  {:>8}  {:>6}  {:>8}  {:>6}  {}",
-                number(&k["would_be_denials"]),
-                percent(&k["share"]),
-                number(&k["requests"]),
-                number(&k["peak"]),
-                text(&k["key"])
-            );
-        }
+        keys(&mut out, top);
     }
     out
+}
+
+/// What the report says a suggested limit is: true whether the peaks were counted in all
+/// the time seen (exact) or in windows aligned to the clock (a range).
+const SUGGESTED: &str = "\nA suggested limit is the next key's most requests in one period. When no more than a period was seen it is exact (all the time seen is one window). Else the windows are aligned to the clock and a burst across an edge is split, so it is a range: low, the busiest aligned window (the truth is at least this), to high, the most any sliding period can hold (at most this); one number when they meet. Under the high figure, at most the top keys are refused.\n";
+
+/// `--value V`: per shadow policy, its keys holding the value over 15 minutes, or a line
+/// saying none does (never the whole table: it is not about the value).
+pub fn looked_up(view: &Value, value: &str) -> String {
+    let empty = Vec::new();
+    let policies = view["policies"].as_array().unwrap_or(&empty);
+    if policies.is_empty() {
+        return "no policy runs in shadow mode\n".into();
+    }
+    let mut out = String::new();
+    for p in policies {
+        let policy = text(&p["policy"]);
+        let top = p["windows"]["15m"]["top"].as_array().unwrap_or(&empty);
+        if top.is_empty() {
+            let _ = writeln!(out, "no key of {policy} holds `{value}` in the 15m window");
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{policy} — keys holding `{value}` over 15m (would-be denials, share, requests, peak):"
+        );
+        keys(&mut out, top);
+    }
+    out
+}
+
+/// One line per key: would-be denials, share, requests, peak (`low–high` when aligned
+/// windows leave a range) and the key.
+fn keys(out: &mut String, top: &[Value]) {
+    for k in top {
+        let _ = writeln!(
+            out,
+            "  {:>8}  {:>6}  {:>8}  {:>6}  {}",
+            number(&k["would_be_denials"]),
+            percent(&k["share"]),
+            number(&k["requests"]),
+            range(&k["peak"], &k["peak_upper"]),
+            text(&k["key"])
+        );
+    }
+}
+
+/// `low` alone, or `low–high` when `high` is above it; `-` when there is none.
+fn range(low: &Value, high: &Value) -> String {
+    match (low.as_u64(), high.as_u64()) {
+        (Some(l), Some(h)) if h > l => format!("{l}–{h}"),
+        (Some(l), _) => l.to_string(),
+        (None, _) => "-".into(),
+    }
 }
 
 fn row(out: &mut String, p: &Value, window: &str) {
     let w = &p["windows"][window];
     let by_top = w["by_top"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     let shares: Vec<String> = by_top.iter().map(|t| percent(&t["share"])).collect();
-    let limits: Vec<String> = by_top
-        .iter()
-        .map(|t| match t["suggested_limit"].as_u64() {
-            Some(n) => n.to_string(),
-            None => "-".into(),
-        })
+    let limits: Vec<String> = (by_top.iter())
+        .map(|t| range(&t["suggested_limit"], &t["suggested_limit_upper"]))
         .collect();
     let period = p["period_seconds"]
         .as_f64()

@@ -146,30 +146,37 @@ async fn the_operators_trial_suggests_three_and_counts_every_key() {
     let (status, v) = admin(gw.admin, Method::GET, "/shadow?value=").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
 
-    // The report, as a process: the table and alice's key looked up.
-    let adm = gw.admin;
-    let out = tokio::task::spawn_blocking(move || {
-        tollgate()
-            .args([
-                "shadow-report",
-                "--admin",
-                &adm.to_string(),
-                "--value",
-                "alice",
-            ])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The report, as a process: the table; alice's key looked up (her row alone); a
+    // value no key holds (a line saying so, not the table).
+    let table = report(gw.admin, &[]).await;
+    let row = "| login | 15m | 2 s | 25 | 1 / 4 | 100.0 % / 100.0 % / 100.0 % | 3 / 1 / - per 15m (now 5) |";
+    assert!(table.contains(row), "no `{row}` in:\n{table}");
+    let found = report(gw.admin, &["--value", "alice"]).await;
+    assert_eq!(
+        found,
+        format!(
+            "login — keys holding `alice` over 15m (would-be denials, share, requests, peak):\n\
+             \x20       25  100.0 %        30      30  {alice}\n"
+        )
+    );
+    let none = report(gw.admin, &["--value", "zed"]).await;
+    assert_eq!(none, "no key of login holds `zed` in the 15m window\n");
+}
+
+/// `tollgate shadow-report --admin ADMIN ARGS`'s stdout (exit 0).
+async fn report(adm: SocketAddr, args: &[&str]) -> String {
+    let mut all = vec![
+        "shadow-report".to_string(),
+        "--admin".into(),
+        adm.to_string(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let out = tokio::task::spawn_blocking(move || tollgate().args(&all).output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}");
-    for row in [
-        "| login | 15m | 2 s | 25 | 1 / 4 | 100.0 % / 100.0 % / 100.0 % | 3 / 1 / - per 15m (now 5) |",
-        &format!("25  100.0 %        30      30  {alice}"),
-    ] {
-        assert!(stdout.contains(row), "no `{row}` in:\n{stdout}");
-    }
+    stdout
 }
 
 /// A one-minute search limit: over one minute, 300, 60, 6 and 2 requests from four

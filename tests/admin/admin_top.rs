@@ -209,7 +209,7 @@ const TOKEN: &str = "shadow-report-token-Vb73mQ";
 
 /// Against `tollgate serve` with an admin token: `--token-env` names the variable the
 /// report reads it from (`--json` prints the answer); without it the gateway answers 401
-/// and the report says so, exit 1.
+/// and the report says so and names `--token-env`, exit 1; a wrong token is named too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_asks_with_the_token_its_variable_holds() {
     let toml = limited(echo_upstream().await, "")
@@ -265,8 +265,17 @@ async fn the_report_asks_with_the_token_its_variable_holds() {
         v["policies"][0]["windows"]["15m"]["would_be_denials"], 2,
         "{v}"
     );
-    let out = run(base).await.unwrap();
+    let out = run(base.clone()).await.unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("GET /shadow answered 401"), "{stderr}");
+    assert!(stderr.contains("give --token-env VAR"), "{stderr}");
+    let wrong = [base, vec!["--token-env".into(), "HOME".into()]].concat();
+    let out = run(wrong).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the token in $HOME was refused"),
+        "{stderr}"
+    );
 }

@@ -21,3 +21,4 @@ mod dashboard;
 mod doc_shadow;
 mod grafana;
 mod metrics_lint;
+mod shadow_range;

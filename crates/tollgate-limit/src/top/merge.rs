@@ -10,6 +10,7 @@
 
 use hashbrown::HashMap;
 
+use super::Described;
 use super::hll::Hll;
 use super::minutes::{Minute, Minutes};
 
@@ -114,4 +115,30 @@ fn add<'a>(merged: &mut Merged<'a>, minute: &'a Minute) {
             merged.labels.insert(&*e.key, &**label);
         }
     }
+}
+
+/// `merged` with its labels only while the policy shows values: turned off by a reload,
+/// the labels its minutes still hold are neither printed nor matched.
+pub(super) fn labelled<'a>(policy: &Described, mut merged: Merged<'a>) -> Merged<'a> {
+    if !policy.shows {
+        merged.labels.clear();
+    }
+    merged
+}
+
+/// Whether the looked-up value is in the stored key `key` or in its label (as shown) in
+/// any of `merged`.
+pub(super) fn matches(lookup: &dyn Fn(&str) -> bool, key: &str, merged: &[&Merged<'_>]) -> bool {
+    lookup(key)
+        || merged
+            .iter()
+            .any(|m| m.labels.get(key).is_some_and(|l| lookup(l)))
+}
+
+/// The label of the stored key `key` in `denials` or `requests`, else the key.
+pub(super) fn shown<'a>(denials: &Merged<'a>, requests: &Merged<'a>, key: &'a str) -> &'a str {
+    (denials.labels.get(key))
+        .or_else(|| requests.labels.get(key))
+        .copied()
+        .unwrap_or(key)
 }

@@ -3,7 +3,7 @@
 //! window covers (`merge.rs`), and a minute's memory is reused sixteen minutes later.
 
 use super::hll::Hll;
-use super::table::{Event, Table};
+use super::table::{Event, Slice, Table};
 use crate::clock::Nanos;
 
 /// A minute of the limiter's clock.
@@ -31,9 +31,9 @@ impl Minute {
         self.stamp.checked_sub(1)
     }
 
-    /// Count one request of a shadow ask in slice `slice` of the clock (the requests ring).
-    pub fn count_request(&mut self, key: &str, label: Option<&str>, hash: u64, slice: u64) {
-        self.table.count_request(key, label, hash, slice);
+    /// Count one request of a shadow ask in slice `at` of the clock (the requests ring).
+    pub fn count_request(&mut self, key: &str, label: Option<&str>, hash: u64, at: Slice) {
+        self.table.count_request(key, label, hash, at);
     }
 
     /// Count one event (the table, the totals, and a denied key's distinct count).

@@ -23,6 +23,7 @@
 //! label for the views to print and `?value=` to match.
 
 mod hll;
+mod means;
 mod merge;
 mod minutes;
 mod peaks;
@@ -47,7 +48,7 @@ use super::policy::PolicyRuntime;
 use crate::spec::{AlgorithmName, Mode};
 use minutes::{MINUTE, Minutes};
 use seen::Seen;
-use table::Event;
+use table::{Event, Slice};
 pub use view::{KeyCount, ShadowPolicy, ShadowView, ShadowWindow, TopK, TopView};
 
 /// Which keys an answer lists when the operator looks one value up (`?value=`): `None`
@@ -271,8 +272,8 @@ impl TopKeys {
         let mut rings = summary.lock();
         rings.denials.at(minute).count(key, shown, hash, event);
         if shadow {
-            let slice = now / self.policies[i].slice;
-            (rings.requests.at(minute)).count_request(key, shown, hash, slice);
+            let at = slice_of(now, self.policies[i].slice);
+            (rings.requests.at(minute)).count_request(key, shown, hash, at);
         }
         drop(rings);
         if event != Event::Allowed {
@@ -372,6 +373,18 @@ impl super::Limiter {
     /// Keys the top-keys tables of `policy` hold (bounded by 2 × 16 × [`CAPACITY`]).
     pub fn top_keys_held(&self, policy: &str) -> Result<usize, TopError> {
         self.sites().top.keys_held(policy)
+    }
+}
+
+/// The slice of length `len` that `now` falls in, and whether it is one of its minute's
+/// first two or last two (what a window straddling the minute's edge may hold).
+fn slice_of(now: Nanos, len: Nanos) -> Slice {
+    let slice = now / len;
+    let start = now / MINUTE * MINUTE;
+    Slice {
+        slice,
+        head: slice <= start / len + 1,
+        tail: slice + 1 >= (start + MINUTE - 1) / len,
     }
 }
 

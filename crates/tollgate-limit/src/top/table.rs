@@ -35,6 +35,15 @@ impl Event {
     }
 }
 
+/// Where a request of the requests table fell: its slice of the clock, and whether that
+/// is one of the minute's first two slices (`head`) or last two (`tail`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Slice {
+    pub slice: u64,
+    pub head: bool,
+    pub tail: bool,
+}
+
 /// One tracked key.
 #[derive(Debug)]
 pub(super) struct Entry {
@@ -58,8 +67,17 @@ pub(super) struct Entry {
     slice: u64,
     in_slice: u64,
     /// Requests table only: the most requests the key made in one slice since it was
-    /// inserted.
+    /// inserted (a lower bound of its most in one period).
     pub peak: u64,
+    /// Requests table only: its requests in the slice before `slice` (0 unless the key
+    /// made some in that very slice), and the most in two adjacent slices: any window as
+    /// long as a slice lies within two, so this bounds its most in one period from above.
+    prev_in_slice: u64,
+    pub peak_pair: u64,
+    /// Requests table only: its requests in the first two and the last two slices of the
+    /// minute (`Edges`), which bound what a window straddling the minute's edge holds.
+    pub head: u64,
+    pub tail: u64,
     /// Position in the heap.
     slot: u32,
 }
@@ -126,16 +144,23 @@ impl Table {
     /// Count one request of `key` that fell in slice `slice` of the clock (a stretch of
     /// the policy's period, or a minute when the period is longer): the entry's peak is
     /// the most requests it made in one slice.
-    pub fn count_request(&mut self, key: &str, label: Option<&str>, hash: u64, slice: u64) {
+    pub fn count_request(&mut self, key: &str, label: Option<&str>, hash: u64, at: Slice) {
         let Some(i) = self.count_at(key, label, hash, Event::Request) else {
             return;
         };
         let e = &mut self.entries[i];
+        let slice = at.slice;
         if e.slice != slice + 1 {
+            // `e.slice` is the latest slice plus one: equal to `slice` when it was the one
+            // just before.
+            e.prev_in_slice = if e.slice == slice { e.in_slice } else { 0 };
             (e.slice, e.in_slice) = (slice + 1, 0);
         }
         e.in_slice += 1;
         e.peak = e.peak.max(e.in_slice);
+        e.peak_pair = e.peak_pair.max(e.in_slice + e.prev_in_slice);
+        e.head += u64::from(at.head);
+        e.tail += u64::from(at.tail);
     }
 
     /// [`Table::count`], and the entry's index when the key is (now) held.
@@ -195,6 +220,10 @@ impl Table {
             slice: 0,
             in_slice: 0,
             peak: 0,
+            prev_in_slice: 0,
+            peak_pair: 0,
+            head: 0,
+            tail: 0,
             slot: slot as u32,
         });
         self.heap.push(i as u32);
@@ -219,6 +248,7 @@ impl Table {
         e.error = e.weight;
         (e.denied, e.shadow_denied, e.allowed) = (0, 0, 0);
         (e.slice, e.in_slice, e.peak) = (0, 0, 0);
+        (e.prev_in_slice, e.peak_pair, e.head, e.tail) = (0, 0, 0, 0);
         self.evicted = true;
         let entries = &self.entries;
         self.index

@@ -302,7 +302,13 @@ fn a_lookup_lists_only_the_keys_it_matches() {
 #[test]
 fn a_label_names_the_stored_key_across_minutes() {
     let clock = ManualClock::new();
-    let top = shadow_policy(&clock, 2, Duration::from_secs(3600));
+    let shows = |show_values: Vec<crate::spec::KeyPart>| {
+        let mut p = gcra("p", 2, Duration::from_secs(3600));
+        (p.key, p.show_values) = (vec![form()], show_values);
+        let seed = Seed::new(Arc::new(clock.clone()));
+        TopKeys::new(seed, &runtimes(&[p]), |_| true)
+    };
+    let top = shows(vec![form()]);
     let (stored, label) = ("p:f:8e33af", "p:f:alice");
     for _ in 0..3 {
         top.record(0, stored, None, Outcome::ShadowDeny, Mode::Shadow);
@@ -320,5 +326,74 @@ fn a_label_names_the_stored_key_across_minutes() {
         let l = |k: &str| super::holds(k, needle);
         let v = top.top("p", Window::FifteenMinutes, 10, Some(&l)).unwrap();
         assert_eq!(v.top.len(), 1, "{needle}");
+    }
+    // Turned off by a reload (the summary kept): hashes again, and the clear value is no
+    // longer matched.
+    let off = TopKeys::new(
+        top.seed(),
+        &runtimes(&[{
+            let mut p = gcra("p", 2, Duration::from_secs(3600));
+            p.key = vec![form()];
+            p
+        }]),
+        |_| true,
+    );
+    let v = off.top("p", Window::FifteenMinutes, 10, None).unwrap();
+    assert_eq!(v.top[0].key, stored);
+    let l = |k: &str| super::holds(k, ":f:alice");
+    let v = off.top("p", Window::FifteenMinutes, 10, Some(&l)).unwrap();
+    assert!(v.top.is_empty());
+}
+
+/// `form:username`.
+fn form() -> crate::spec::KeyPart {
+    crate::spec::KeyPart::Form(crate::spec::BodyField {
+        name: "username".into(),
+        lowercase: false,
+    })
+}
+
+/// A burst straddling the edge of the aligned windows: the aligned peak is half the truth,
+/// and the upper bound is the truth. One-minute period, a 300, b 60, c 6, d 2 a minute
+/// over t = 30–90 s (b's truth: 60, aligned 30 + 30); a 10-second period, 10 requests
+/// over t = 5–15 s and over t = 55–65 s (across a minute's edge): 5 aligned, 10 at most.
+#[test]
+fn a_burst_across_aligned_windows_gets_a_range_that_holds_the_truth() {
+    let clock = ManualClock::new();
+    let top = shadow_policy(&clock, 100, Duration::from_secs(60));
+    clock.advance(Duration::from_secs(30));
+    for _ in 0..60 {
+        for (key, per_second) in [("a", 5), ("b", 1)] {
+            shadow_requests(&top, key, per_second, per_second);
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    clock.advance(Duration::from_secs(5));
+    let w = &top.shadow(&|_| None).policies[0].windows.one_minute;
+    assert_eq!(w.seen_seconds, 95.0);
+    let t = &w.by_top[0];
+    assert_eq!(
+        (t.suggested_limit, t.suggested_limit_upper),
+        (Some(30), Some(60))
+    );
+    let b = w.top.iter().find(|k| k.key == "b");
+    assert!(b.is_none(), "nothing was shadow denied");
+
+    for start in [5, 55] {
+        let clock = ManualClock::new();
+        let top = shadow_policy(&clock, 100, Duration::from_secs(10));
+        clock.advance(Duration::from_secs(start));
+        for _ in 0..10 {
+            shadow_requests(&top, "a", 1, 1);
+            shadow_requests(&top, "b", 1, 1);
+            clock.advance(Duration::from_secs(1));
+        }
+        let w = &top.shadow(&|_| None).policies[0].windows.one_minute;
+        let t = &w.by_top[0];
+        assert_eq!(
+            (t.suggested_limit, t.suggested_limit_upper),
+            (Some(5), Some(10)),
+            "from {start} s"
+        );
     }
 }

@@ -4,13 +4,13 @@
 
 use serde::Serialize;
 
-use super::merge::{Counts, Merged, merge};
+use super::means::means;
+use super::merge::{Counts, Merged, labelled, matches, merge, shown};
 use super::minutes::MINUTE;
-use super::peaks::{peaks, suggest};
+use super::peaks::{Peak, peaks, suggest};
 use super::seen::SeenWindow;
 use super::{Described, Lookup, Rings, Summary, Window};
 use crate::clock::Nanos;
-use crate::spec::AlgorithmName;
 
 /// `GET /limits/{policy}/top`.
 #[derive(Debug, Serialize)]
@@ -132,8 +132,12 @@ pub struct ShareKey {
     pub max_error: u64,
     /// The key's requests in the window.
     pub requests: u64,
-    /// The most requests the key made in one window of `peak_window_seconds`.
+    /// The most requests the key made in one window of `peak_window_seconds` (aligned to
+    /// the clock when `peak_windows_aligned`: a lower bound of its most in one period).
     pub peak: Option<u64>,
+    /// An upper bound of its most requests in one period, sliding: `peak` when not
+    /// aligned, else the most in the run of aligned windows one period can touch.
+    pub peak_upper: Option<u64>,
 }
 
 /// The limit under which at most the `k` keys of highest peak are denied.
@@ -144,8 +148,13 @@ pub struct TopK {
     pub share: f64,
     /// The smallest limit per `period_seconds` under which at most `k` keys are refused:
     /// the `(k+1)`-th largest peak (a count of requests, never more than a key sent).
-    /// `null` when fewer than `k + 1` keys made requests (or for concurrency).
+    /// `null` when fewer than `k + 1` keys made requests (or for concurrency). With
+    /// `peak_windows_aligned`, taken from the aligned peaks: the true figure may be above
+    /// it, up to `suggested_limit_upper`.
     pub suggested_limit: Option<u64>,
+    /// The same from each key's `peak_upper`: under it, at most `k` keys are refused
+    /// whatever the aligned windows cut (equal to `suggested_limit` when not aligned).
+    pub suggested_limit_upper: Option<u64>,
     /// The keys whose peak is above `suggested_limit`: those it refuses (`k`, or fewer
     /// when keys tie).
     pub refused_keys: Option<usize>,
@@ -163,23 +172,6 @@ fn span(rings: &Rings, now: Nanos, back: u64) -> Nanos {
 
 fn seconds(n: Nanos) -> f64 {
     n as f64 / 1e9
-}
-
-/// Whether the looked-up value is in the stored key `key` or in its label (as shown) in
-/// any of `merged`.
-fn matches(lookup: &dyn Fn(&str) -> bool, key: &str, merged: &[&Merged<'_>]) -> bool {
-    lookup(key)
-        || merged
-            .iter()
-            .any(|m| m.labels.get(key).is_some_and(|l| lookup(l)))
-}
-
-/// The label of the stored key `key` in `denials` or `requests`, else the key.
-fn shown<'a>(denials: &Merged<'a>, requests: &Merged<'a>, key: &'a str) -> &'a str {
-    (denials.labels.get(key))
-        .or_else(|| requests.labels.get(key))
-        .copied()
-        .unwrap_or(key)
 }
 
 /// Keys by `weight`, most first (ties by key, so answers are stable).
@@ -204,7 +196,7 @@ pub(super) fn top(
     lookup: Lookup<'_>,
 ) -> TopView {
     let minute = now / MINUTE;
-    let merged = merge(&rings.denials, minute, window.back());
+    let merged = labelled(policy, merge(&rings.denials, minute, window.back()));
     let top = ranked(&merged, |c| c.denied + c.shadow_denied)
         .into_iter()
         .filter(|(key, _)| lookup.is_none_or(|l| matches(l, key, &[&merged])))
@@ -261,22 +253,6 @@ pub(super) fn shadow(
     }
 }
 
-/// What a suggested limit means under `algorithm` (`GET /shadow`'s `suggestion_means`).
-fn means(algorithm: AlgorithmName) -> &'static str {
-    match algorithm {
-        AlgorithmName::Gcra | AlgorithmName::TokenBucket => {
-            "a count within one period: set it as the limit and keep burst at it (the default): a key may send burst at once, then limit per period, so any one period admits at most burst + limit; a smaller burst refuses a key that sends its peak at once"
-        }
-        AlgorithmName::SlidingWindow => {
-            "a count within one period: the sliding window weighs the previous window in, so a key that sends its peak in each of two consecutive windows may be refused near their edge"
-        }
-        AlgorithmName::LeakyBucket => {
-            "a count within one period: the leaky bucket spaces requests period / limit apart, so a key sending its peak at once waits (up to max_delay) rather than passing at once"
-        }
-        AlgorithmName::Concurrency => "no suggestion: concurrency counts requests in flight",
-    }
-}
-
 fn shadow_window(
     policy: &Described,
     rings: &Rings,
@@ -286,8 +262,8 @@ fn shadow_window(
     lookup: Lookup<'_>,
 ) -> ShadowWindow {
     let minute = now / MINUTE;
-    let denials = merge(&rings.denials, minute, back);
-    let requests = merge(&rings.requests, minute, back);
+    let denials = labelled(policy, merge(&rings.denials, minute, back));
+    let requests = labelled(policy, merge(&rings.requests, minute, back));
     let span = span(rings, now, back);
     let total = denials.shadow_denied;
     let share = |n: u64| {
@@ -299,19 +275,24 @@ fn shadow_window(
     };
     let deniers = ranked(&denials, |c| c.shadow_denied);
     let peaks = peaks(policy, &rings.requests, &requests, minute, back, span);
-    let mut sorted: Vec<u64> = peaks
-        .as_ref()
-        .map(|p| p.by_key.values().copied().collect())
-        .unwrap_or_default();
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let sorted = |of: fn(&Peak) -> u64| {
+        let mut sorted: Vec<u64> = (peaks.as_ref())
+            .map(|p| p.by_key.values().map(of).collect())
+            .unwrap_or_default();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        sorted
+    };
+    let (low, high) = (sorted(|p| p.low), sorted(|p| p.high));
     let by_top = KS
         .iter()
         .map(|&k| {
-            let suggested = peaks.as_ref().and_then(|_| suggest(&sorted, k)); // none: concurrency
+            // None for concurrency (no peaks, nothing sorted).
+            let suggested = suggest(&low, k);
             TopK {
                 k,
                 share: share(deniers.iter().take(k).map(|(_, c)| c.shadow_denied).sum()),
                 suggested_limit: suggested.map(|s| s.0),
+                suggested_limit_upper: suggest(&high, k).map(|s| s.0),
                 refused_keys: suggested.map(|s| s.1),
             }
         })
@@ -320,7 +301,7 @@ fn shadow_window(
     let peak = |key: &str| {
         peaks
             .as_ref()
-            .map(|p| p.by_key.get(key).copied().unwrap_or(0))
+            .map(|p| p.by_key.get(key).copied().unwrap_or_default())
     };
     ShadowWindow {
         span_seconds: seconds(span),
@@ -344,7 +325,8 @@ fn shadow_window(
                 share: share(c.shadow_denied),
                 max_error: denials.max_error(&c),
                 requests: asked,
-                peak: peak(key),
+                peak: peak(key).map(|p| p.low),
+                peak_upper: peak(key).map(|p| p.high),
             })
             .collect(),
         by_top,
