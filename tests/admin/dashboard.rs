@@ -156,9 +156,14 @@ async fn the_page_shows_the_top_keys_in_order_with_their_counts() {
     let shadow = json(send_h1(admin, get(&format!("http://{admin}/shadow"))).await).await;
     let first = &shadow["policies"][0]["windows"]["15m"]["by_top"][0];
     let limit = first["suggested_limit"].as_u64().unwrap();
+    let upper = first["suggested_limit_upper"].as_u64().unwrap();
+    let shown = match upper > limit {
+        true => format!("{limit}–{upper}"),
+        false => limit.to_string(),
+    };
     assert!(
         dom.contains(&format!(
-            "<dd class=\"suggestion\" data-k=\"1\" data-limit=\"{limit}\">limit {limit} per 1m refuses 1 key"
+            "<dd class=\"suggestion\" data-k=\"1\" data-limit=\"{limit}\" data-limit-upper=\"{upper}\">limit {shown} per 1m refuses 1 key"
         )),
         "{dom}"
     );
@@ -249,4 +254,57 @@ async fn with_a_token_the_data_needs_it_and_the_page_asks_for_it() {
     let dom = dump_dom(&format!("http://{admin}/dashboard#token=not-{TOKEN}")).await;
     assert!(dom.contains("<body data-state=\"token\">"), "{dom}");
     assert!(dom.contains("That token was refused."), "{dom}");
+}
+
+/// A token with `+ / = % & #` in it, as `admin_token_env` allows (any printable ASCII),
+/// and `%41` in it, which also reads as URL-encoded `A`.
+const ODD_TOKEN: &str = "tg+Kq/9=x%41&z#Wm-7";
+
+/// The fragment's token, pasted as it is or URL-encoded, opens the page: the page takes
+/// everything after `token=` up to a `&value=` or the end, tries it URL-decoded and then as
+/// written, and the token is written nowhere in the page afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_url_characters_opens_the_page_raw_or_encoded() {
+    let toml = config(echo_upstream().await, "admin_token_env = \"TG_DASH_ODD\"");
+    let gw = crate::common::process::spawn_serve_with_env(
+        &crate::common::process::temp_file("dashboard-odd-token.toml", &toml),
+        &[("TG_DASH_ODD", ODD_TOKEN)],
+    );
+    let admin = gw.admin.unwrap();
+    assert_eq!(
+        admitted(gw.addr, "/search/q", "198.51.100.23", 12).await,
+        12
+    );
+    let encoded: String = form_urlencoded::byte_serialize(ODD_TOKEN.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20");
+    for fragment in [
+        format!("token={ODD_TOKEN}"),
+        format!("token={encoded}"),
+        format!("token={ODD_TOKEN}&value=198.51.100.23"),
+        format!("value=198.51.100.23&token={ODD_TOKEN}"),
+    ] {
+        let dom = dump_dom(&format!("http://{admin}/dashboard#{fragment}")).await;
+        assert!(
+            dom.contains("<body data-state=\"ok\">"),
+            "#{fragment}:\n{dom}"
+        );
+        assert!(dom.contains(">store memory</span>"), "#{fragment}: {dom}");
+        assert!(
+            !dom.contains("Wm-7"),
+            "#{fragment}: the token is in the page"
+        );
+        if fragment.contains("value=") {
+            assert!(
+                dom.contains("keys holding the value “198.51.100.23”"),
+                "#{fragment}: {dom}"
+            );
+        }
+    }
+    let dom = dump_dom(&format!("http://{admin}/dashboard#token=tg+Kq/9=x%41")).await;
+    assert!(dom.contains("That token was refused."), "{dom}");
+
+    let png = std::env::temp_dir().join(format!("tollgate-odd-{}.png", std::process::id()));
+    let url = format!("http://{admin}/dashboard#token={ODD_TOKEN}&value=198.51.100.23");
+    screenshot(&url, &png, 1280, 900).await;
 }
