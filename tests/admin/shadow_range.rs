@@ -1,8 +1,9 @@
 //! The operator's one-minute search limit with traffic straddling a minute of the clock:
 //! 300, 60, 6 and 2 requests from four clients over t = 30–90 s. The windows a peak is
 //! counted in are aligned to the clock's minutes, so each client's requests are split in
-//! two halves; by hand the second client's most in any one minute is 60. `/shadow` and
-//! `tollgate shadow-report` give the range that holds it (30 to 60), never 30 alone.
+//! two halves; by hand the second client's most in any one minute is 60. `/shadow`,
+//! `tollgate shadow-report` and the dashboard give the range that holds it (30 to 60),
+//! never 30 alone.
 
 use std::time::Duration;
 
@@ -82,4 +83,17 @@ async fn a_minute_of_traffic_across_the_clocks_minute_gets_the_range_that_holds_
     assert!(stdout.contains(row), "no `{row}` in:\n{stdout}");
     assert!(stdout.contains("so it is a range"), "{stdout}");
     assert!(stdout.contains("150–300  search:ip:10.0.0.1"), "{stdout}");
+
+    // The dashboard, in headless Chromium: the range, and what it is.
+    let url = format!("http://{}/dashboard", gw.admin);
+    let dom = crate::common::browser::dump_dom(&url).await;
+    for shown in [
+        ">limit 30–60 per 1m refuses 1 key",
+        "counted in 1m windows aligned to the clock, which split a burst across their edge",
+        "<td>150–300</td>",
+    ] {
+        assert!(dom.contains(shown), "no `{shown}` in:\n{dom}");
+    }
+    let png = std::env::temp_dir().join(format!("tollgate-range-{}.png", std::process::id()));
+    crate::common::browser::screenshot(&url, &png, 1280, 900).await;
 }
