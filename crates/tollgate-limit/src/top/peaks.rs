@@ -115,7 +115,7 @@ pub(super) fn peaks<'a>(
     // counted, at most the entry's weight), then the most in `run` consecutive minutes and
     // in the run a sliding window of the period may touch.
     let run = usize::try_from(period / MINUTE).unwrap_or(RING).min(RING);
-    let touched = (run + 1 + usize::from(period % MINUTE != 0)).min(RING);
+    let touched = (run + 1 + usize::from(!period.is_multiple_of(MINUTE))).min(RING);
     let mut minutes: HashMap<&str, [(u64, u64); RING]> = HashMap::new();
     for (at, minute) in requests.window_at(now, back) {
         let slot = usize::try_from(at - first).unwrap_or(0).min(RING - 1);
