@@ -197,3 +197,43 @@ impl PeerFleet {
         }
     }
 }
+
+/// When a request was sent (before its decision), when its answer arrived, and what it was.
+pub type Answered = (std::time::Instant, std::time::Instant, http::StatusCode);
+
+/// One GET `/api` as client `ip` every `every` to `addr`, each in its own task (a stopped
+/// node's requests queue at it instead of holding the client's pace), until `until`.
+pub fn paced(
+    addr: SocketAddr,
+    ip: &'static str,
+    every: Duration,
+    until: std::time::Instant,
+) -> tokio::task::JoinHandle<Vec<Answered>> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut sent = Vec::new();
+        while std::time::Instant::now() < until {
+            tick.tick().await;
+            sent.push(tokio::spawn(async move {
+                let at = std::time::Instant::now();
+                let status = super::get_as(addr, "/api", ip, None).await.status();
+                (at, std::time::Instant::now(), status)
+            }));
+        }
+        let mut statuses = Vec::with_capacity(sent.len());
+        for s in sent {
+            statuses.push(s.await.unwrap());
+        }
+        statuses
+    })
+}
+
+/// `kill SIG PID` (`-STOP`, `-CONT`): the fault a test injects into a node.
+pub fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig} {pid}");
+}

@@ -9,14 +9,12 @@
 //! takes the key up from the interim owner's count: the bound is burst + rate·t + one
 //! burst for the one move.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::common::config::{policy, route};
 use crate::common::peers;
 use crate::common::*;
 use http::StatusCode;
-use tokio::task::JoinHandle;
 use tollgate::limit::fleet::ring::{node_hash, pick};
 
 const RATE: f64 = 50.0;
@@ -25,40 +23,6 @@ const IP: &str = "198.51.100.47";
 /// The peer call timeout: the owner's peers count it out within a few of them, so few of
 /// their asks wait at it (each would spend a cell there when it wakes).
 const TIMEOUT: &str = "20ms";
-
-/// When a request was sent, when its answer arrived, and what it was.
-type Answered = (Instant, Instant, StatusCode);
-
-/// One request every `every` to `addr`, each in its own task (a stopped node's requests
-/// queue at it instead of holding the client's pace), until `until`.
-fn paced(addr: SocketAddr, every: Duration, until: Instant) -> JoinHandle<Vec<Answered>> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let mut sent = Vec::new();
-        while Instant::now() < until {
-            tick.tick().await;
-            sent.push(tokio::spawn(async move {
-                let at = Instant::now();
-                let status = get_as(addr, "/api", IP, None).await.status();
-                (at, Instant::now(), status)
-            }));
-        }
-        let mut statuses = Vec::with_capacity(sent.len());
-        for s in sent {
-            statuses.push(s.await.unwrap());
-        }
-        statuses
-    })
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {sig} {pid}");
-}
 
 /// One answer: when it could have been decided at the earliest (sent, or the owner's
 /// resume for a request queued at it while stopped), when it arrived, and what it was.
@@ -145,11 +109,11 @@ async fn a_stopped_owner_hands_its_key_back_without_a_second_decider() {
     let runs: Vec<_> = fleet
         .nodes
         .iter()
-        .map(|n| paced(n.addr, every, until))
+        .map(|n| peers::paced(n.addr, IP, every, until))
         .collect();
     tokio::time::sleep_until((started + Duration::from_secs(2)).into()).await;
     let pid = fleet.nodes[owner].child.id();
-    signal(pid, "-STOP");
+    peers::signal(pid, "-STOP");
     let stopped = Instant::now();
     // The peers count the owner out (its asks time out) and the interim owner decides.
     let admin = fleet.nodes[interim].admin.unwrap();
@@ -168,7 +132,7 @@ async fn a_stopped_owner_hands_its_key_back_without_a_second_decider() {
     let drained = Instant::now() + Duration::from_secs(1);
     tokio::time::sleep_until((stopped + Duration::from_secs(3)).into()).await;
     let resumed = Instant::now();
-    signal(pid, "-CONT");
+    peers::signal(pid, "-CONT");
     let mut statuses = Vec::new();
     for r in runs {
         statuses.push(r.await.unwrap());
@@ -199,7 +163,7 @@ async fn a_stopped_owner_hands_its_key_back_without_a_second_decider() {
             "unexpected {s}"
         );
     }
-    let ok = |s: &Vec<Answered>| s.iter().filter(|(_, _, s)| *s == StatusCode::OK).count();
+    let ok = |s: &Vec<peers::Answered>| s.iter().filter(|(_, _, s)| *s == StatusCode::OK).count();
     let per_node: Vec<usize> = statuses.iter().map(ok).collect();
     let admitted: usize = per_node.iter().sum();
     let queued_ok = statuses[owner]

@@ -7,53 +7,16 @@
 //! 26 queued, the fleet 4.6 to 5.7 over burst + rate·t just after the resume; with it: 0 or
 //! 1 of 26, at most +1.8 at any instant (the same as without a stall).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::common::config::{policy, route};
 use crate::common::peers;
 use crate::common::*;
 use http::StatusCode;
-use tokio::task::JoinHandle;
 
 const RATE: f64 = 10.0;
 const BURST: f64 = 10.0;
 const IP: &str = "198.51.100.81";
-
-/// When a request was sent (before its decision), when its answer arrived (after), and
-/// what it was.
-type Answered = (Instant, Instant, StatusCode);
-
-/// One request every `every` to `addr`, each in its own task (a stopped node's requests
-/// queue at it instead of holding the client's pace), until `until`.
-fn paced(addr: SocketAddr, every: Duration, until: Instant) -> JoinHandle<Vec<Answered>> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let mut sent = Vec::new();
-        while Instant::now() < until {
-            tick.tick().await;
-            sent.push(tokio::spawn(async move {
-                let at = Instant::now();
-                let status = get_as(addr, "/api", IP, None).await.status();
-                (at, Instant::now(), status)
-            }));
-        }
-        let mut statuses = Vec::with_capacity(sent.len());
-        for s in sent {
-            statuses.push(s.await.unwrap());
-        }
-        statuses
-    })
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {sig} {pid}");
-}
 
 /// 10 per second, burst 10, three nodes gossiping every 20 ms, offered 26 per second (one
 /// request every 115 ms at each node) for 9 s; node 2 stopped from 3 s to 6 s. The bound,
@@ -85,7 +48,7 @@ async fn a_stalled_gossip_node_hears_its_peers_before_it_admits() {
     let runs: Vec<_> = fleet
         .nodes
         .iter()
-        .map(|n| paced(n.addr, every, until))
+        .map(|n| peers::paced(n.addr, IP, every, until))
         .collect();
     let stalled = fleet.nodes[2].child.id();
     let stalled_admin = fleet.nodes[2].admin.expect("admin listener");
@@ -93,26 +56,26 @@ async fn a_stalled_gossip_node_hears_its_peers_before_it_admits() {
     let syncs_before = syncs(&metrics_text(stalled_admin).await);
     // The trace: 3 s of load, then node 2 stops for 3 s (its requests queue), then goes on.
     tokio::time::sleep_until((started + Duration::from_secs(3)).into()).await;
-    signal(stalled, "-STOP");
+    peers::signal(stalled, "-STOP");
     let stopped = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let resumed = Instant::now();
-    signal(stalled, "-CONT");
+    peers::signal(stalled, "-CONT");
     let mut statuses = Vec::new();
     for r in runs {
         statuses.push(r.await.unwrap());
     }
     let d = started.elapsed().as_secs_f64();
-    let mut answers: Vec<Answered> = statuses.iter().flatten().copied().collect();
+    let mut answers: Vec<peers::Answered> = statuses.iter().flatten().copied().collect();
     for (_, _, s) in &answers {
         assert!(
             [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS].contains(s),
             "unexpected {s}"
         );
     }
-    let ok = |s: &Vec<Answered>| s.iter().filter(|(_, _, s)| *s == StatusCode::OK).count();
+    let ok = |s: &Vec<peers::Answered>| s.iter().filter(|(_, _, s)| *s == StatusCode::OK).count();
     // The requests node 2 received while stopped, decided when it resumed.
-    let queued: Vec<&Answered> = statuses[2]
+    let queued: Vec<&peers::Answered> = statuses[2]
         .iter()
         .filter(|(sent, _, _)| (stopped..resumed).contains(sent))
         .collect();
