@@ -131,33 +131,31 @@ fn all_or_nothing_holds_under_concurrency() {
     }
 }
 
+/// A limiter on `clock` with one route `api` and its policy `per_ip` (gcra, 10 a minute,
+/// keyed on `ip`, with `extra` keys), and the registry its metrics are in.
+fn per_ip_limiter(
+    extra: &str,
+    clock: &ManualClock,
+) -> (Limiter, prometheus_client::registry::Registry) {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.app]\nurls = [\"http://127.0.0.1:9\"]\n\
+         [policies.per_ip]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 10\nperiod = \"1m\"\n{extra}\n\
+         [[routes]]\nname = \"api\"\nupstream = \"app\"\npolicies = [\"per_ip\"]\n"
+    );
+    let origin = Path::new("per_ip.toml");
+    let cfg =
+        tollgate::config::validate(tollgate::config::parse_str(&text, origin).unwrap(), origin)
+            .unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let limiter = Limiter::new(&cfg, Arc::new(clock.clone()), &mut registry).unwrap();
+    (limiter, registry)
+}
+
 /// A million distinct IPv6 /64s against one policy bounded at 100 000 keys.
 #[tokio::test(flavor = "current_thread")]
 async fn a_flood_of_distinct_clients_stays_within_max_keys() {
-    let text = r#"
-[server]
-listen = "127.0.0.1:0"
-[upstreams.app]
-urls = ["http://127.0.0.1:9"]
-[policies.per_ip]
-key = ["ip"]
-algorithm = "gcra"
-limit = 10
-period = "1m"
-burst = 10
-max_keys = 100000
-[[routes]]
-name = "api"
-upstream = "app"
-policies = ["per_ip"]
-"#;
-    let origin = Path::new("flood.toml");
-    let cfg =
-        tollgate::config::validate(tollgate::config::parse_str(text, origin).unwrap(), origin)
-            .unwrap();
-    let mut registry = prometheus_client::registry::Registry::default();
     let clock = ManualClock::new();
-    let limiter = Limiter::new(&cfg, Arc::new(clock.clone()), &mut registry).unwrap();
+    let (limiter, registry) = per_ip_limiter("burst = 10\nmax_keys = 100000", &clock);
     let route: Arc<str> = Arc::from("api");
     let (method, headers) = (Method::GET, HeaderMap::new());
     let mut peak = 0;
@@ -215,29 +213,9 @@ policies = ["per_ip"]
 /// 60 000, and the gauge follows it.
 #[tokio::test(flavor = "current_thread")]
 async fn keys_seen_once_leave_memory_as_they_refill() {
-    let text = r#"
-[server]
-listen = "127.0.0.1:0"
-[upstreams.app]
-urls = ["http://127.0.0.1:9"]
-[policies.per_ip]
-key = ["ip"]
-algorithm = "gcra"
-limit = 10
-period = "1m"
-[[routes]]
-name = "api"
-upstream = "app"
-policies = ["per_ip"]
-"#;
     const ROUND: u32 = 2_000;
-    let origin = Path::new("churn.toml");
-    let cfg =
-        tollgate::config::validate(tollgate::config::parse_str(text, origin).unwrap(), origin)
-            .unwrap();
-    let mut registry = prometheus_client::registry::Registry::default();
     let clock = ManualClock::new();
-    let limiter = Limiter::new(&cfg, Arc::new(clock.clone()), &mut registry).unwrap();
+    let (limiter, registry) = per_ip_limiter("", &clock);
     let route: Arc<str> = Arc::from("api");
     let (method, headers) = (Method::GET, HeaderMap::new());
     let mut peak = 0;
