@@ -6,7 +6,7 @@ use crate::limit::keys::KeyBuilder;
 use crate::limit::spec::IpKeys;
 
 impl Config {
-    /// Problems that do not stop the config from loading: a policy no route lists (it limits
+    /// Problems that do not stop the config from loading: a policy no route or layer lists (it limits
     /// nothing, which a policy added and then forgotten in a route's `policies` does
     /// silently), and an enforced policy that lets a request lacking a key part through
     /// unlimited because `on_missing_key` is not set ([`Config::missing_key_warning`]), and
@@ -17,7 +17,12 @@ impl Config {
             .policies
             .iter()
             .enumerate()
-            .filter(|(i, _)| !self.routes.iter().any(|r| r.policies.contains(i)))
+            // A `[layers.NAME]` enforces its policies as a route does (tower layers).
+            .filter(|(i, _)| {
+                let listed = |policies: &Vec<usize>| policies.contains(i);
+                !self.routes.iter().any(|r| listed(&r.policies))
+                    && !self.layers.iter().any(|l| listed(&l.policies))
+            })
             .map(|(_, p)| {
                 Problem::new(
                     format!("policies.{}", p.name),

@@ -111,6 +111,15 @@ policies = ["listed"]
     );
 }
 
+/// A policy a `[layers.NAME]` lists limits what that tower layer fronts: no warning
+/// (issue 52: `check` said "no route lists it" of the axum example's two policies).
+#[test]
+fn the_axum_examples_layer_policies_are_no_forgotten_policies() {
+    let (code, _, stderr) = check(&repo_path("examples/axum-layer/tollgate.toml"));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+}
+
 #[test]
 fn the_shipped_config_has_no_warning() {
     let (code, _, stderr) = check(&repo_path("config.toml"));
