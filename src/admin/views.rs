@@ -65,6 +65,7 @@ pub fn config(config: &Config) -> Value {
                 MethodOverride::Route => "route",
             },
             "via_pseudonym": s.via_pseudonym,
+            "request_id_header": s.request_id_header.as_str(),
             "access_log": s.access_log.as_ref().map(|p| p.display().to_string()),
             "drain_delay": duration(s.drain_delay),
         },

@@ -111,6 +111,16 @@ async fn restart_only_keys_are_refused_by_name() {
     assert!(e.contains("restart"), "{e}");
     assert_eq!(get_as(s.addr, "/a", "192.0.2.1", None).await.status(), 200);
     assert_eq!(admin(s.admin, Method::GET, "/reload").await.0, 405);
+    // A key /config did not show was neither shown nor refused: the reload said ok and the
+    // old request id header stayed (issue 46's admin review).
+    let renamed = good.replace(
+        "[server]\n",
+        "[server]\nrequest_id_header = \"x-trace-id\"\n",
+    );
+    let (status, v) = reload(&s, &renamed).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    let e = v["error"].as_str().unwrap();
+    assert!(e.contains("[server] request_id_header"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
