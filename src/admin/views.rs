@@ -175,6 +175,15 @@ fn route(config: &Config, index: usize, r: &Route) -> Value {
         },
         "upgrades": r.upgrades,
         "max_body_bytes": r.max_body_bytes,
+        "require_account": r.require_account,
+        // Only on a route whose policies read the body (`form:`/`json:` keys).
+        "key_body": r.key_body.map(|k| json!({
+            "max_key_body_bytes": k.max_bytes,
+            "on_large_key_body": match k.on_large {
+                crate::config::OnLargeKeyBody::Reject => "reject",
+                crate::config::OnLargeKeyBody::Missing => "missing",
+            },
+        })),
         "policies": policies,
     })
 }
