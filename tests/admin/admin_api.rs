@@ -244,6 +244,11 @@ async fn config_shows_no_secret() {
     assert_eq!(v["routes"][0]["name"], "api");
     assert_eq!(v["policies"][0]["name"], "per_account");
     assert_eq!(v["policies"][0]["effective_site"], "local");
+    // Keys a reload compares or an operator checks (issue 52: request_id_header was absent,
+    // so a reload changing it said ok and kept the old one).
+    assert_eq!(v["server"]["request_id_header"], "x-request-id", "{v:#}");
+    assert_eq!(v["routes"][0]["require_account"], false, "{v:#}");
+    assert_eq!(v["routes"][0]["key_body"], Value::Null, "no body key on this route");
 }
 
 /// With `admin_token_env`, everything but health needs `Authorization: Bearer <token>`:
