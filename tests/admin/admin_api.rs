@@ -248,7 +248,11 @@ async fn config_shows_no_secret() {
     // so a reload changing it said ok and kept the old one).
     assert_eq!(v["server"]["request_id_header"], "x-request-id", "{v:#}");
     assert_eq!(v["routes"][0]["require_account"], false, "{v:#}");
-    assert_eq!(v["routes"][0]["key_body"], Value::Null, "no body key on this route");
+    assert_eq!(
+        v["routes"][0]["key_body"],
+        Value::Null,
+        "no body key on this route"
+    );
 }
 
 /// With `admin_token_env`, everything but health needs `Authorization: Bearer <token>`:
