@@ -117,6 +117,7 @@ pub fn config(config: &Config) -> Value {
                 "cooldown": duration(store.breaker_cooldown),
             },
             "key_prefix": store.key_prefix,
+            "fallback_repay": store.fallback_repay.name(),
         },
         "cluster": {
             "expected_nodes": cluster.expected_nodes.get(),

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-pub use crate::limit::spec::{OnStoreError, Site, StoreKind};
+pub use crate::limit::spec::{FallbackRepay, OnStoreError, Site, StoreKind};
 
 use super::defaults;
 
@@ -41,6 +41,10 @@ pub struct RawStore {
     /// Prepended to every key, so several deployments can share one Redis.
     #[serde(default = "defaults::key_prefix")]
     pub key_prefix: String,
+    /// How the `on_store_error = "local"` fallback's debts are paid back: `at_once` (the
+    /// key refused until paid) or `half_rate` (installments at half the key's rate).
+    #[serde(default)]
+    pub fallback_repay: FallbackRepay,
 }
 
 impl Default for RawStore {
@@ -58,6 +62,7 @@ impl Default for RawStore {
             timeout: defaults::store_timeout(),
             breaker: RawBreaker::default(),
             key_prefix: defaults::key_prefix(),
+            fallback_repay: FallbackRepay::default(),
         }
     }
 }

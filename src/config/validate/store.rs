@@ -98,6 +98,7 @@ impl Validator {
             breaker_failures: failures?,
             breaker_cooldown: cooldown?,
             key_prefix: raw.key_prefix.clone(),
+            fallback_repay: raw.fallback_repay,
         })
     }
 

@@ -21,7 +21,7 @@ pub use bounds::{MAX_PERIOD, MIN_PERIOD};
 pub use exempt::{Exempt, Exemptions};
 pub use names::{AlgorithmName, Mode, OnMissingKey, OnStoreError, Site, StoreKind};
 pub use policy::{BodyField, KeyPart, LeaseKnobs, Policy, Spend};
-pub use store::{Cluster, Store, StoreTls};
+pub use store::{Cluster, FallbackRepay, Store, StoreTls};
 pub use tiers::{PolicyTiers, TierSource, Tiers};
 
 /// Everything a [`Limiter`](super::Limiter) is built from.

@@ -27,6 +27,31 @@ pub struct Store {
     pub breaker_failures: NonZeroU32,
     pub breaker_cooldown: Duration,
     pub key_prefix: String,
+    /// How what the `on_store_error = "local"` fallback admitted is paid back to the store.
+    pub fallback_repay: FallbackRepay,
+}
+
+/// `[store] fallback_repay`: how a key's fallback debt is paid once the store is back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackRepay {
+    /// The whole debt before the key is decided in the store again: the key is refused
+    /// for about debt / rate (a blackout as long as the outage for a key kept at its rate).
+    #[default]
+    AtOnce,
+    /// In installments of at most half the key's rate: clients see about half the rate for
+    /// about twice as long instead of nothing (`store/debts.rs`).
+    HalfRate,
+}
+
+impl FallbackRepay {
+    /// As the config spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FallbackRepay::AtOnce => "at_once",
+            FallbackRepay::HalfRate => "half_rate",
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -37,6 +62,7 @@ impl std::fmt::Debug for Store {
             .field("urls", &self.urls)
             .field("timeout", &self.timeout)
             .field("key_prefix", &self.key_prefix)
+            .field("fallback_repay", &self.fallback_repay)
             .finish_non_exhaustive()
     }
 }

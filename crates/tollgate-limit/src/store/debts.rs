@@ -14,6 +14,11 @@
 //! Cluster a debt on a dead master stops only that master's keys, and a fail-closed route
 //! sharing a key with a `local` one answers as soon as the store does.
 //!
+//! With `[store] fallback_repay = "half_rate"` a key pays in installments instead
+//! (`installments.rs`): at most half its rate since its repayment began, and what is not
+//! due yet does not hold it up; a key whose installment another payment carries is decided
+//! in the store meanwhile (the installment only spreads what is owed anyway).
+//!
 //! Membership's heartbeat also pays everything owed in the background (at most every
 //! [`PAY_EVERY`]), so debts are paid with no traffic too. Payments go by slot group in calls
 //! of [`CHUNK`] keys; a call that fails leaves its keys owed, and a call that timed out
@@ -31,7 +36,10 @@ use std::sync::{Arc, Mutex};
 
 use redis::Script;
 
+use super::installments::Owed;
 use super::{RedisStore, StoreError, by_slot};
+use crate::clock::Nanos;
+use crate::spec::FallbackRepay;
 
 /// Keys remembered as owed at once.
 pub(super) const MAX_DEBT_KEYS: usize = 100_000;
@@ -61,7 +69,7 @@ impl Debt {
 /// carrying now (no second payment may take them, and nobody decides them meanwhile).
 #[derive(Default)]
 struct Book {
-    owed: HashMap<String, Debt>,
+    owed: HashMap<String, Owed>,
     paying: HashSet<String>,
 }
 
@@ -84,16 +92,19 @@ pub(super) struct Debts {
     last_try: AtomicU64,
     /// The script whose `debit` op pays (see [`RedisStore::new`]).
     debit: Script,
+    /// `[store] fallback_repay`.
+    repay: FallbackRepay,
 }
 
 impl Debts {
-    pub fn new(debit: Script) -> Self {
+    pub fn new(debit: Script, repay: FallbackRepay) -> Self {
         Debts {
             book: Mutex::default(),
             owing: AtomicBool::new(false),
             paying: AtomicBool::new(false),
             last_try: AtomicU64::new(0),
             debit,
+            repay,
         }
     }
 
@@ -111,9 +122,13 @@ impl Debts {
         let mut book = self.book();
         let len = book.owed.len();
         match book.owed.get_mut(&debt.key) {
-            Some(owed) => owed.params[4] += debt.params[4],
+            Some(owed) => {
+                owed.debt.params[4] += debt.params[4];
+                // The store is failing this key: repaying begins again once it is back.
+                owed.restart();
+            }
             None if len < MAX_DEBT_KEYS => {
-                book.owed.insert(debt.key.clone(), debt);
+                book.owed.insert(debt.key.clone(), Owed::new(debt));
             }
             None => return None,
         }
@@ -121,16 +136,25 @@ impl Debts {
         Some(book.owed.len())
     }
 
-    /// What `keys` owe, claimed for the caller to pay.
-    pub fn claim<'k>(&self, keys: impl Iterator<Item = &'k str>) -> Claim {
-        let mut book = self.book();
+    /// What `keys` owe at `now`, claimed for the caller to pay: all of it (`at_once`), or
+    /// the installments due (`half_rate`, where a key another payment carries is skipped).
+    pub fn claim<'k>(&self, keys: impl Iterator<Item = &'k str>, now: Nanos) -> Claim {
+        let mut guard = self.book();
+        let book = &mut *guard;
         let mut take = Vec::new();
         for k in keys {
-            if book.paying.contains(k) {
-                return Claim::Busy;
-            }
-            if let Some(d) = book.owed.get(k) {
-                take.push(d.clone());
+            let busy = book.paying.contains(k);
+            match (self.repay, book.owed.get_mut(k)) {
+                (FallbackRepay::AtOnce, _) if busy => return Claim::Busy,
+                (FallbackRepay::AtOnce, Some(o)) => take.push(o.debt.clone()),
+                (FallbackRepay::HalfRate, Some(o)) if !busy => {
+                    // Carried from here on: a key named twice pays one installment.
+                    if let Some(d) = o.installment(now) {
+                        book.paying.insert(d.key.clone());
+                        take.push(d);
+                    }
+                }
+                _ => {}
             }
         }
         if take.is_empty() {
@@ -140,15 +164,16 @@ impl Debts {
         Claim::Take(take)
     }
 
-    /// Everything owed that no payment carries yet, claimed.
-    fn claim_all(&self) -> Vec<Debt> {
-        let mut book = self.book();
-        let take: Vec<Debt> = book
-            .owed
-            .values()
-            .filter(|d| !book.paying.contains(&d.key))
-            .cloned()
-            .collect();
+    /// Everything owed (`half_rate`: every installment due at `now`) that no payment
+    /// carries yet, claimed.
+    fn claim_all(&self, now: Nanos) -> Vec<Debt> {
+        let mut guard = self.book();
+        let book = &mut *guard;
+        let free = book.owed.values_mut().filter(|o| !book.paying.contains(&o.debt.key));
+        let take: Vec<Debt> = match self.repay {
+            FallbackRepay::AtOnce => free.map(|o| o.debt.clone()).collect(),
+            FallbackRepay::HalfRate => free.filter_map(|o| o.installment(now)).collect(),
+        };
         book.paying.extend(take.iter().map(|d| d.key.clone()));
         take
     }
@@ -159,28 +184,32 @@ impl Debts {
         let mut book = self.book();
         for d in debts {
             book.paying.remove(&d.key);
-            if let Some(owed) = book.owed.get_mut(&d.key) {
-                owed.params[4] -= d.params[4];
-                if owed.params[4] <= 0.0 {
-                    book.owed.remove(&d.key);
-                }
+            if let Some(owed) = book.owed.get_mut(&d.key)
+                && owed.paid(d.params[4])
+            {
+                book.owed.remove(&d.key);
             }
         }
         self.owing.store(!book.owed.is_empty(), Ordering::Release);
         book.owed.len()
     }
 
-    /// A payment of these failed: still owed, free to be claimed again.
+    /// A payment of these failed: still owed, free to be claimed again (an installment
+    /// schedule begins again: the store is failing them).
     fn unclaim(&self, debts: &[Debt]) {
-        let mut book = self.book();
+        let mut guard = self.book();
+        let book = &mut *guard;
         for d in debts {
             book.paying.remove(&d.key);
+            if let Some(owed) = book.owed.get_mut(&d.key) {
+                owed.restart();
+            }
         }
     }
 
     #[cfg(test)]
     fn owed(&self, key: &str) -> Option<f64> {
-        self.book().owed.get(key).map(|d| d.params[4])
+        self.book().owed.get(key).map(Owed::cost)
     }
 }
 
@@ -212,7 +241,7 @@ impl RedisStore {
         if !self.debts.owing() {
             return Ok(());
         }
-        let debts = match self.debts.claim(keys) {
+        let debts = match self.debts.claim(keys, self.clock.now()) {
             Claim::Nothing => return Ok(()),
             Claim::Busy => return Err(StoreError::Unsettled),
             Claim::Take(debts) => debts,
@@ -262,7 +291,7 @@ impl RedisStore {
         };
         let store = self.clone();
         runtime.spawn(async move {
-            let _ = store.pay(store.debts.claim_all()).await;
+            let _ = store.pay(store.debts.claim_all(now)).await;
             store.debts.paying.store(false, Ordering::Release);
         });
     }
@@ -318,36 +347,80 @@ mod tests {
 
     #[test]
     fn spends_of_one_key_add_up_until_paid() {
-        let d = Debts::new(Script::new("return 0"));
+        let d = Debts::new(Script::new("return 0"), FallbackRepay::AtOnce);
         assert!(!d.owing());
         assert_eq!(d.record(item("k", 1.0)), Some(1));
         assert_eq!(d.record(item("k", 2.0)), Some(1));
         assert!(d.owing());
-        assert!(matches!(d.claim(["x"].into_iter()), Claim::Nothing));
-        let Claim::Take(taken) = d.claim(["x", "k"].into_iter()) else {
+        assert!(matches!(d.claim(["x"].into_iter(), 0), Claim::Nothing));
+        let Claim::Take(taken) = d.claim(["x", "k"].into_iter(), 0) else {
             panic!("k owes");
         };
         assert_eq!(taken[0].params[4], 3.0);
         // Carried by that payment: nobody else may take it or decide it meanwhile.
-        assert!(matches!(d.claim(["k"].into_iter()), Claim::Busy));
-        assert!(d.claim_all().is_empty());
+        assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Busy));
+        assert!(d.claim_all(0).is_empty());
         // Spent again while the payment was in flight: that much is still owed.
         d.record(item("k", 1.0));
         assert_eq!(d.paid(&taken), 1);
         assert_eq!(d.owed("k"), Some(1.0));
         // A failed payment leaves it owed and free to claim again.
-        let again = d.claim_all();
+        let again = d.claim_all(0);
         d.unclaim(&again);
         assert_eq!(d.owed("k"), Some(1.0));
-        let again = d.claim_all();
+        let again = d.claim_all(0);
         assert_eq!(d.paid(&again), 0);
         assert!(!d.owing());
-        assert!(matches!(d.claim(["k"].into_iter()), Claim::Nothing));
+        assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Nothing));
+    }
+
+    #[test]
+    fn half_rate_pays_installments_and_holds_nothing_up() {
+        const MS: Nanos = 1_000_000;
+        let d = Debts::new(Script::new("return 0"), FallbackRepay::HalfRate);
+        // 10/s: 5 cells a second repaid, one every 200 ms.
+        d.record(item("k", 8.0));
+        d.record(item("j", 1.0));
+        // Repayment begins: nothing due, so nothing holds the key up.
+        assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Nothing));
+        assert!(matches!(d.claim(["k"].into_iter(), 100 * MS), Claim::Nothing));
+        let Claim::Take(first) = d.claim(["k", "k"].into_iter(), 400 * MS) else {
+            panic!("two cells due");
+        };
+        // One installment, though the key was named twice.
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].params[4], 2.0);
+        // Carried by that payment: another request is not held up (nor pays it twice).
+        assert!(matches!(d.claim(["k"].into_iter(), 400 * MS), Claim::Nothing));
+        assert_eq!(d.paid(&first), 2);
+        assert_eq!(d.owed("k"), Some(6.0));
+        // The background payment takes what is due of every key: j's schedule began now.
+        let due = d.claim_all(800 * MS);
+        assert_eq!(due.len(), 1);
+        assert_eq!((due[0].key.as_str(), due[0].params[4]), ("k", 2.0));
+        // That payment failed: k's repayment begins again, no lump for the time lost.
+        d.unclaim(&due);
+        let j = d.claim_all(5_000 * MS);
+        assert!(j.iter().all(|x| x.key == "j"));
+        d.unclaim(&j);
+        // A new fallback spend starts k over too.
+        d.record(item("k", 1.0));
+        assert!(matches!(d.claim(["k"].into_iter(), 9_000 * MS), Claim::Nothing));
+        assert_eq!(d.owed("k"), Some(7.0));
+        // Then it drains at half the rate: 7 cells take 1.4 s.
+        let mut at = 9_000 * MS;
+        while d.owed("k").is_some() {
+            at += 100 * MS;
+            assert!(at <= 10_400 * MS, "paid faster than half the rate allows");
+            d.paid(&d.claim_all(at));
+        }
+        assert_eq!(at, 10_400 * MS);
+        assert!(!d.owing());
     }
 
     #[test]
     fn the_book_is_bounded() {
-        let d = Debts::new(Script::new("return 0"));
+        let d = Debts::new(Script::new("return 0"), FallbackRepay::AtOnce);
         for i in 0..MAX_DEBT_KEYS {
             assert!(d.record(item(&i.to_string(), 1.0)).is_some());
         }

@@ -8,7 +8,8 @@
 //! - `breaker.rs`: the circuit breaker, one per store node;
 //! - `slot.rs`: Redis Cluster slots (which keys one script call may touch);
 //! - `debts.rs`: what the `on_store_error = "local"` fallback owes the store, paid before
-//!   any site decides in it again;
+//!   any site decides in it again (`installments.rs`: paid in installments, with
+//!   `fallback_repay = "half_rate"`);
 //! - `metrics.rs`: `tollgate_store_*`.
 //!
 //! One store call is a script with its timeout, breaker and metrics around it (`call.rs`
@@ -30,6 +31,7 @@ mod breaker;
 mod call;
 mod connection;
 mod debts;
+mod installments;
 pub(crate) mod metrics;
 mod repeat;
 mod sentinel;
@@ -161,7 +163,7 @@ impl RedisStore {
             shared: Arc::new(shared),
             clock,
             prefix: store.key_prefix.clone(),
-            debts: Debts::new(debit),
+            debts: Debts::new(debit, store.fallback_repay),
             metrics,
         })
     }
