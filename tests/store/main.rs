@@ -6,6 +6,7 @@
 mod common;
 
 mod fallback_debt;
+mod fallback_repay;
 mod harness;
 mod store_deadline;
 mod store_faults;

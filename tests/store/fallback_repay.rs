@@ -1,0 +1,206 @@
+//! `[store] fallback_repay` over a real Redis behind a fault proxy: a store outage during
+//! which the `local` fallback admits far more than the burst, then the store's return.
+//! Paid at once (the default) the debt refuses the key for about debt / rate; paid in
+//! installments at half the key's rate (`half_rate`) the key is admitted again at once, at
+//! about half its rate, and the store still counts the same spends over the window.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::common::config::fleet;
+use crate::common::faulty::{Fault, FaultyProxy};
+use crate::common::redis::RedisServer;
+use crate::common::*;
+use http::StatusCode;
+
+const CLIENT: &str = "198.51.100.7";
+/// Another client: its key owes nothing, so its answer on the fail-closed route says
+/// whether the store decides.
+const PROBE: &str = "198.51.100.8";
+/// The key: gcra, 20 a second, burst 10; one node, so the fallback's share is all of it.
+const RATE: f64 = 20.0;
+const BURST: f64 = 10.0;
+/// What the fallback admits before the store comes back: far more than the burst.
+const OWED: usize = 50;
+/// How long the client is watched after the store's return: about the half_rate repayment
+/// of [`OWED`] (2 · 50 / 20 s).
+const WINDOW: Duration = Duration::from_secs(5);
+
+/// What one run saw after the store came back.
+struct Run {
+    /// Admitted on the fallback during the outage (the debt).
+    owed: usize,
+    /// Admitted within the first second after the store answered.
+    first_second: usize,
+    /// Admitted over the whole window, and its length as the client measured it.
+    window: usize,
+    window_len: Duration,
+    /// The debt gauge read 0 within a second of the store's return.
+    paid_at_once: bool,
+}
+
+async fn status(addr: SocketAddr, path: &str, ip: &str) -> StatusCode {
+    tokio::time::timeout(Duration::from_secs(5), get_as(addr, path, ip, None))
+        .await
+        .expect("a request hung")
+        .status()
+}
+
+async fn debt_keys(admin: SocketAddr) -> f64 {
+    metric_sum(&metrics_text(admin).await, "tollgate_store_debt_keys")
+}
+
+async fn outage_then_return(repay: Option<&str>) -> Run {
+    let redis = RedisServer::start();
+    let proxy = FaultyProxy::start(redis.addr()).await;
+    let repay = repay.map_or(String::new(), |r| format!("fallback_repay = \"{r}\"\n"));
+    let cfg = fleet(
+        echo_upstream().await,
+        "expected_nodes = 1\nheartbeat = \"100ms\"",
+    )
+    .patient_redis(&proxy.url(), "100ms")
+    .text(&repay)
+    .policy(
+        "shared",
+        &["ip"],
+        "gcra",
+        RATE as u32,
+        "1s",
+        &format!("burst = {BURST}\nsite = \"central\""),
+    )
+    .route("local", &["shared"], "local")
+    .route("closed", &["shared"], "closed")
+    .build();
+    let gw = Gateway::start(&cfg).await;
+    let (addr, admin) = (gw.addrs.listen, gw.addrs.admin_listen.unwrap());
+    let decides = || async move { status(addr, "/closed", PROBE).await == StatusCode::OK };
+    eventually("the store decides", Duration::from_secs(5), decides).await;
+
+    // The outage: the fallback admits at the key's full rate until it has admitted OWED.
+    proxy.set(Fault::Refuse);
+    let began = Instant::now();
+    let mut owed = 0;
+    while owed < OWED {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the fallback admitted only {owed}"
+        );
+        if status(addr, "/local", CLIENT).await == StatusCode::OK {
+            owed += 1;
+        }
+    }
+    assert_eq!(debt_keys(admin).await, 1.0, "the fallback's spends are owed");
+
+    proxy.set(Fault::Pass);
+    eventually("the store decides again", Duration::from_secs(10), decides).await;
+    let back = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut first_second, mut window, mut paid_at_once) = (0, 0, false);
+    while back.elapsed() < WINDOW {
+        tick.tick().await;
+        let sent = back.elapsed();
+        match status(addr, "/local", CLIENT).await {
+            StatusCode::OK => {
+                window += 1;
+                if sent < Duration::from_secs(1) {
+                    first_second += 1;
+                }
+            }
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("unexpected {other}"),
+        }
+        if !paid_at_once && back.elapsed() < Duration::from_secs(1) {
+            paid_at_once = debt_keys(admin).await == 0.0;
+        }
+    }
+    let window_len = back.elapsed();
+    // Nothing left owed in the end, with no traffic to pay it.
+    eventually("the debt is paid", Duration::from_secs(10), || async move {
+        debt_keys(admin).await == 0.0
+    })
+    .await;
+    Run {
+        owed,
+        first_second,
+        window,
+        window_len,
+        paid_at_once,
+    }
+}
+
+/// `half_rate`: the key is admitted again within the first second of the store's return
+/// (at_once refuses it for (50 − 10) / 20 = 2 s), at about half its rate, and over the
+/// window w the store admits at most what the docs' bound allows: burst + rate · w minus
+/// what was repaid meanwhile, min(debt, ⌊rate/2 · w⌋), give or take one installment in
+/// flight and one cell at the window's edges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_rate_admits_half_the_rate_after_an_outage_instead_of_nothing() {
+    let run = outage_then_return(Some("half_rate")).await;
+    assert!(
+        run.first_second >= 5,
+        "half_rate: {} admitted in the first second after the store's return (about 20 expected)",
+        run.first_second
+    );
+    assert!(!run.paid_at_once, "half_rate: the debt was paid at once");
+    let w = run.window_len.as_secs_f64();
+    let repaid = (run.owed as f64).min((RATE / 2.0 * w).floor() - 1.0);
+    let bound = BURST + RATE * w - repaid + 2.0;
+    assert!(
+        (run.window as f64) <= bound,
+        "half_rate: admitted {} over {w:.2} s after owing {}: more than the bound {bound:.1}",
+        run.window,
+        run.owed
+    );
+    assert!(
+        run.window as f64 >= RATE / 2.0 * w / 2.0,
+        "half_rate: admitted only {} over {w:.2} s (about half of {RATE}/s expected)",
+        run.window
+    );
+}
+
+/// The default, `at_once`: as before, the whole debt is paid when the store is back and
+/// the key is refused meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_once_still_refuses_the_key_until_its_debt_has_drained() {
+    let run = outage_then_return(None).await;
+    assert!(
+        run.first_second <= 2,
+        "at_once: {} admitted in the first second after the store's return (none expected)",
+        run.first_second
+    );
+    assert!(run.paid_at_once, "at_once: the debt was not paid at once");
+    let w = run.window_len.as_secs_f64();
+    // The heartbeat may have paid the debt up to a beat before the probe saw the store.
+    let bound = BURST + RATE * (w + 0.25) - run.owed as f64 + 2.0;
+    assert!(
+        (run.window as f64) <= bound,
+        "at_once: admitted {} over {w:.2} s after owing {}: more than {bound:.1}",
+        run.window,
+        run.owed
+    );
+}
+
+/// `/config` shows the setting, and like every `[store]` key it is read once at start: a
+/// reload that changes it is refused by name and the running value stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_shows_fallback_repay_and_a_reload_cannot_change_it() {
+    use crate::common::reload::{admin, file, reload, route, serve};
+    use http::Method;
+    let up = echo_upstream().await;
+    let store = "[store]\nkind = \"memory\"\nfallback_repay = \"half_rate\"\n";
+    let toml = file(up, &format!("{store}{}", route("a", "/a", &[])));
+    let s = serve(&toml, &tollgate::limit::clock::ManualClock::new()).await;
+    let shown = |v: serde_json::Value| v["store"]["fallback_repay"].clone();
+    let (status, v) = admin(s.admin, Method::GET, "/config").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown(v), "half_rate");
+    let (status, v) = reload(&s, &toml.replace("half_rate", "at_once")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    let e = v["error"].as_str().unwrap();
+    assert!(e.contains("[store] fallback_repay"), "{e}");
+    assert_eq!(shown(admin(s.admin, Method::GET, "/config").await.1), "half_rate");
+    // Left out, it is the default.
+    let (_, v) = reload(&s, &toml.replace("fallback_repay = \"half_rate\"\n", "")).await;
+    assert!(v["error"].as_str().unwrap().contains("[store] fallback_repay"), "{v}");
+}
