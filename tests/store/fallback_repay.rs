@@ -30,8 +30,8 @@ const WINDOW: Duration = Duration::from_secs(5);
 struct Run {
     /// Admitted on the fallback during the outage (the debt).
     owed: usize,
-    /// Admitted within the first second after the store answered.
-    first_second: usize,
+    /// Admitted in each second after the store answered.
+    per_second: Vec<usize>,
     /// Admitted over the whole window, and its length as the client measured it.
     window: usize,
     window_len: Duration,
@@ -46,35 +46,70 @@ async fn status(addr: SocketAddr, path: &str, ip: &str) -> StatusCode {
         .status()
 }
 
-async fn debt_keys(admin: SocketAddr) -> f64 {
-    metric_sum(&metrics_text(admin).await, "tollgate_store_debt_keys")
+/// Keys owed, over the fleet.
+async fn debt_keys(admins: &[SocketAddr]) -> f64 {
+    let mut owed = 0.0;
+    for &admin in admins {
+        owed += metric_sum(&metrics_text(admin).await, "tollgate_store_debt_keys");
+    }
+    owed
 }
 
-async fn outage_then_return(repay: Option<&str>) -> Run {
+/// `nodes` gateways on one Redis behind a fault proxy; the client's requests go round
+/// robin over them (each falls back to its share of 1/`nodes` during the outage).
+async fn outage_then_return(repay: Option<&str>, nodes: usize) -> Run {
     let redis = RedisServer::start();
     let proxy = FaultyProxy::start(redis.addr()).await;
     let repay = repay.map_or(String::new(), |r| format!("fallback_repay = \"{r}\"\n"));
-    let cfg = fleet(
-        echo_upstream().await,
-        "expected_nodes = 1\nheartbeat = \"100ms\"",
-    )
-    .patient_redis(&proxy.url(), "100ms")
-    .text(&repay)
-    .policy(
-        "shared",
-        &["ip"],
-        "gcra",
-        RATE as u32,
-        "1s",
-        &format!("burst = {BURST}\nsite = \"central\""),
-    )
-    .route("local", &["shared"], "local")
-    .route("closed", &["shared"], "closed")
-    .build();
-    let gw = Gateway::start(&cfg).await;
-    let (addr, admin) = (gw.addrs.listen, gw.addrs.admin_listen.unwrap());
-    let decides = || async move { status(addr, "/closed", PROBE).await == StatusCode::OK };
+    let up = echo_upstream().await;
+    let cfg = |id: usize| {
+        fleet(
+            up,
+            &format!("expected_nodes = {nodes}\nnode_id = \"n{id}\"\nheartbeat = \"100ms\""),
+        )
+        .patient_redis(&proxy.url(), "100ms")
+        .text(&repay)
+        .policy(
+            "shared",
+            &["ip"],
+            "gcra",
+            RATE as u32,
+            "1s",
+            &format!("burst = {BURST}\nsite = \"central\""),
+        )
+        .route("local", &["shared"], "local")
+        .route("closed", &["shared"], "closed")
+        .build()
+    };
+    let mut gws = Vec::new();
+    for id in 0..nodes {
+        gws.push(Gateway::start(&cfg(id)).await);
+    }
+    let addrs: Vec<SocketAddr> = gws.iter().map(|g| g.addrs.listen).collect();
+    let admins: Vec<SocketAddr> = gws.iter().map(|g| g.addrs.admin_listen.unwrap()).collect();
+    let members = format!("tollgate_cluster_nodes {nodes}");
+    for &admin in &admins {
+        let members = &members;
+        eventually("every member", Duration::from_secs(5), || async move {
+            metrics_text(admin).await.contains(members.as_str())
+        })
+        .await;
+    }
+    let addrs = &addrs;
+    let decides = || async move {
+        for &addr in addrs {
+            if status(addr, "/closed", PROBE).await != StatusCode::OK {
+                return false;
+            }
+        }
+        true
+    };
     eventually("the store decides", Duration::from_secs(5), decides).await;
+    let mut next = 0;
+    let mut addr = || {
+        next += 1;
+        addrs[next % addrs.len()]
+    };
 
     // The outage: the fallback admits at the key's full rate until it has admitted OWED.
     proxy.set(Fault::Refuse);
@@ -85,67 +120,87 @@ async fn outage_then_return(repay: Option<&str>) -> Run {
             began.elapsed() < Duration::from_secs(20),
             "the fallback admitted only {owed}"
         );
-        if status(addr, "/local", CLIENT).await == StatusCode::OK {
+        if status(addr(), "/local", CLIENT).await == StatusCode::OK {
             owed += 1;
         }
     }
-    assert_eq!(debt_keys(admin).await, 1.0, "the fallback's spends are owed");
+    assert_eq!(
+        debt_keys(&admins).await,
+        nodes as f64,
+        "each node owes its fallback's spends"
+    );
 
     proxy.set(Fault::Pass);
     eventually("the store decides again", Duration::from_secs(10), decides).await;
     let back = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let (mut first_second, mut window, mut paid_at_once) = (0, 0, false);
+    let (mut per_second, mut window, mut paid_at_once) = (vec![0; 5], 0, false);
     while back.elapsed() < WINDOW {
         tick.tick().await;
         let sent = back.elapsed();
-        match status(addr, "/local", CLIENT).await {
+        match status(addr(), "/local", CLIENT).await {
             StatusCode::OK => {
                 window += 1;
-                if sent < Duration::from_secs(1) {
-                    first_second += 1;
-                }
+                per_second[(sent.as_secs() as usize).min(4)] += 1;
             }
             StatusCode::TOO_MANY_REQUESTS => {}
             other => panic!("unexpected {other}"),
         }
         if !paid_at_once && back.elapsed() < Duration::from_secs(1) {
-            paid_at_once = debt_keys(admin).await == 0.0;
+            paid_at_once = debt_keys(&admins).await == 0.0;
         }
     }
     let window_len = back.elapsed();
     // Nothing left owed in the end, with no traffic to pay it.
+    let admins = &admins;
     eventually("the debt is paid", Duration::from_secs(10), || async move {
-        debt_keys(admin).await == 0.0
+        debt_keys(admins).await == 0.0
     })
     .await;
     Run {
         owed,
-        first_second,
+        per_second,
         window,
         window_len,
         paid_at_once,
     }
 }
 
-/// `half_rate`: the key is admitted again within the first second of the store's return
-/// (at_once refuses it for (50 − 10) / 20 = 2 s), at about half its rate, and over the
-/// window w the store admits at most what the docs' bound allows: burst + rate · w minus
-/// what was repaid meanwhile, min(debt, ⌊rate/2 · w⌋), give or take one installment in
-/// flight and one cell at the window's edges.
+/// `half_rate`: the key is admitted again in the first second of the store's return
+/// (at_once refuses it for (50 − 10) / 20 = 2 s) and at about half its rate every second
+/// of the repayment, and over the window w the store admits at most what the docs' bound
+/// allows: burst + rate · w minus what was repaid meanwhile, min(debt, ⌊rate/2 · w⌋),
+/// give or take two cells a node (whole cells, one installment in flight) and one at the
+/// window's edge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_rate_admits_half_the_rate_after_an_outage_instead_of_nothing() {
-    let run = outage_then_return(Some("half_rate")).await;
+    half_rate_after_an_outage(1).await;
+}
+
+/// The same with two gateways, each owing what it admitted on its half share: each repays
+/// a quarter of the rate, so the fleet's installments together leave half of it to the
+/// clients (at half the rate each, the two took all of it: nothing for two seconds after the burst).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_rate_shares_the_installments_across_the_fleet() {
+    half_rate_after_an_outage(2).await;
+}
+
+async fn half_rate_after_an_outage(nodes: usize) {
+    let run = outage_then_return(Some("half_rate"), nodes).await;
+    // About half the rate (10 a second) all along the repayment, the burst on top in the
+    // first second: never nothing.
     assert!(
-        run.first_second >= 5,
-        "half_rate: {} admitted in the first second after the store's return (about 20 expected)",
-        run.first_second
+        run.per_second[..4].iter().all(|&n| n >= 5),
+        "half_rate: admitted {:?} in the seconds after the store's return (10 a second expected)",
+        run.per_second
     );
     assert!(!run.paid_at_once, "half_rate: the debt was paid at once");
     let w = run.window_len.as_secs_f64();
-    let repaid = (run.owed as f64).min((RATE / 2.0 * w).floor() - 1.0);
-    let bound = BURST + RATE * w - repaid + 2.0;
+    // Each node pays whole cells (a fraction short) and may have one installment in flight.
+    let repaid = (run.owed as f64).min((RATE / 2.0 * w).floor() - 2.0 * nodes as f64);
+    // And one cell at the window's edge.
+    let bound = BURST + RATE * w - repaid + 1.0;
     assert!(
         (run.window as f64) <= bound,
         "half_rate: admitted {} over {w:.2} s after owing {}: more than the bound {bound:.1}",
@@ -163,11 +218,11 @@ async fn half_rate_admits_half_the_rate_after_an_outage_instead_of_nothing() {
 /// the key is refused meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_once_still_refuses_the_key_until_its_debt_has_drained() {
-    let run = outage_then_return(None).await;
+    let run = outage_then_return(None, 1).await;
     assert!(
-        run.first_second <= 2,
+        run.per_second[0] <= 2,
         "at_once: {} admitted in the first second after the store's return (none expected)",
-        run.first_second
+        run.per_second[0]
     );
     assert!(run.paid_at_once, "at_once: the debt was not paid at once");
     let w = run.window_len.as_secs_f64();
@@ -199,8 +254,17 @@ async fn config_shows_fallback_repay_and_a_reload_cannot_change_it() {
     assert_eq!(status, StatusCode::CONFLICT, "{v}");
     let e = v["error"].as_str().unwrap();
     assert!(e.contains("[store] fallback_repay"), "{e}");
-    assert_eq!(shown(admin(s.admin, Method::GET, "/config").await.1), "half_rate");
+    assert_eq!(
+        shown(admin(s.admin, Method::GET, "/config").await.1),
+        "half_rate"
+    );
     // Left out, it is the default.
     let (_, v) = reload(&s, &toml.replace("fallback_repay = \"half_rate\"\n", "")).await;
-    assert!(v["error"].as_str().unwrap().contains("[store] fallback_repay"), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("[store] fallback_repay"),
+        "{v}"
+    );
 }

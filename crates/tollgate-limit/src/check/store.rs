@@ -176,7 +176,10 @@ impl Check<'_> {
             if !ask.decided.is_some_and(|d| d.committed) || policy.base().is_concurrency() {
                 continue;
             }
-            site.owe(if ask.entry.site == Site::Lease {
+            // Spent on a share of one in N: each of the N nodes repays its share of the
+            // installments (`store/installments.rs`).
+            let nodes = policy.nodes().get();
+            let item = if ask.entry.site == Site::Lease {
                 // The lease coordinator keeps a GCRA arrival time (`lease.lua`): debit it
                 // as one, at the lease's own interval and tolerance.
                 let l = self.lease_item(ask).params;
@@ -189,7 +192,8 @@ impl Check<'_> {
                 }
             } else {
                 central_item(self, site, ask)
-            });
+            };
+            site.store().owe_share(item.into(), nodes);
         }
     }
 

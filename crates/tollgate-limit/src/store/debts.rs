@@ -116,19 +116,15 @@ impl Debts {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Add `debt`'s cost to what its key owes: the keys now owed, or `None` when the book
-    /// is full (dropped).
-    pub fn record(&self, debt: Debt) -> Option<usize> {
+    /// Add `debt`'s cost, spent on a fallback share of one in `nodes`, to what its key
+    /// owes: the keys now owed, or `None` when the book is full (dropped).
+    pub fn record(&self, debt: Debt, nodes: u32) -> Option<usize> {
         let mut book = self.book();
         let len = book.owed.len();
         match book.owed.get_mut(&debt.key) {
-            Some(owed) => {
-                owed.debt.params[4] += debt.params[4];
-                // The store is failing this key: repaying begins again once it is back.
-                owed.restart();
-            }
+            Some(owed) => owed.add(debt.params[4], nodes),
             None if len < MAX_DEBT_KEYS => {
-                book.owed.insert(debt.key.clone(), Owed::new(debt));
+                book.owed.insert(debt.key.clone(), Owed::new(debt, nodes));
             }
             None => return None,
         }
@@ -169,7 +165,10 @@ impl Debts {
     fn claim_all(&self, now: Nanos) -> Vec<Debt> {
         let mut guard = self.book();
         let book = &mut *guard;
-        let free = book.owed.values_mut().filter(|o| !book.paying.contains(&o.debt.key));
+        let free = book
+            .owed
+            .values_mut()
+            .filter(|o| !book.paying.contains(&o.debt.key));
         let take: Vec<Debt> = match self.repay {
             FallbackRepay::AtOnce => free.map(|o| o.debt.clone()).collect(),
             FallbackRepay::HalfRate => free.filter_map(|o| o.installment(now)).collect(),
@@ -223,7 +222,14 @@ impl RedisStore {
     /// Remember that `debt` (its key, at its policy's numbers, spending its cost) was
     /// admitted on the fallback.
     pub fn owe(&self, debt: Debt) {
-        match self.debts.record(debt) {
+        self.owe_share(debt, 1);
+    }
+
+    /// [`Self::owe`] for a spend on a fallback share of one in `nodes` (the L/N split):
+    /// with `fallback_repay = "half_rate"` this node repays that share of half the rate,
+    /// as each of the nodes that spent does (`installments.rs`).
+    pub fn owe_share(&self, debt: Debt, nodes: u32) {
+        match self.debts.record(debt, nodes) {
             Some(keys) => self.metrics.debt_keys(keys),
             None => self.metrics.debt_dropped(),
         }
@@ -349,8 +355,8 @@ mod tests {
     fn spends_of_one_key_add_up_until_paid() {
         let d = Debts::new(Script::new("return 0"), FallbackRepay::AtOnce);
         assert!(!d.owing());
-        assert_eq!(d.record(item("k", 1.0)), Some(1));
-        assert_eq!(d.record(item("k", 2.0)), Some(1));
+        assert_eq!(d.record(item("k", 1.0), 1), Some(1));
+        assert_eq!(d.record(item("k", 2.0), 1), Some(1));
         assert!(d.owing());
         assert!(matches!(d.claim(["x"].into_iter(), 0), Claim::Nothing));
         let Claim::Take(taken) = d.claim(["x", "k"].into_iter(), 0) else {
@@ -361,7 +367,7 @@ mod tests {
         assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Busy));
         assert!(d.claim_all(0).is_empty());
         // Spent again while the payment was in flight: that much is still owed.
-        d.record(item("k", 1.0));
+        d.record(item("k", 1.0), 1);
         assert_eq!(d.paid(&taken), 1);
         assert_eq!(d.owed("k"), Some(1.0));
         // A failed payment leaves it owed and free to claim again.
@@ -379,11 +385,14 @@ mod tests {
         const MS: Nanos = 1_000_000;
         let d = Debts::new(Script::new("return 0"), FallbackRepay::HalfRate);
         // 10/s: 5 cells a second repaid, one every 200 ms.
-        d.record(item("k", 8.0));
-        d.record(item("j", 1.0));
+        d.record(item("k", 8.0), 1);
+        d.record(item("j", 1.0), 1);
         // Repayment begins: nothing due, so nothing holds the key up.
         assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Nothing));
-        assert!(matches!(d.claim(["k"].into_iter(), 100 * MS), Claim::Nothing));
+        assert!(matches!(
+            d.claim(["k"].into_iter(), 100 * MS),
+            Claim::Nothing
+        ));
         let Claim::Take(first) = d.claim(["k", "k"].into_iter(), 400 * MS) else {
             panic!("two cells due");
         };
@@ -391,7 +400,10 @@ mod tests {
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].params[4], 2.0);
         // Carried by that payment: another request is not held up (nor pays it twice).
-        assert!(matches!(d.claim(["k"].into_iter(), 400 * MS), Claim::Nothing));
+        assert!(matches!(
+            d.claim(["k"].into_iter(), 400 * MS),
+            Claim::Nothing
+        ));
         assert_eq!(d.paid(&first), 2);
         assert_eq!(d.owed("k"), Some(6.0));
         // The background payment takes what is due of every key: j's schedule began now.
@@ -404,8 +416,11 @@ mod tests {
         assert!(j.iter().all(|x| x.key == "j"));
         d.unclaim(&j);
         // A new fallback spend starts k over too.
-        d.record(item("k", 1.0));
-        assert!(matches!(d.claim(["k"].into_iter(), 9_000 * MS), Claim::Nothing));
+        d.record(item("k", 1.0), 1);
+        assert!(matches!(
+            d.claim(["k"].into_iter(), 9_000 * MS),
+            Claim::Nothing
+        ));
         assert_eq!(d.owed("k"), Some(7.0));
         // Then it drains at half the rate: 7 cells take 1.4 s.
         let mut at = 9_000 * MS;
@@ -422,11 +437,11 @@ mod tests {
     fn the_book_is_bounded() {
         let d = Debts::new(Script::new("return 0"), FallbackRepay::AtOnce);
         for i in 0..MAX_DEBT_KEYS {
-            assert!(d.record(item(&i.to_string(), 1.0)).is_some());
+            assert!(d.record(item(&i.to_string(), 1.0), 1).is_some());
         }
-        assert_eq!(d.record(item("one too many", 1.0)), None);
+        assert_eq!(d.record(item("one too many", 1.0), 1), None);
         // A key already owed still adds up.
-        assert_eq!(d.record(item("0", 1.0)), Some(MAX_DEBT_KEYS));
+        assert_eq!(d.record(item("0", 1.0), 1), Some(MAX_DEBT_KEYS));
         assert_eq!(d.owed("0"), Some(2.0));
     }
 }

@@ -9,6 +9,11 @@
 //! nothing for D / r, and the store counts the same spends over that window (the debt, then
 //! its algorithm's own bound), so the fleet admits the same total over it.
 //!
+//! A fleet repays together: each of N nodes owes what it admitted on its L/N share (N as
+//! that share was cut when it spent), so each repays at most r / (2N), and the fleet's
+//! installments together stay at most r/2 when every node owes (at r/2 each, three nodes
+//! would pay 1.5 r and refuse the key as long as paying at once does).
+//!
 //! A key's repayment begins at the first payment attempt that finds it owed (a request
 //! about to be decided in the store, or the heartbeat's background payment, which runs
 //! only while the store answers). It starts over when the key spends on the fallback again
@@ -31,15 +36,27 @@ pub(super) struct Owed {
     began: Option<Nanos>,
     /// Paid since `began` (cells).
     repaid: f64,
+    /// N of the L/N share the fallback spent on: this node repays 1/N of half the rate.
+    nodes: u32,
 }
 
 impl Owed {
-    pub fn new(debt: Debt) -> Self {
+    /// `debt`, spent on a fallback share of one in `nodes`.
+    pub fn new(debt: Debt, nodes: u32) -> Self {
         Owed {
             debt,
             began: None,
             repaid: 0.0,
+            nodes: nodes.max(1),
         }
+    }
+
+    /// More spent on the fallback, on a share of one in `nodes`: owed, and (the store is
+    /// failing this key) its repayment begins again once the store is back.
+    pub fn add(&mut self, cost: f64, nodes: u32) {
+        self.debt.params[4] += cost;
+        self.nodes = nodes.max(1);
+        self.restart();
     }
 
     /// What is still owed (cells).
@@ -58,8 +75,8 @@ impl Owed {
     /// debt to pay; `None` while nothing is due yet.
     pub fn installment(&mut self, now: Nanos) -> Option<Debt> {
         let began = *self.began.get_or_insert(now);
-        let due = (allowed(&self.debt.params, now.saturating_sub(began)) - self.repaid)
-            .min(self.cost());
+        let elapsed = now.saturating_sub(began);
+        let due = (allowed(&self.debt.params, self.nodes, elapsed) - self.repaid).min(self.cost());
         (due > 0.0).then(|| {
             let mut debt = self.debt.clone();
             debt.params[4] = due;
@@ -78,17 +95,18 @@ impl Owed {
     }
 }
 
-/// Whole cells a key of `params` (the central script's numbers: `params[1]` cells per
-/// `params[2]` µs, headroom included; a leased key's are one cell per lease interval) may
-/// have repaid `elapsed` nanoseconds after its repayment began: half its rate times the
-/// time. A key without a rate (none is owed so) pays everything at once.
-pub(super) fn allowed(params: &[f64; 7], elapsed: Nanos) -> f64 {
+/// Whole cells one of `nodes` nodes owing a key of `params` (the central script's numbers:
+/// `params[1]` cells per `params[2]` µs, headroom included; a leased key's are one cell per
+/// lease interval) may have repaid `elapsed` nanoseconds after its repayment began: half
+/// the key's rate, shared by the nodes, times the time. A key without a rate (none is owed
+/// so) pays everything at once.
+pub(super) fn allowed(params: &[f64; 7], nodes: u32, elapsed: Nanos) -> f64 {
     let (limit, period_us) = (params[1], params[2]);
     if !(limit > 0.0 && period_us > 0.0) {
         return f64::INFINITY;
     }
-    let half_rate_per_ns = limit / (period_us * 1_000.0) / 2.0;
-    (half_rate_per_ns * elapsed as f64 + EPS).floor()
+    let share_per_ns = limit / (period_us * 1_000.0) / 2.0 / f64::from(nodes.max(1));
+    (share_per_ns * elapsed as f64 + EPS).floor()
 }
 
 #[cfg(test)]
@@ -101,30 +119,36 @@ mod tests {
 
     /// 10 cells a second (gcra), owing `cost`.
     fn owed(cost: f64) -> Owed {
-        Owed::new(Debt {
-            key: "k".into(),
-            params: [1.0, 10.0, 1e6, 10.0, cost, 0.0, 1.0],
-            slot: Arc::from("-"),
-        })
+        Owed::new(
+            Debt {
+                key: "k".into(),
+                params: [1.0, 10.0, 1e6, 10.0, cost, 0.0, 1.0],
+                slot: Arc::from("-"),
+            },
+            1,
+        )
     }
 
     #[test]
     fn half_the_rate_in_whole_cells() {
         let p = owed(0.0).debt.params;
         // 10/s, half of it: 5 cells a second, one every 200 ms.
-        assert_eq!(allowed(&p, 0), 0.0);
-        assert_eq!(allowed(&p, 199 * MS), 0.0);
-        assert_eq!(allowed(&p, 200 * MS), 1.0);
-        assert_eq!(allowed(&p, 1_000 * MS), 5.0);
-        assert_eq!(allowed(&p, 3_100 * MS), 15.0);
+        assert_eq!(allowed(&p, 1, 0), 0.0);
+        assert_eq!(allowed(&p, 1, 199 * MS), 0.0);
+        assert_eq!(allowed(&p, 1, 200 * MS), 1.0);
+        assert_eq!(allowed(&p, 1, 1_000 * MS), 5.0);
+        assert_eq!(allowed(&p, 1, 3_100 * MS), 15.0);
+        // Five nodes owe it: each repays a fifth of that, one cell a second.
+        assert_eq!(allowed(&p, 5, 999 * MS), 0.0);
+        assert_eq!(allowed(&p, 5, 3_000 * MS), 3.0);
         // Headroom and leases are in the params: 300 cells per 60 s is 2.5 a second.
         let mut q = p;
         (q[1], q[2]) = (300.0, 60e6);
-        assert_eq!(allowed(&q, 1_000 * MS), 2.0);
-        assert_eq!(allowed(&q, 4_000 * MS), 10.0);
+        assert_eq!(allowed(&q, 1, 1_000 * MS), 2.0);
+        assert_eq!(allowed(&q, 1, 4_000 * MS), 10.0);
         // A lease's debt: one cell per interval (20 ms), so 25 cells a second.
         (q[1], q[2]) = (1.0, 20_000.0);
-        assert_eq!(allowed(&q, 1_000 * MS), 25.0);
+        assert_eq!(allowed(&q, 1, 1_000 * MS), 25.0);
     }
 
     #[test]
@@ -162,5 +186,11 @@ mod tests {
         o.restart();
         assert!(o.installment(11_000 * MS).is_none());
         assert_eq!(o.installment(11_400 * MS).unwrap().params[4], 2.0);
+        // Spent again on a share of one in two: owed, and begun again at half the pace.
+        o.add(1.0, 2);
+        assert_eq!(o.cost(), 16.0);
+        assert!(o.installment(20_000 * MS).is_none());
+        assert!(o.installment(20_399 * MS).is_none());
+        assert_eq!(o.installment(20_400 * MS).unwrap().params[4], 1.0);
     }
 }
