@@ -207,9 +207,12 @@ async fn half_rate_after_an_outage(nodes: usize) {
         run.window,
         run.owed
     );
+    // The same total as at_once over the window (burst + rate · w − debt), within a
+    // loaded machine's margin.
+    let total = BURST + RATE * w - run.owed as f64;
     assert!(
-        run.window as f64 >= RATE / 2.0 * w / 2.0,
-        "half_rate: admitted only {} over {w:.2} s (about half of {RATE}/s expected)",
+        run.window as f64 >= 0.8 * total,
+        "half_rate: admitted only {} over {w:.2} s ({total:.0} expected)",
         run.window
     );
 }
@@ -219,10 +222,12 @@ async fn half_rate_after_an_outage(nodes: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_once_still_refuses_the_key_until_its_debt_has_drained() {
     let run = outage_then_return(None, 1).await;
+    // Refused for (50 − 10) / 20 = 2 s from the payment (a heartbeat may have made it a
+    // little before the probe saw the store), then the full rate.
     assert!(
-        run.per_second[0] <= 2,
-        "at_once: {} admitted in the first second after the store's return (none expected)",
-        run.per_second[0]
+        run.per_second[0] + run.per_second[1] <= 3,
+        "at_once: admitted {:?} in the seconds after the store's return (nothing for 2 s expected)",
+        run.per_second
     );
     assert!(run.paid_at_once, "at_once: the debt was not paid at once");
     let w = run.window_len.as_secs_f64();
@@ -233,6 +238,12 @@ async fn at_once_still_refuses_the_key_until_its_debt_has_drained() {
         "at_once: admitted {} over {w:.2} s after owing {}: more than {bound:.1}",
         run.window,
         run.owed
+    );
+    let total = BURST + RATE * w - run.owed as f64;
+    assert!(
+        run.window as f64 >= 0.8 * total,
+        "at_once: admitted only {} over {w:.2} s ({total:.0} expected)",
+        run.window
     );
 }
 
