@@ -162,7 +162,7 @@ impl Debts {
 
     /// Everything owed (`half_rate`: every installment due at `now`) that no payment
     /// carries yet, claimed.
-    fn claim_all(&self, now: Nanos) -> Vec<Debt> {
+    pub(super) fn claim_all(&self, now: Nanos) -> Vec<Debt> {
         let mut guard = self.book();
         let book = &mut *guard;
         let free = book
@@ -179,7 +179,7 @@ impl Debts {
 
     /// These debts reached the store: take their costs off (a key may have owed more
     /// since the claim). Returns the keys still owed.
-    fn paid(&self, debts: &[Debt]) -> usize {
+    pub(super) fn paid(&self, debts: &[Debt]) -> usize {
         let mut book = self.book();
         for d in debts {
             book.paying.remove(&d.key);
@@ -195,7 +195,7 @@ impl Debts {
 
     /// A payment of these failed: still owed, free to be claimed again (an installment
     /// schedule begins again: the store is failing them).
-    fn unclaim(&self, debts: &[Debt]) {
+    pub(super) fn unclaim(&self, debts: &[Debt]) {
         let mut guard = self.book();
         let book = &mut *guard;
         for d in debts {
@@ -207,7 +207,7 @@ impl Debts {
     }
 
     #[cfg(test)]
-    fn owed(&self, key: &str) -> Option<f64> {
+    pub(super) fn owed(&self, key: &str) -> Option<f64> {
         self.book().owed.get(key).map(Owed::cost)
     }
 }
@@ -340,10 +340,10 @@ impl RedisStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn item(key: &str, cost: f64) -> Debt {
+    pub(in crate::store) fn item(key: &str, cost: f64) -> Debt {
         Debt {
             key: key.into(),
             params: [1.0, 10.0, 1e6, 10.0, cost, 0.0, 1.0],
@@ -378,59 +378,6 @@ mod tests {
         assert_eq!(d.paid(&again), 0);
         assert!(!d.owing());
         assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Nothing));
-    }
-
-    #[test]
-    fn half_rate_pays_installments_and_holds_nothing_up() {
-        const MS: Nanos = 1_000_000;
-        let d = Debts::new(Script::new("return 0"), FallbackRepay::HalfRate);
-        // 10/s: 5 cells a second repaid, one every 200 ms.
-        d.record(item("k", 8.0), 1);
-        d.record(item("j", 1.0), 1);
-        // Repayment begins: nothing due, so nothing holds the key up.
-        assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Nothing));
-        assert!(matches!(
-            d.claim(["k"].into_iter(), 100 * MS),
-            Claim::Nothing
-        ));
-        let Claim::Take(first) = d.claim(["k", "k"].into_iter(), 400 * MS) else {
-            panic!("two cells due");
-        };
-        // One installment, though the key was named twice.
-        assert_eq!(first.len(), 1);
-        assert_eq!(first[0].params[4], 2.0);
-        // Carried by that payment: another request is not held up (nor pays it twice).
-        assert!(matches!(
-            d.claim(["k"].into_iter(), 400 * MS),
-            Claim::Nothing
-        ));
-        assert_eq!(d.paid(&first), 2);
-        assert_eq!(d.owed("k"), Some(6.0));
-        // The background payment takes what is due of every key: j's schedule began now.
-        let due = d.claim_all(800 * MS);
-        assert_eq!(due.len(), 1);
-        assert_eq!((due[0].key.as_str(), due[0].params[4]), ("k", 2.0));
-        // That payment failed: k's repayment begins again, no lump for the time lost.
-        d.unclaim(&due);
-        let j = d.claim_all(5_000 * MS);
-        assert!(j.iter().all(|x| x.key == "j"));
-        d.unclaim(&j);
-        // A new fallback spend starts k over too.
-        d.record(item("k", 1.0), 1);
-        assert!(matches!(
-            d.claim(["k"].into_iter(), 9_000 * MS),
-            Claim::Nothing
-        ));
-        assert_eq!(d.owed("k"), Some(7.0));
-        // Then it drains at half the rate: 7 cells take 1.4 s.
-        let mut at = 9_000 * MS;
-        while d.owed("k").is_some() {
-            at += 100 * MS;
-            assert!(at <= 10_400 * MS, "paid faster than half the rate allows");
-            d.paid(&d.claim_all(at));
-        }
-        assert_eq!(at, 10_400 * MS);
-        assert!(!d.owing());
     }
 
     #[test]

@@ -113,7 +113,12 @@ pub(super) fn allowed(params: &[f64; 7], nodes: u32, elapsed: Nanos) -> f64 {
 mod tests {
     use std::sync::Arc;
 
+    use redis::Script;
+
     use super::*;
+    use crate::spec::FallbackRepay;
+    use crate::store::debts::tests::item;
+    use crate::store::debts::{Claim, Debts};
 
     const MS: Nanos = 1_000_000;
 
@@ -192,5 +197,57 @@ mod tests {
         assert!(o.installment(20_000 * MS).is_none());
         assert!(o.installment(20_399 * MS).is_none());
         assert_eq!(o.installment(20_400 * MS).unwrap().params[4], 1.0);
+    }
+
+    #[test]
+    fn half_rate_pays_installments_and_holds_nothing_up() {
+        let d = Debts::new(Script::new("return 0"), FallbackRepay::HalfRate);
+        // 10/s: 5 cells a second repaid, one every 200 ms.
+        d.record(item("k", 8.0), 1);
+        d.record(item("j", 1.0), 1);
+        // Repayment begins: nothing due, so nothing holds the key up.
+        assert!(matches!(d.claim(["k"].into_iter(), 0), Claim::Nothing));
+        assert!(matches!(
+            d.claim(["k"].into_iter(), 100 * MS),
+            Claim::Nothing
+        ));
+        let Claim::Take(first) = d.claim(["k", "k"].into_iter(), 400 * MS) else {
+            panic!("two cells due");
+        };
+        // One installment, though the key was named twice.
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].params[4], 2.0);
+        // Carried by that payment: another request is not held up (nor pays it twice).
+        assert!(matches!(
+            d.claim(["k"].into_iter(), 400 * MS),
+            Claim::Nothing
+        ));
+        assert_eq!(d.paid(&first), 2);
+        assert_eq!(d.owed("k"), Some(6.0));
+        // The background payment takes what is due of every key: j's schedule began now.
+        let due = d.claim_all(800 * MS);
+        assert_eq!(due.len(), 1);
+        assert_eq!((due[0].key.as_str(), due[0].params[4]), ("k", 2.0));
+        // That payment failed: k's repayment begins again, no lump for the time lost.
+        d.unclaim(&due);
+        let j = d.claim_all(5_000 * MS);
+        assert!(j.iter().all(|x| x.key == "j"));
+        d.unclaim(&j);
+        // A new fallback spend starts k over too.
+        d.record(item("k", 1.0), 1);
+        assert!(matches!(
+            d.claim(["k"].into_iter(), 9_000 * MS),
+            Claim::Nothing
+        ));
+        assert_eq!(d.owed("k"), Some(7.0));
+        // Then it drains at half the rate: 7 cells take 1.4 s.
+        let mut at = 9_000 * MS;
+        while d.owed("k").is_some() {
+            at += 100 * MS;
+            assert!(at <= 10_400 * MS, "paid faster than half the rate allows");
+            d.paid(&d.claim_all(at));
+        }
+        assert_eq!(at, 10_400 * MS);
+        assert!(!d.owing());
     }
 }
