@@ -52,10 +52,12 @@ impl Owed {
     }
 
     /// More spent on the fallback, on a share of one in `nodes`: owed, and (the store is
-    /// failing this key) its repayment begins again once the store is back.
+    /// failing this key) its repayment begins again once the store is back. The smallest
+    /// share it spent on sets its pace (a debit that failed owes on a share of one: it
+    /// must not speed up the repayment of a fallback share).
     pub fn add(&mut self, cost: f64, nodes: u32) {
         self.debt.params[4] += cost;
-        self.nodes = nodes.max(1);
+        self.nodes = self.nodes.max(nodes);
         self.restart();
     }
 
@@ -197,6 +199,11 @@ mod tests {
         assert!(o.installment(20_000 * MS).is_none());
         assert!(o.installment(20_399 * MS).is_none());
         assert_eq!(o.installment(20_400 * MS).unwrap().params[4], 1.0);
+        // A spend on a share of one (a debit that failed) keeps the smaller share's pace.
+        o.add(1.0, 1);
+        assert!(o.installment(30_000 * MS).is_none());
+        assert!(o.installment(30_399 * MS).is_none());
+        assert_eq!(o.installment(30_400 * MS).unwrap().params[4], 1.0);
     }
 
     #[test]
