@@ -37,6 +37,10 @@ struct Run {
     window_len: Duration,
     /// The debt gauge read 0 within a second of the store's return.
     paid_at_once: bool,
+    /// Keys owed over the fleet just after the store answered (before any client request).
+    owed_keys_back: f64,
+    /// From the store's return until nothing was owed.
+    drained_after: Duration,
 }
 
 async fn status(addr: SocketAddr, path: &str, ip: &str) -> StatusCode {
@@ -56,8 +60,9 @@ async fn debt_keys(admins: &[SocketAddr]) -> f64 {
 }
 
 /// `nodes` gateways on one Redis behind a fault proxy; the client's requests go round
-/// robin over them (each falls back to its share of 1/`nodes` during the outage).
-async fn outage_then_return(repay: Option<&str>, nodes: usize) -> Run {
+/// robin over them (each falls back to its share of 1/`nodes` during the outage), for
+/// [`WINDOW`] after the store's return when `client_after`, else not at all.
+async fn outage_then_return(repay: Option<&str>, nodes: usize, client_after: bool) -> Run {
     let redis = RedisServer::start();
     let proxy = FaultyProxy::start(redis.addr()).await;
     let repay = repay.map_or(String::new(), |r| format!("fallback_repay = \"{r}\"\n"));
@@ -133,10 +138,11 @@ async fn outage_then_return(repay: Option<&str>, nodes: usize) -> Run {
     proxy.set(Fault::Pass);
     eventually("the store decides again", Duration::from_secs(10), decides).await;
     let back = Instant::now();
+    let owed_keys_back = debt_keys(&admins).await;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut per_second, mut window, mut paid_at_once) = (vec![0; 5], 0, false);
-    while back.elapsed() < WINDOW {
+    while client_after && back.elapsed() < WINDOW {
         tick.tick().await;
         let sent = back.elapsed();
         match status(addr(), "/local", CLIENT).await {
@@ -154,16 +160,19 @@ async fn outage_then_return(repay: Option<&str>, nodes: usize) -> Run {
     let window_len = back.elapsed();
     // Nothing left owed in the end, with no traffic to pay it.
     let admins = &admins;
-    eventually("the debt is paid", Duration::from_secs(10), || async move {
+    eventually("the debt is paid", Duration::from_secs(15), || async move {
         debt_keys(admins).await == 0.0
     })
     .await;
+    let drained_after = back.elapsed();
     Run {
         owed,
         per_second,
         window,
         window_len,
         paid_at_once,
+        owed_keys_back,
+        drained_after,
     }
 }
 
@@ -187,7 +196,7 @@ async fn half_rate_shares_the_installments_across_the_fleet() {
 }
 
 async fn half_rate_after_an_outage(nodes: usize) {
-    let run = outage_then_return(Some("half_rate"), nodes).await;
+    let run = outage_then_return(Some("half_rate"), nodes, true).await;
     // About half the rate (10 a second) all along the repayment, the burst on top in the
     // first second: never nothing.
     assert!(
@@ -221,7 +230,7 @@ async fn half_rate_after_an_outage(nodes: usize) {
 /// the key is refused meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_once_still_refuses_the_key_until_its_debt_has_drained() {
-    let run = outage_then_return(None, 1).await;
+    let run = outage_then_return(None, 1, true).await;
     // Refused for (50 − 10) / 20 = 2 s from the payment (a heartbeat may have made it a
     // little before the probe saw the store), then the full rate.
     assert!(
@@ -244,6 +253,20 @@ async fn at_once_still_refuses_the_key_until_its_debt_has_drained() {
         run.window as f64 >= 0.8 * total,
         "at_once: admitted only {} over {w:.2} s ({total:.0} expected)",
         run.window
+    );
+}
+
+/// With no traffic after the outage, the heartbeat pays the installments in the
+/// background: the debt drains, and no faster than half the rate (50 cells at 10 a second:
+/// 5 s; a beat may have begun it just before the probe saw the store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_rate_debts_drain_in_the_background_at_half_the_rate() {
+    let run = outage_then_return(Some("half_rate"), 1, false).await;
+    assert_eq!(run.owed_keys_back, 1.0, "the debt was paid at once");
+    assert!(
+        run.drained_after >= Duration::from_secs(4),
+        "50 cells drained in {:?}: faster than half the rate",
+        run.drained_after
     );
 }
 
