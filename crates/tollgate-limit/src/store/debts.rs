@@ -66,7 +66,8 @@ impl Debt {
 }
 
 /// Per key: the debt to pay (its cost is the sum owed), and which keys a payment is
-/// carrying now (no second payment may take them, and nobody decides them meanwhile).
+/// carrying now (no second payment may take them; under `at_once` nobody decides them
+/// meanwhile).
 #[derive(Default)]
 struct Book {
     owed: HashMap<String, Owed>,
