@@ -229,3 +229,4 @@ fn is_external(dest: &str) -> bool {
 
 mod blocks;
 mod links;
+mod problems;
