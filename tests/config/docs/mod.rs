@@ -228,5 +228,6 @@ fn is_external(dest: &str) -> bool {
 }
 
 mod blocks;
+mod commands;
 mod links;
 mod problems;
