@@ -271,6 +271,8 @@ async fn show_values_shows_usernames_and_a_reload_toggling_it_keeps_state() {
         [("login:f:alice", &2.into())],
         "one key, counted across the reload, shown in clear: {v}"
     );
+    // Beside it, the key as stored: what /limits/{policy} and a reset take.
+    assert_eq!(v["top"][0]["stored_key"], hashed.as_str(), "{v}");
     let (_, routes) = admin(gw.admin, Method::GET, "/routes").await;
     assert_eq!(
         routes["routes"][0]["policies"][0]["show_values"],

@@ -50,6 +50,10 @@ pub struct TopView {
 #[derive(Debug, Serialize)]
 pub struct KeyCount {
     pub key: String,
+    /// The key as the limiter stores it, when `key` shows its values in clear
+    /// (`show_values`): what `/limits/{policy}` and a reset take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_key: Option<String>,
     pub denied: u64,
     pub shadow_denied: u64,
     /// The key's allowed requests counted from its first denial in each minute (a key is
@@ -126,6 +130,9 @@ pub struct ShadowWindow {
 #[derive(Debug, Serialize)]
 pub struct ShareKey {
     pub key: String,
+    /// As [`KeyCount::stored_key`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_key: Option<String>,
     pub would_be_denials: u64,
     /// Of the window's would-be denials.
     pub share: f64,
@@ -203,6 +210,7 @@ pub(super) fn top(
         .take(n)
         .map(|(key, c)| KeyCount {
             key: merged.shown(key).to_string(),
+            stored_key: stored(merged.shown(key), key),
             denied: c.denied,
             shadow_denied: c.shadow_denied,
             allowed: c.allowed,
@@ -321,6 +329,7 @@ fn shadow_window(
             .take(if lookup.is_some() { usize::MAX } else { 10 })
             .map(|(key, c, asked)| ShareKey {
                 key: shown(&denials, &requests, key).to_string(),
+                stored_key: stored(shown(&denials, &requests, key), key),
                 would_be_denials: c.shadow_denied,
                 share: share(c.shadow_denied),
                 max_error: denials.max_error(&c),
@@ -374,4 +383,9 @@ fn listed<'a>(
             .then(a.0.cmp(b.0))
     });
     keys
+}
+
+/// The stored key beside a shown one, when the two differ.
+fn stored(shown: &str, key: &str) -> Option<String> {
+    (shown != key).then(|| key.to_string())
 }
