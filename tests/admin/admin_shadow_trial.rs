@@ -179,18 +179,21 @@ async fn report(adm: SocketAddr, args: &[&str]) -> String {
     stdout
 }
 
-/// A one-minute search limit: over one minute, 300, 60, 6 and 2 requests from four
-/// clients; only the busiest is refused under 60.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_one_minute_limit_over_a_minute_suggests_sixty() {
-    let clock = ManualClock::new();
+/// A gateway whose route `/search` has a one-minute sliding window of 100 on `ip`, in
+/// shadow mode: the operator's one-minute search limit.
+pub(super) async fn search_gateway(clock: &ManualClock) -> crate::common::reload::Served {
     let toml = file(
         echo_upstream().await,
         "[policies.search]\nkey = [\"ip\"]\nalgorithm = \"sliding_window\"\nlimit = 100\nperiod = \"1m\"\n\
          [[routes]]\nname = \"search\"\nmatch = { path_prefix = \"/search\" }\nupstream = \"app\"\n\
          policies = [\"search\"]\nmode = \"shadow\"\n",
     );
-    let gw = serve(&toml, &clock).await;
+    serve(&toml, clock).await
+}
+
+/// 60 seconds of the four search clients on `clock`: 5 a second, 1 a second, 1 every 10 s
+/// and 1 every 30 s (300, 60, 6 and 2 requests), each forwarded (shadow mode).
+pub(super) async fn a_minute_of_search(gw: &crate::common::reload::Served, clock: &ManualClock) {
     for second in 0..60 {
         for (ip, per_second, every) in [
             ("10.0.0.1", 5, 1),
@@ -207,6 +210,15 @@ async fn a_one_minute_limit_over_a_minute_suggests_sixty() {
         }
         clock.advance(Duration::from_secs(1));
     }
+}
+
+/// A one-minute search limit: over one minute, 300, 60, 6 and 2 requests from four
+/// clients; only the busiest is refused under 60.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_minute_limit_over_a_minute_suggests_sixty() {
+    let clock = ManualClock::new();
+    let gw = search_gateway(&clock).await;
+    a_minute_of_search(&gw, &clock).await;
     let (_, v) = admin(gw.admin, Method::GET, "/shadow").await;
     let w = &v["policies"][0]["windows"]["1m"];
     assert_eq!(w["requests"], 368, "{w}");

@@ -7,39 +7,18 @@
 
 use std::time::Duration;
 
+use crate::admin_shadow_trial::{a_minute_of_search, search_gateway};
 use crate::common::process::tollgate;
-use crate::common::reload::{admin, file, serve};
-use crate::common::*;
+use crate::common::reload::admin;
 use http::Method;
 use tollgate::limit::clock::ManualClock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_minute_of_traffic_across_the_clocks_minute_gets_the_range_that_holds_sixty() {
     let clock = ManualClock::new();
-    let toml = file(
-        echo_upstream().await,
-        "[policies.search]\nkey = [\"ip\"]\nalgorithm = \"sliding_window\"\nlimit = 100\nperiod = \"1m\"\n\
-         [[routes]]\nname = \"search\"\nmatch = { path_prefix = \"/search\" }\nupstream = \"app\"\n\
-         policies = [\"search\"]\nmode = \"shadow\"\n",
-    );
-    let gw = serve(&toml, &clock).await;
+    let gw = search_gateway(&clock).await;
     clock.advance(Duration::from_secs(30));
-    for second in 0..60 {
-        for (ip, per_second, every) in [
-            ("10.0.0.1", 5, 1),
-            ("10.0.0.2", 1, 1),
-            ("10.0.0.3", 1, 10),
-            ("10.0.0.4", 1, 30),
-        ] {
-            if second % every == 0 {
-                assert_eq!(
-                    admitted(gw.addr, "/search", ip, per_second).await,
-                    per_second
-                );
-            }
-        }
-        clock.advance(Duration::from_secs(1));
-    }
+    a_minute_of_search(&gw, &clock).await;
     clock.advance(Duration::from_secs(5));
     let (_, v) = admin(gw.admin, Method::GET, "/shadow").await;
     let p = &v["policies"][0];

@@ -2,11 +2,13 @@
 //! hand (the real-socket tests are `tests/limits/limit_keys.rs` and `tests/limits/key_parts.rs`).
 //! `hashing.rs`: which hash key a hashed part uses and when a new one re-keys; `names.rs`:
 //! query and cookie names as backends read them; `values.rs`: the token grammar and the
-//! values a backend would read otherwise (issue 30); `missing.rs`: `on_missing_key`.
+//! values a backend would read otherwise (issue 30); `missing.rs`: `on_missing_key`;
+//! `shown.rs`: the key as `show_values` shows it, and a value's look-up.
 
 mod hashing;
 mod missing;
 mod names;
+mod shown;
 mod values;
 
 use super::*;
@@ -44,6 +46,11 @@ fn builder_hashing_with(hash_key: [u8; 16]) -> KeyBuilder {
 }
 
 fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
+    policy_showing(key, Vec::new())
+}
+
+/// [`policy`] with `show_values`.
+fn policy_showing(key: Vec<KeyPart>, show_values: Vec<KeyPart>) -> PolicyRuntime {
     let p = Policy {
         name: "p".into(),
         key,
@@ -60,7 +67,7 @@ fn policy(key: Vec<KeyPart>) -> PolicyRuntime {
         lease: Default::default(),
         spend: Default::default(),
         on_missing_key: None,
-        show_values: Vec::new(),
+        show_values,
     };
     PolicyRuntime::new(0, &p, &[NonZeroU32::new(4).unwrap()]).unwrap()
 }
