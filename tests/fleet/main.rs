@@ -8,6 +8,7 @@ mod common;
 mod features_fleet;
 mod fleet_config_skew;
 mod fleet_gossip;
+mod fleet_hand_back;
 mod fleet_owner;
 mod fleet_owner_stop;
 mod fleet_restarts;

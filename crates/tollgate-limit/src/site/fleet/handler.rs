@@ -22,6 +22,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 use super::codec::{Answer, KeyItem, fingerprint};
+use super::fence::Fences;
 use super::fresh::Freshness;
 use super::rejoin::{self, Rejoin};
 use super::report::Report;
@@ -56,6 +57,9 @@ pub struct FleetHandler {
     /// How long a hand-back may hold an ask: half the call timeout, so the asker, which
     /// waits one, still hears the answer.
     hand_back_wait: std::time::Duration,
+    /// As an interim owner: the keys an owner back from a quarantine took up from here,
+    /// whose late asks go to it (`fence.rs`).
+    fences: Fences,
 }
 
 /// What the handler decides with, for one config.
@@ -105,6 +109,7 @@ impl FleetHandler {
             rejoin,
             hand_back_wait: client.timeout() / 2,
             client,
+            fences: Fences::default(),
         }
     }
 
@@ -182,13 +187,25 @@ impl FleetHandler {
 
     /// This node's count of a peer's gossip key, spending nothing: an `Admitted` answer
     /// carrying its remaining and reset.
-    /// An owner key's count is asked by the owner it moves back to (`rejoin.rs`).
-    fn sync(&self, view: &View, data: Bytes) -> Answer {
-        let item = self
-            .item(view, data.clone(), Site::Gossip)
-            .or_else(|| self.item(view, data, Site::Owner));
-        let Some(item) = item else {
-            return Answer::Unknown;
+    /// An owner key's count is asked by the owner it moves back to (`rejoin.rs`): from then
+    /// on, its late asks here go to that owner (`fence.rs`).
+    fn sync(&self, view: &View, data: Bytes, from: SocketAddr) -> Answer {
+        let item = match self.item(view, data.clone(), Site::Gossip) {
+            Some(item) => item,
+            None => {
+                let Some(item) = self.item(view, data, Site::Owner) else {
+                    return Answer::Unknown;
+                };
+                if self.ring.owner(&item.key) == from && from != self.ring.me() {
+                    let now = view.local.now();
+                    let until = now.saturating_add(self.rejoin.window());
+                    let policy = &view.policies[item.policy].name;
+                    let headroom = item.headroom.get();
+                    self.fences
+                        .set(policy, headroom, &item.key, from, now, until);
+                }
+                item
+            }
         };
         let s = view
             .local
@@ -214,13 +231,29 @@ impl FleetHandler {
         Some((self.ring.interim(&item.key)?, item))
     }
 
-    /// A refund or debit of an owner key: here, or at the interim owner while quarantined.
-    fn give(&self, view: &View, op: Op, data: Bytes) {
+    /// The owner an owner item that `from` sent goes to instead of being decided here: the
+    /// owner that took the key back from this node (`fence.rs`), while the ring names it.
+    fn fenced(&self, view: &View, item: &CheckItem, from: SocketAddr) -> Option<SocketAddr> {
+        let policy = &view.policies[item.policy].name;
+        let now = view.local.now();
+        let owner = self
+            .fences
+            .owner(policy, item.headroom.get(), &item.key, from, now)?;
+        (self.ring.owner(&item.key) == owner).then_some(owner)
+    }
+
+    /// A refund or debit of an owner key: here, or at the interim owner while quarantined,
+    /// or at the owner that took it back from here.
+    fn give(&self, view: &View, op: Op, data: Bytes, from: SocketAddr) {
         if let Some((interim, _)) = self.forward_to(view, &data) {
             self.client.send(interim, op, vec![data], |_| {});
             return;
         }
-        if let Some(it) = self.item(view, data, Site::Owner) {
+        if let Some(it) = self.item(view, data.clone(), Site::Owner) {
+            if let Some(owner) = self.fenced(view, &it, from) {
+                self.client.send(owner, op, vec![data], |_| {});
+                return;
+            }
             match op {
                 Op::Refund => view.local.refund(&it),
                 _ => view.local.debit(&it),
@@ -229,9 +262,9 @@ impl FleetHandler {
     }
 
     /// Decide one asked key as its owner (spend if it conforms), or have its interim owner
-    /// decide it while this node is quarantined; an empty answer (a failure to the asker)
-    /// when that owner does not answer.
-    async fn ask(&self, view: &View, data: Bytes) -> Bytes {
+    /// decide it while this node is quarantined, or the owner that took it back from here
+    /// (`fence.rs`); an empty answer (a failure to the asker) when that node does not answer.
+    async fn ask(&self, view: &View, data: Bytes, from: SocketAddr) -> Bytes {
         // Asks that waited at a stopped node are read as it wakes, maybe before its loop or a
         // request has seen the stall: seen here too.
         let now = view.local.now();
@@ -244,9 +277,15 @@ impl FleetHandler {
                 _ => Bytes::new(),
             };
         }
-        let Some(item) = self.item(view, data, Site::Owner) else {
+        let Some(item) = self.item(view, data.clone(), Site::Owner) else {
             return Answer::Unknown.encode();
         };
+        if let Some(owner) = self.fenced(view, &item, from) {
+            return match self.client.call(owner, Op::Ask, vec![data]).await {
+                Ok(mut replies) if replies.len() == 1 => replies.pop().unwrap_or_default(),
+                _ => Bytes::new(),
+            };
+        }
         if let Some(epoch) = self.rejoin.handing_back(now) {
             self.hand_back(view, epoch, &item).await;
         }
@@ -336,12 +375,12 @@ impl PeerHandler for FleetHandler {
         let mut items = Vec::with_capacity(request.items.len());
         for item in request.items {
             items.push(match item.op {
-                Op::Ask => self.ask(&view, item.data).await,
+                Op::Ask => self.ask(&view, item.data, from).await,
                 op @ (Op::Refund | Op::Debit) => {
-                    self.give(&view, op, item.data);
+                    self.give(&view, op, item.data, from);
                     Bytes::new()
                 }
-                Op::Sync => self.sync(&view, item.data).encode(),
+                Op::Sync => self.sync(&view, item.data, from).encode(),
                 Op::Gossip if self.gossip(&view, item.data) => Bytes::new(),
                 Op::Gossip => Bytes::from_static(REFUSED),
                 Op::Ping => self.me.clone(),

@@ -24,6 +24,7 @@
 
 mod beat;
 mod codec;
+mod fence;
 mod fresh;
 mod gossip;
 mod handler;

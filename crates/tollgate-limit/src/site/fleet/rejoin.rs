@@ -219,6 +219,11 @@ impl Rejoin {
     }
 
     /// How long a hand-back window lasts.
+    pub fn window(&self) -> Nanos {
+        self.window.load(Ordering::Relaxed)
+    }
+
+    /// Set how long a hand-back window lasts.
     pub fn set_window(&self, window: Nanos) {
         self.window.store(window, Ordering::Relaxed);
     }
