@@ -272,24 +272,27 @@ impl FleetHandler {
             self.rejoin.begin(&self.ring, "the fleet loop stalled");
         }
         if let Some((interim, _)) = self.forward_to(view, &data) {
-            return match self.client.call(interim, Op::Ask, vec![data]).await {
-                Ok(mut replies) if replies.len() == 1 => replies.pop().unwrap_or_default(),
-                _ => Bytes::new(),
-            };
+            return self.pass_on(interim, data).await;
         }
         let Some(item) = self.item(view, data.clone(), Site::Owner) else {
             return Answer::Unknown.encode();
         };
         if let Some(owner) = self.fenced(view, &item, from) {
-            return match self.client.call(owner, Op::Ask, vec![data]).await {
-                Ok(mut replies) if replies.len() == 1 => replies.pop().unwrap_or_default(),
-                _ => Bytes::new(),
-            };
+            return self.pass_on(owner, data).await;
         }
         if let Some(epoch) = self.rejoin.handing_back(now) {
             self.hand_back(view, epoch, &item).await;
         }
         self.decide(view, item).encode()
+    }
+
+    /// An ask decided at `node` instead of here: its answer, or an empty one (a failure to
+    /// the asker) when `node` does not answer.
+    async fn pass_on(&self, node: SocketAddr, data: Bytes) -> Bytes {
+        match self.client.call(node, Op::Ask, vec![data]).await {
+            Ok(mut replies) if replies.len() == 1 => replies.pop().unwrap_or_default(),
+            _ => Bytes::new(),
+        }
     }
 
     /// In a hand-back window, an owner key this node owns takes the interim owner's count
