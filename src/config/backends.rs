@@ -1,7 +1,7 @@
 //! `[upstreams.NAME]` as a set of backends (step 5): each URL's `weight`, how a request's URL
 //! is chosen (`balance`), when a request is sent again (`retries` and its budget) and when a
-//! failing URL is left out (`outlier`). The proxy side is `proxy/balance.rs`,
-//! `proxy/retry.rs` and `proxy/outlier.rs`.
+//! failing URL is left out (`outlier`). The proxy side is `proxy/upstream/balance.rs`,
+//! `proxy/upstream/retry.rs` and `proxy/upstream/outlier.rs`.
 
 use std::time::Duration;
 
@@ -131,7 +131,7 @@ fn default_retry_backoff() -> String {
     "25ms".into()
 }
 
-/// When a request to this upstream is sent again (`proxy/retry.rs`).
+/// When a request to this upstream is sent again (`proxy/upstream/retry.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Retry {
     /// Extra attempts after the first, for requests that reached an upstream; 0 = none.
@@ -146,7 +146,7 @@ pub struct Retry {
     pub backoff: Duration,
 }
 
-/// When a failing URL is ejected (`proxy/outlier.rs`).
+/// When a failing URL is ejected (`proxy/upstream/outlier.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outlier {
     /// Upstream 5xx answers in a row that eject a URL; 0 = never for a status.
@@ -163,7 +163,7 @@ pub struct Outlier {
 }
 
 /// What [`Validator::backends`] makes of one upstream's keys (the proxy's shared state of
-/// the same URLs is `proxy::outlier::Backends`).
+/// the same URLs is `proxy::upstream::outlier::Backends`).
 pub(super) struct BackendKeys {
     pub weights: Vec<u32>,
     pub retry: Retry,

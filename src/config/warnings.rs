@@ -54,7 +54,7 @@ impl Config {
 
     /// A `ca_file` certificate made by OpenSSL's one-line `req -x509` for a server is marked
     /// `CA:TRUE`, which webpki refuses as the server's own certificate; the upstream's
-    /// verifier accepts it pinned instead (`proxy/upstream_verify.rs`). Said, because that
+    /// verifier accepts it pinned instead (`proxy/upstream/verify.rs`). Said, because that
     /// is not what a CA file usually means, and the certificate stays a CA for this upstream
     /// too; the `-addext` that makes it an ordinary leaf is named.
     fn self_signed_ca_warnings(&self) -> impl Iterator<Item = Problem> + '_ {

@@ -16,29 +16,20 @@
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
 mod access;
-mod balance;
 mod canonical;
 pub mod client_ip;
 mod decide;
-mod forward;
-mod h1pool;
 pub mod headers;
-pub mod health;
 mod key_body;
 mod method_override;
 pub mod metrics;
-mod outgoing;
-mod outlier;
 pub mod request_id;
-mod retry;
-mod send;
 pub mod trace;
-mod upgrade;
 pub mod upstream;
-pub mod upstream_metrics;
-mod upstream_tls;
-mod upstream_verify;
-mod watchdog;
+
+// The names `server/reload.rs` imports them by, from before the upstream side had its folder.
+pub use upstream::health;
+pub use upstream::metrics as upstream_metrics;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -58,11 +49,11 @@ use crate::respond::{self, GatewayError};
 use crate::router::{RouteEntry, Router};
 use access::{Access, access_log};
 use client_ip::TrustedProxies;
-use forward::Forwarder;
 use key_body::ClientBody;
 use metrics::{RequestMetrics, RouteMetrics};
 use request_id::RequestIds;
 use trace::{RequestTrace, Tracing};
+use upstream::forward::Forwarder;
 use upstream::{Pool, UpstreamSlots};
 
 /// What the listener knows about the connection a request came on.

@@ -2,7 +2,7 @@
 //! take — an HTTP/1.1 client that stops reading a large body, an HTTP/2 client that keeps
 //! its flow-control window shut — would otherwise hold its upstream connection slot and its
 //! request's concurrency permits for as long as the client keeps the socket open. The body
-//! watchdog (`proxy/watchdog.rs`) cannot see this: hyper stops pulling a body the client
+//! watchdog (`proxy/upstream/watchdog.rs`) cannot see this: hyper stops pulling a body the client
 //! does not take, so a timer inside it is never polled.
 //!
 //! A [`SendClock`] says since when a response has been waiting on its client: from when its

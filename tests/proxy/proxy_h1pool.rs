@@ -1,4 +1,4 @@
-//! The workers' own HTTP/1.1 upstream connections (`proxy/h1pool.rs`): a connection the
+//! The workers' own HTTP/1.1 upstream connections (`proxy/upstream/h1pool.rs`): a connection the
 //! upstream closed while idle costs no 502 (the request goes on a new one), and a connection
 //! whose response body was still streaming when its head arrived is reused once the body is
 //! done.

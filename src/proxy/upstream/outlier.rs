@@ -21,9 +21,7 @@ use std::time::{Duration, Instant};
 
 use tower::retry::budget::{Budget, TpsBudget};
 
-use super::upstream_metrics::{
-    ClientBodyMetrics, RetryMetrics, UpstreamMetrics, UrlMetrics, url_label,
-};
+use super::metrics::{ClientBodyMetrics, RetryMetrics, UpstreamMetrics, UrlMetrics, url_label};
 use super::watchdog::BodyFault;
 use crate::config::{Outlier, Upstream};
 
@@ -56,7 +54,7 @@ struct UrlState {
 }
 
 /// One upstream's shared state: made once per process (and kept by a reload that does not
-/// change the upstream), read and written by every worker's [`super::upstream::Pool`].
+/// change the upstream), read and written by every worker's [`super::pool::Pool`].
 #[derive(Debug)]
 pub struct Backends {
     urls: Box<[UrlState]>,

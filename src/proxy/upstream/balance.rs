@@ -1,5 +1,5 @@
 //! Step 5: which of an upstream's URLs a request goes to (`balance`), among those a
-//! predicate allows (in, healthy, not yet tried by this request; `upstream.rs` decides
+//! predicate allows (in, healthy, not yet tried by this request; `pool.rs` decides
 //! which predicates, and falls back when none passes).
 //!
 //! - `round_robin`: a fixed schedule in which each URL appears as often as its weight,

@@ -14,8 +14,8 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use tokio::sync::Semaphore;
 
 use super::balance::Picker;
+use super::metrics::UpstreamMetrics;
 use super::outlier::Backends;
-use super::upstream_metrics::UpstreamMetrics;
 use crate::config::{Retry, Upstream};
 
 /// One backend address.
@@ -245,7 +245,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::outlier::Outcome;
+    use crate::proxy::upstream::outlier::Outcome;
 
     fn pool(urls: &[&str]) -> Pool {
         let text = "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.app]\nurls = [\"http://a:1\"]\n[[routes]]\nname = \"r\"\nupstream = \"app\"\n";

@@ -19,14 +19,14 @@ use http_body_util::{Either, Empty};
 use hyper::body::Body;
 
 use super::forward::{Forwarder, UpstreamBody};
-use super::headers::{self, Hop};
-use super::key_body::ClientBody;
-use super::upstream::Pool;
+use super::pool::Pool;
 use super::watchdog::{BodyWatch, Watchdog};
-use super::{Asker, ConnInfo};
 use crate::config::UpstreamProtocol;
 use crate::limit::SentBytes;
 use crate::limit::keys::canonical;
+use crate::proxy::headers::{self, Hop};
+use crate::proxy::key_body::ClientBody;
+use crate::proxy::{Asker, ConnInfo};
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
 

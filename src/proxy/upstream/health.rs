@@ -2,7 +2,7 @@
 //! `interval`, each URL of a checked upstream is asked `GET` its health path; a URL that
 //! fails [`FAILS`] probes in a row (no answer within `timeout`, a refused connection, a
 //! certificate that does not verify, a 4xx or 5xx) is marked down in the shared marks every
-//! worker's pool reads (`upstream.rs`), and up again at its first good answer.
+//! worker's pool reads (`pool.rs`), and up again at its first good answer.
 //! `tollgate_upstream_healthy{upstream,url}` shows the marks.
 
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
 use super::forward::{UpstreamClient, upstream_client};
-use super::upstream::UpstreamSlots;
-use super::upstream_metrics::UrlLabels;
+use super::metrics::UrlLabels;
+use super::pool::UpstreamSlots;
 use crate::config::{Config, HealthCheck, Upstream};
 
 /// Failed probes in a row that take a URL out of the round robin.
@@ -83,7 +83,7 @@ fn target(u: &Upstream, url: &http::Uri, check: &HealthCheck, m: &HealthMetrics)
     // Never the user-info of a URL in a label or a probe's log: host and port only.
     let labels = UrlLabels {
         upstream: u.name.clone(),
-        url: super::upstream_metrics::url_label(url),
+        url: super::metrics::url_label(url),
     };
     let gauge = m.healthy.get_or_create(&labels).clone();
     gauge.set(1);

@@ -1,7 +1,7 @@
 //! The rustls client configuration of one upstream (step 5): its `ca_file` roots or the
 //! system's, its `pin_sha256` pins, its client certificate, and ring as the provider (the
 //! one the server side uses). Built once per worker's forwarder; the certificate checks
-//! are `upstream_verify`'s, and verification is never off.
+//! are `verify.rs`'s, and verification is never off.
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use rustls::ClientConfig;
 use rustls::RootCertStore;
 use tracing::warn;
 
-use super::upstream_verify::UpstreamVerifier;
+use super::verify::UpstreamVerifier;
 use crate::config::Upstream;
 
 /// `up`'s TLS client settings (plain `http://` upstreams get a verifier that refuses

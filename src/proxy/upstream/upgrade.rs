@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 /// A switched exchange, ready to become a tunnel once the `101` has reached the client.
-pub(super) struct Tunnel {
+pub(in crate::proxy) struct Tunnel {
     pub client: OnUpgrade,
     pub upstream: OnUpgrade,
     /// Longest silence both ways.

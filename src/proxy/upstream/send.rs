@@ -22,8 +22,8 @@ use tokio::time::Instant;
 
 use super::forward::{Forwarder, UpstreamBody};
 use super::outlier::{InFlight, Outcome};
+use super::pool::{Pool, Tried};
 use super::retry;
-use super::upstream::{Pool, Tried};
 use super::watchdog::BodyWatch;
 use crate::respond::GatewayError;
 

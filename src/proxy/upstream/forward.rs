@@ -12,7 +12,7 @@ use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version, head
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 
-use super::key_body::ClientBody;
+use crate::proxy::key_body::ClientBody;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -21,13 +21,14 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::h1pool::H1Pool;
-use super::headers::names::Protected;
-use super::headers::{self, ViaValues};
 use super::outgoing::{self, Outgoing};
-use super::upstream::Pool;
+use super::pool::Pool;
+use super::upgrade;
 use super::watchdog::{BodyWatch, Watchdog};
-use super::{Asker, upgrade};
 use crate::config::{Config, Upstream, UpstreamProtocol};
+use crate::proxy::Asker;
+use crate::proxy::headers::names::Protected;
+use crate::proxy::headers::{self, ViaValues};
 use crate::respond::GatewayError;
 use crate::router::RouteEntry;
 
@@ -38,7 +39,7 @@ pub type UpstreamBody = Either<Watchdog<ClientBody>, Empty<Bytes>>;
 
 /// The upstream's answer and the connection slot it holds until its body ends, or — after
 /// a protocol switch — until the tunnel ends.
-pub(super) struct Forwarded {
+pub(in crate::proxy) struct Forwarded {
     pub response: Response<Watchdog<Incoming>>,
     pub slot: OwnedSemaphorePermit,
     /// The answering URL's in-flight mark (what least-request balancing reads), held as
@@ -60,7 +61,7 @@ pub(super) fn upstream_client(up: &Upstream, connect_timeout: Duration) -> Upstr
     // https URLs need the TCP connector to pass them on to TLS.
     http.enforce_http(false);
     let tls = HttpsConnectorBuilder::new()
-        .with_tls_config(super::upstream_tls::client_config(up))
+        .with_tls_config(super::tls::client_config(up))
         .https_or_http();
     let mut client = Client::builder(TokioExecutor::new());
     client
@@ -78,7 +79,7 @@ pub(super) fn upstream_client(up: &Upstream, connect_timeout: Duration) -> Upstr
 }
 
 /// Everything step 5 needs besides the request: made once per worker from the config.
-pub(super) struct Forwarder {
+pub(in crate::proxy) struct Forwarder {
     /// Pooled keep-alive connections, one client per upstream (config order): each has
     /// its own TLS roots and client certificate. Used for `https://` URLs and HTTP/2.
     clients: Vec<UpstreamClient>,
