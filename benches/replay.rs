@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tollgate::replay::{Format, Input, Options, parse_line, run};
+use tollgate::cli::replay::{Format, Input, Options, parse_line, run};
 
 /// Lines per run when benchmarking.
 const LINES: usize = 200_000;

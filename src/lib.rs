@@ -6,7 +6,7 @@
 //! sites) and has [`respond`] turn errors and 429s into HTTP; [`admin`] answers health and
 //! metrics. [`layer`] puts the limit step and its answers in front of another tower
 //! service. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by
-//! every layer. [`demo`], [`simulate`], [`replay`] and [`certs`] serve the command line.
+//! every layer. [`cli`] (`demo`, `simulate`, `replay`) and [`certs`] serve the command line.
 
 #![forbid(unsafe_code)]
 
@@ -14,16 +14,14 @@ mod admin;
 mod body;
 #[cfg(feature = "dev-certs")]
 pub mod certs;
+pub mod cli;
 pub mod config;
-pub mod demo;
 pub mod layer;
 pub mod normalize;
 mod proxy;
-pub mod replay;
 mod respond;
 mod router;
 pub mod server;
-pub mod simulate;
 pub mod telemetry;
 
 /// The limiter (crates/tollgate-limit), under the name the request path gives its step.

@@ -2,7 +2,10 @@
 
 #![forbid(unsafe_code)]
 
-mod cli;
+/// The binary's own part of `src/cli/`, beside the library's tools (`tollgate::cli`).
+mod cli {
+    pub mod simulate_args;
+}
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use cli::simulate::{SimulateArgs, simulate};
+use cli::simulate_args::{SimulateArgs, simulate};
 use tollgate::telemetry::{self, AccessBuffer, AccessFile, AccessLog, LogFormat};
 
 /// A proxy allocates and frees small buffers and header maps on every request; glibc's
@@ -99,7 +102,7 @@ enum Command {
     Simulate(SimulateArgs),
     /// Replay access logs through the router and limiter on a virtual clock: what a config would have allowed and denied.
     #[command(after_help = "Docs: docs/src/shadow-to-enforce.md#replay-before-shadow")]
-    Replay(tollgate::replay::Args),
+    Replay(tollgate::cli::replay::Args),
     /// Write a self-signed development certificate for localhost.
     #[cfg(feature = "dev-certs")]
     #[command(after_help = "Docs: certs/README.md")]
@@ -210,13 +213,13 @@ fn main() -> ExitCode {
                 .build();
             report(
                 rt.context("starting the async runtime")
-                    .and_then(|rt| rt.block_on(tollgate::demo::run()).map_err(Into::into)),
+                    .and_then(|rt| rt.block_on(tollgate::cli::demo::run()).map_err(Into::into)),
             )
         }
         Command::Reload { config } => reload(&config),
         Command::ShadowReport(args) => tollgate::server::shadow_report(args),
         Command::Simulate(args) => report(simulate(args)),
-        Command::Replay(args) => tollgate::replay::cli(args),
+        Command::Replay(args) => tollgate::cli::replay::cli(args),
         #[cfg(feature = "dev-certs")]
         Command::Certs { out } => report(
             tollgate::certs::write(&out)

@@ -9,8 +9,8 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use tollgate::cli::simulate::{Arrival, Design, Options, trace};
 use tollgate::config::LeaseKnobs;
-use tollgate::simulate::{Arrival, Design, Options, trace};
 
 const RATES: [f64; 3] = [30.0, 20.0, 10.0];
 const SECS: f64 = 600.0;

@@ -1,5 +1,5 @@
 //! `tollgate simulate`: its options and their checks, before the library's simulator runs
-//! (`tollgate::simulate`). Part of the binary, not the library: argument parsing and
+//! (`tollgate::cli::simulate`). Part of the binary, not the library: argument parsing and
 //! `anyhow` errors are the command line's (`main.rs` stays a dispatcher).
 
 use std::path::PathBuf;
@@ -82,7 +82,7 @@ pub fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         }
         (Some(w), _) => w,
         (None, Some(n)) => vec![1; n],
-        (None, None) => tollgate::simulate::trace::SEED_WEIGHTS.to_vec(),
+        (None, None) => tollgate::cli::simulate::trace::SEED_WEIGHTS.to_vec(),
     };
     anyhow::ensure!(
         !weights.is_empty() && weights.iter().any(|&w| w > 0),
@@ -123,7 +123,7 @@ pub fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         "--peer-delay must be at most 1h (got {})",
         humantime::format_duration(a.peer_delay)
     );
-    let options = tollgate::simulate::Options {
+    let options = tollgate::cli::simulate::Options {
         weights,
         requests: a.requests,
         load,
@@ -140,7 +140,7 @@ pub fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         peer_delay: a.peer_delay,
     };
     if a.matrix {
-        let m = tollgate::simulate::matrix::run(&options);
+        let m = tollgate::cli::simulate::matrix::run(&options);
         if a.json {
             println!("{}", serde_json::to_string_pretty(&m)?);
         } else {
@@ -148,7 +148,7 @@ pub fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let report = tollgate::simulate::run(&options);
+    let report = tollgate::cli::simulate::run(&options);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -164,11 +164,11 @@ pub fn simulate(a: SimulateArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "plot")]
-fn plot(report: &tollgate::simulate::Report, path: &std::path::Path) -> anyhow::Result<()> {
-    Ok(tollgate::simulate::svg(report, path)?)
+fn plot(report: &tollgate::cli::simulate::Report, path: &std::path::Path) -> anyhow::Result<()> {
+    Ok(tollgate::cli::simulate::svg(report, path)?)
 }
 
 #[cfg(not(feature = "plot"))]
-fn plot(_: &tollgate::simulate::Report, _: &std::path::Path) -> anyhow::Result<()> {
+fn plot(_: &tollgate::cli::simulate::Report, _: &std::path::Path) -> anyhow::Result<()> {
     anyhow::bail!("--plot needs tollgate built with the `plot` feature (on by default)")
 }
