@@ -2,7 +2,8 @@
 //! (`respond/`) in front of any tower service — an axum router, a tonic server, a hyper
 //! service — instead of in front of an upstream.
 //!
-//! Its place in the request walk of ARCHITECTURE.md: steps 5, 8 and 10 without the rest.
+//! Its place in the request walk of ARCHITECTURE.md: steps 1, 4 and 6 (client, limit,
+//! respond) without the rest.
 //! The service's own router already chose a handler, so there is no canonical path, no
 //! route and no forwarding; a `[layers.NAME]` table stands where a route stood (its
 //! `policies`, `mode`, `on_store_error`, `require_account`), and the file's

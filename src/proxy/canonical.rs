@@ -1,4 +1,4 @@
-//! Step 1 of the request path: one canonical request. The request the gateway routes, keys
+//! Step 2 of the request path, *canonical*: one canonical request. The request the gateway routes, keys
 //! and limits is exactly the request the upstream receives — one path, one authority — so
 //! anything ambiguous is made canonical here, in place, or refused with a 400.
 //!

@@ -1,5 +1,6 @@
 //! The request path, top to bottom. Every request a listener accepts goes through
-//! [`Gateway::handle`], which reads as the stack it is:
+//! [`Gateway::handle`], which reads as the stack it is (ARCHITECTURE.md's "A request's walk"
+//! numbers the steps the same, and the files of each step say which they do):
 //!
 //! 1. **client** — who is asking (trusted-proxy rules), needed by logs and limit keys;
 //! 2. **canonical** — one path, one authority, one method (a method override is dropped or,
@@ -11,7 +12,7 @@
 //! 5. **forward** — rewrite headers, pick an upstream, send, stream the answer back, with
 //!    the rate-limit headers added and concurrency permits riding in the body (or in the
 //!    tunnel after a `101`); both bodies are watched for silence and the request body
-//!    for size (`watchdog`);
+//!    for size: the upstream side, `upstream/`;
 //! 6. **respond** — any error of steps 2–5 becomes an HTTP answer in one place;
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 

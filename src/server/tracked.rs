@@ -1,5 +1,5 @@
-//! The response body as the connection driver sees it (step 6 of the request path, on its
-//! way out): [`Tracked`] ends its request's [`InFlight`] when hyper drops it, and runs the
+//! The response body as the connection driver sees it (on its way out, after step 7 of
+//! the request path): [`Tracked`] ends its request's [`InFlight`] when hyper drops it, and runs the
 //! response's [`SendClock`] (`stall.rs`), so a response its client does not take is timed.
 
 use std::pin::Pin;

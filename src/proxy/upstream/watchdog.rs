@@ -1,4 +1,4 @@
-//! Step 4 of the request path, around the two streamed bodies: a body that goes silent for
+//! Step 5 of the request path, around the two streamed bodies: a body that goes silent for
 //! `body_timeout`, or a request body past `max_body_bytes`, ends the exchange instead of
 //! holding a connection, an upstream slot and a concurrency permit forever.
 //!

@@ -1,4 +1,6 @@
-//! The limit step: one request's policies through the caches and sites, all or nothing.
+//! The limit step (step 4 of the gateway's request path): one request's policies through
+//! the caches and sites, all or nothing, in five steps of its own, numbered and named the
+//! same in ARCHITECTURE.md ("Inside `limit/`"):
 //!
 //! 1. **asks** — one [`Ask`] per applicable policy (a policy whose key part is missing is
 //!    skipped; a needed header stated ambiguously refuses the request, see
@@ -10,7 +12,9 @@
 //!    `local_first` central policy), denies the request at once: no store call, nothing
 //!    spent — `check/local.rs`; then **central** — one script call decides and spends every
 //!    central key (or the route's `on_store_error` decides when the store cannot, for
-//!    leased keys too) — `check/store.rs`;
+//!    leased keys too) — `check/store.rs`; then **owner** — owner keys another node owns
+//!    are asked of their owners (or `on_store_error` decides when one cannot answer) —
+//!    `check/peer.rs`;
 //! 4. **local** — (a stale gossip view first hears the peers' counts of its gossip keys:
 //!    `check/gossip.rs`) local, split and gossip keys (and the store-outage L/N fallback, and the
 //!    local-first mirrors) are decided and spent under their shard locks — `check/local.rs`;
