@@ -1,6 +1,6 @@
 //! `[[routes]] max_key_body_bytes` and `on_large_key_body`: how much of a request body the
 //! proxy reads for the route's `form:NAME` and `json:POINTER` key parts
-//! (`proxy/key_body.rs`), and what a larger body means.
+//! (`proxy/key_body/`), and what a larger body means.
 
 use serde::Deserialize;
 
