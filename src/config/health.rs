@@ -1,6 +1,6 @@
 //! `[upstreams.NAME] health`: active health checks. Each URL of the upstream is asked
 //! `GET path` every `interval`; one that fails twice in a row leaves the round robin until
-//! it answers again (`proxy/health.rs`).
+//! it answers again (`proxy/upstream/health.rs`).
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `client_cert` / `client_key` (mTLS) and `pin_sha256` (the leaf's public key) of
 //! `[upstreams.NAME]`, read and parsed here so that `tollgate check` names a missing or
 //! malformed file or pin before any request needs it; step 5's verifier
-//! (`proxy/upstream_verify.rs`) uses what this keeps. There is deliberately no switch to
+//! (`proxy/upstream/verify.rs`) uses what this keeps. There is deliberately no switch to
 //! skip verification: a test or a private CA is a `ca_file`, a self-signed leaf a pin.
 
 use std::net::IpAddr;
