@@ -1,4 +1,4 @@
-//! The limit step's gossip catch-up (see `check.rs` for the walk), before the local step
+//! The limit step's gossip catch-up (see `check/mod.rs` for the walk), before the local step
 //! decides gossip keys: while this node's gossip view is stale (it stalled, its peers fell
 //! silent, a peer rejoined: `fleet/fresh.rs`), a gossip key not yet caught up since then
 //! first hears the peers' counts of it (`fleet/sync.rs`) and this node spends what it

@@ -1,4 +1,4 @@
-//! The limit step's owner step (see `check.rs` for the walk): the request's owner keys
+//! The limit step's owner step (see `check/mod.rs` for the walk): the request's owner keys
 //! that another node owns are asked of their owners, one message per owner (coalesced with
 //! other requests' asks by the transport); the keys this node owns are decided in the local
 //! step, in the same state its peers' asks reach. An owner that admits has spent: the end

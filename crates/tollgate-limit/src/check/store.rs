@@ -1,4 +1,4 @@
-//! The limit step's store-backed parts (see `check.rs` for the walk): the lease step, the
+//! The limit step's store-backed parts (see `check/mod.rs` for the walk): the lease step, the
 //! central step, what a route's `on_store_error` does when the store cannot answer (the
 //! same for central and leased keys), and what the L/N fallback owes the store.
 

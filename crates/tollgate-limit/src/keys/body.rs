@@ -1,5 +1,5 @@
 //! Body-field key parts, `form:NAME` and `json:POINTER`: read from the request body the
-//! proxy buffered for them (`proxy/key_body.rs`), which it then forwards unchanged.
+//! proxy buffered for them (`proxy/key_body/`), which it then forwards unchanged.
 //!
 //! The rules of the other parts hold: a field given twice, a JSON object with a key twice,
 //! a value that is not UTF-8 or that a backend may trim ([`unclear`]) is refused (400), as
