@@ -17,10 +17,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use serde_json::{Value, json};
 
-use crate::limit::Limiter;
+use crate::limit::LimiterHandle;
 use crate::limit::limiter::DecisionTotals;
 use crate::limit::metrics::OutcomeTotals;
 use crate::shutdown::Shutdown;
@@ -108,11 +107,11 @@ fn since(b: &OutcomeTotals, a: &OutcomeTotals) -> OutcomeTotals {
 #[derive(Clone)]
 pub struct Sampler {
     pub log: Arc<ActivityLog>,
-    limiter: Arc<ArcSwap<Limiter>>,
+    limiter: Arc<LimiterHandle>,
 }
 
 impl Sampler {
-    pub fn new(log: Arc<ActivityLog>, limiter: Arc<ArcSwap<Limiter>>) -> Sampler {
+    pub fn new(log: Arc<ActivityLog>, limiter: Arc<LimiterHandle>) -> Sampler {
         Sampler { log, limiter }
     }
 

@@ -33,7 +33,7 @@ use prometheus_client::registry::Registry;
 
 use crate::body::{ResponseBody, full};
 use crate::config::{AdminToken, Config};
-use crate::limit::Limiter;
+use crate::limit::LimiterHandle;
 pub use gate::Gate;
 
 /// What the admin endpoints read.
@@ -48,7 +48,7 @@ pub struct State {
     /// `[server] admin_token_env`: what every endpoint but health requires.
     pub token: Option<AdminToken>,
     /// `/limits/{policy}` reads and resets keys through the running limiter.
-    pub limiter: Arc<ArcSwap<Limiter>>,
+    pub limiter: Arc<LimiterHandle>,
     /// `POST /reload`: the server's reload.
     pub reload: Reload,
     /// `/activity`: the sampler's readings of the decision counters.
@@ -216,7 +216,7 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<ResponseBody>
         {
             top::answer(&state.limiter.load(), policy, &req)
         }
-        p if p.starts_with("/limits/") => limits::answer(&state.limiter.load_full(), &req).await,
+        p if p.starts_with("/limits/") => limits::answer(&state.limiter.current(), &req).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
 }

@@ -30,7 +30,6 @@ mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -51,9 +50,8 @@ use stall::StreamExec;
 pub use crate::admin::activity::Sampler;
 use crate::config::Config;
 use crate::limit::clock::{Clock, SystemClock};
-use crate::limit::membership::Membership;
 use crate::limit::peer::PeerServer;
-use crate::limit::{Limiter, LimiterError, set_running_nodes};
+use crate::limit::{Limiter, LimiterError, LimiterHandle};
 use crate::proxy::metrics::RequestMetrics;
 use crate::shutdown::Shutdown;
 use activity::Timeouts;
@@ -146,7 +144,8 @@ impl Server {
         let mut registry = Registry::default();
         let metrics = RequestMetrics::new(&mut registry);
         let cuts = Cuts::register(&mut registry);
-        let limiter = Arc::new(Limiter::new(&config, clock, &mut registry)?);
+        let limiter = LimiterHandle::new(&config, clock, &mut registry)?;
+        let fleet = limiter.load().fleet().cloned();
         let (otel, tracing) = match &config.telemetry {
             Some(t) => {
                 let (otel, tracing) = otel::Otel::start(t)?;
@@ -156,7 +155,7 @@ impl Server {
         };
         let reloader = Reloader::new(
             config.clone(),
-            limiter.clone(),
+            limiter,
             Arc::new(metrics),
             tracing,
             &mut registry,
@@ -174,7 +173,7 @@ impl Server {
             Some(a) => Some(bind("admin_listen", a).await?),
             None => None,
         };
-        let peer = match (limiter.fleet(), config.cluster.peer_listen) {
+        let peer = match (fleet, config.cluster.peer_listen) {
             (Some(fleet), Some(addr)) => {
                 Some(fleet.serve().await.map_err(|source| ServerError::Bind {
                     what: "peer_listen",
@@ -206,7 +205,7 @@ impl Server {
 
     /// The running limiter, for tests that inspect limiter state.
     pub fn limiter(&self) -> Arc<Limiter> {
-        self.reloader.limiter.load_full()
+        self.reloader.limiter.current()
     }
 
     /// `/activity`'s sampler, ticked by the caller only (no timer): a test decides which
@@ -270,7 +269,7 @@ impl Server {
             grace: self.config.server.shutdown_grace,
         };
         let live = self.reloader.live().clone();
-        let current = self.reloader.limiter.load_full();
+        let current = self.reloader.limiter.current();
         let (warmed, mut warming) = tokio::sync::mpsc::unbounded_channel();
         let workers = Workers::start(self.workers, settings, live, current.clone(), warmed);
         let workers = Arc::new(workers.map_err(ServerError::Workers)?);
@@ -326,33 +325,9 @@ impl Server {
             let stop = Shutdown::new(notify.subscribe());
             tasks.spawn(reload::on_hangup(self.reloader.clone(), hangups, stop));
         }
-        let limiter = self.reloader.limiter.clone();
-        if let Some(m) = Membership::new(
-            &self.config.cluster,
-            &self.config.store.key_prefix,
-            limiter.clone(),
-        ) {
-            // One beat before serving, so split policies start at the right N.
-            if let Err(e) = m.beat().await {
-                tracing::warn!(error = %e, "first membership heartbeat failed; N = expected_nodes until the store answers");
-            }
-            tasks.spawn(m.run(Shutdown::new(notify.subscribe())));
-        }
-        if let Some(fleet) = limiter.load().fleet() {
-            // Without a store to meet in, N of the L/N fallback is the live peers.
-            let limiter = Some(limiter.clone()).filter(|l| l.load().store().is_none());
-            let on_live = move |n: usize| {
-                if let Some(l) = &limiter {
-                    let n = NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN);
-                    set_running_nodes(l, n);
-                }
-            };
-            tasks.spawn(
-                fleet
-                    .clone()
-                    .run(Shutdown::new(notify.subscribe()), on_live),
-            );
-        }
+        // Membership (one beat before serving, so split policies start at the right N) and
+        // the fleet's loop.
+        self.reloader.limiter.start().await;
         self.reloader.start_checks();
         self.ready.store(true, Ordering::Release);
         // Addresses as text, absent when not listening (no Rust `Debug` in a JSON line).
@@ -364,6 +339,8 @@ impl Server {
         drain_delay(self.config.server.drain_delay, self.hurry).await;
         self.reloader.stop_checks();
         let _ = notify.send(());
+        // Membership leaves and the fleet's loop ends, as the listeners stop.
+        self.reloader.limiter.shutdown().await;
         // Listeners close their sockets first, so new clients are refused while draining.
         while tasks.join_next().await.is_some() {}
         if let Some(workers) = Arc::into_inner(workers) {

@@ -25,7 +25,7 @@ use tracing::{error, info};
 
 use crate::admin::{self, Views};
 use crate::config::{self, Config};
-use crate::limit::{Limiter, LimiterError, PolicyCarry};
+use crate::limit::{Limiter, LimiterError, LimiterHandle, PolicyCarry};
 use crate::proxy::Gateway;
 use crate::proxy::health::{self, HealthMetrics};
 use crate::proxy::metrics::RequestMetrics;
@@ -132,7 +132,8 @@ pub(crate) struct Reloader {
     /// The config running now and its upstream slots; held for the whole of a reload, so
     /// two reloads (a SIGHUP and a `POST /reload` at once) run one after the other.
     running: Mutex<(Config, UpstreamSlots)>,
-    pub limiter: Arc<ArcSwap<Limiter>>,
+    /// The limiter, its reloads, N and its background tasks.
+    pub limiter: Arc<LimiterHandle>,
     pub views: Arc<ArcSwap<Views>>,
     live: Arc<Live>,
     metrics: Arc<RequestMetrics>,
@@ -153,7 +154,7 @@ impl Reloader {
     /// The running state of a server just bound; registers the reload counter.
     pub(crate) fn new(
         config: Config,
-        limiter: Arc<Limiter>,
+        limiter: LimiterHandle,
         metrics: Arc<RequestMetrics>,
         tracing: Option<Tracing>,
         registry: &mut Registry,
@@ -170,10 +171,10 @@ impl Reloader {
         let health = HealthMetrics::register(registry);
         let slots = UpstreamSlots::new(&config.upstreams, UpstreamMetrics::register(registry));
         let views = Arc::new(ArcSwap::from_pointee(Views::new(&config)));
-        let limiter = Arc::new(ArcSwap::new(limiter));
+        let limiter = Arc::new(limiter);
         let live = Live::new(make_gateway(
             &config,
-            &limiter.load_full(),
+            &limiter.current(),
             &metrics,
             &slots,
             tracing.as_ref(),
@@ -257,22 +258,11 @@ impl Reloader {
                 changed.join(", ")
             )));
         }
-        // Built at this node's N and swapped in before N may change again.
-        let nodes_lock = self.limiter.load().nodes_lock();
-        let held = nodes_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let (limiter, carried) = self.limiter.load().reload(&new)?;
-        let limiter = Arc::new(limiter);
-        // Membership beat seldom while N decided nothing: it beats now (`beat_now`), once
-        // the new limiter runs, so the beat is spaced for it and its N lands on it.
-        let wake = limiter.decides_on_nodes() && !self.limiter.load().decides_on_nodes();
+        // Built at this node's N and swapped in, in step with N (the handle's business).
+        let (limiter, carried) = self.limiter.reload(&new)?;
         let slots = slots.reloaded(&old.upstreams, &new.upstreams);
         // The request path first, the admin views last: once `/routes` shows the new
         // config, every request that starts after it is served by the new config.
-        self.limiter.store(limiter.clone());
-        drop(held);
-        if wake {
-            limiter.beat_now().notify_one();
-        }
         self.live.publish(make_gateway(
             &new,
             &limiter,

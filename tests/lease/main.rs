@@ -22,4 +22,3 @@ mod lease_script;
 mod lease_split;
 mod lease_split_outage;
 mod split_membership;
-mod split_reload;

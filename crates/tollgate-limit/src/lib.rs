@@ -15,6 +15,7 @@ mod check;
 pub mod clock;
 mod cost;
 mod counted;
+mod handle;
 pub mod inspect;
 pub mod keys;
 pub mod limiter;
@@ -34,7 +35,8 @@ pub use admission::{
 };
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
-pub use limiter::{At, Checked, Limiter, LimiterError, set_running_nodes};
+pub use handle::LimiterHandle;
+pub use limiter::{At, Checked, Limiter, LimiterError};
 pub(crate) mod deny_cache;
 pub mod membership;
 pub mod peer;

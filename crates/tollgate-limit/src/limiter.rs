@@ -2,7 +2,7 @@
 //! [`Limiter::check`] (in `check/`) is the limit step of the request path.
 
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -31,7 +31,6 @@ mod nodes;
 mod status;
 use crate::spec::{Exempt, LimiterSpec, StoreKind};
 pub use decide::{At, Checked};
-pub use nodes::set_running_nodes;
 pub use status::{DecisionTotals, FleetView};
 
 /// Why the limiter could not be built.
@@ -53,15 +52,10 @@ pub struct Limiter {
     routes: Vec<RouteLimits>,
     /// What each check decides with.
     sites: Sites,
-    /// `tollgate_cluster_nodes`: N of the L/N split.
+    /// `tollgate_cluster_nodes`: N of the L/N split, shared by every limiter of the process
+    /// (a reloaded one starts at it). Who may change it, and when, is the
+    /// [`LimiterHandle`](crate::LimiterHandle)'s business.
     nodes_gauge: Gauge,
-    /// Held by whoever changes N ([`Limiter::set_nodes`]) or swaps in a reloaded limiter
-    /// (built at N): shared by every limiter of the process, like the gauge.
-    nodes_lock: Arc<Mutex<()>>,
-    /// Membership beats at once when notified (shared by every limiter of the process,
-    /// like the lock): a reload that makes N decide must not run on an N learned while
-    /// membership beat seldom ([`Limiter::beat_now`]).
-    beat_now: Arc<tokio::sync::Notify>,
     /// The decision counters, registered once: a reloaded limiter counts on them too.
     metrics: LimitMetrics,
     /// The per-policy series, registered once (a reload takes its policies' handles).
@@ -147,7 +141,8 @@ impl Limiter {
     /// The limiter of a reloaded `config` (validated, with this one's `[store]` and
     /// `[cluster]`): the same store, fleet and metrics, this node's current N, and each
     /// kept policy's very state (`local/reload.rs` says what changed policies keep). The
-    /// fleet answers peers from the new policies at once; the caller swaps the result in.
+    /// fleet answers peers from the new policies at once. The caller swaps the result in:
+    /// [`LimiterHandle::reload`](crate::LimiterHandle::reload) does, in step with N.
     pub fn reload(
         &self,
         spec: impl Into<LimiterSpec>,
@@ -195,9 +190,7 @@ impl Limiter {
             top: self.sites.top.seed(),
         };
         let (metrics, gauge) = (self.metrics.clone(), self.nodes_gauge.clone());
-        let mut limiter = Self::assemble(spec, keys, parts, gauge, metrics, gauges);
-        limiter.nodes_lock = self.nodes_lock.clone();
-        limiter.beat_now = self.beat_now.clone();
+        let limiter = Self::assemble(spec, keys, parts, gauge, metrics, gauges);
         Ok((limiter, report))
     }
 
@@ -248,8 +241,6 @@ impl Limiter {
             routes,
             sites,
             nodes_gauge,
-            nodes_lock: Arc::default(),
-            beat_now: Arc::default(),
             metrics,
             gauges,
             exempt,

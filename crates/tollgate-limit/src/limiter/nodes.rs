@@ -1,25 +1,19 @@
 //! N of the L/N split on the running limiter: the `split` policies and the store-outage
 //! fallback decide on a node's share, and membership (or the fleet's live peers) says how
-//! many nodes share. One lock orders a change of N against a reload's swap.
+//! many nodes share. Who sets N, and the lock that orders it against a reload's swap, is
+//! the handle's (`handle/running.rs`).
 
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
 
 use super::Limiter;
 use crate::route_limits::Site;
 use crate::spec::OnStoreError;
 
 impl Limiter {
-    /// Held across a reload and the swap of its limiter (`server/reload.rs`): a change of
-    /// N ([`set_running_nodes`]) then lands on the limiter that runs, never on one about
-    /// to be replaced by a limiter built at the old N.
-    pub fn nodes_lock(&self) -> Arc<Mutex<()>> {
-        self.nodes_lock.clone()
-    }
-
     /// Rescale every L/N split (the `split` policies and the store-outage fallback) to
-    /// `nodes`; whether anything changed. Called through [`set_running_nodes`].
-    fn set_nodes(&self, nodes: NonZeroU32) -> bool {
+    /// `nodes`; whether anything changed. Called only on the running limiter, under the
+    /// handle's nodes lock (`handle/running.rs`).
+    pub(crate) fn set_nodes(&self, nodes: NonZeroU32) -> bool {
         let mut changed = false;
         for p in self.sites.policies.iter() {
             if self.sites.local.rescale_split(p, nodes) {
@@ -34,20 +28,11 @@ impl Limiter {
     /// back to its L/N share while the store is down. Without either, membership beats
     /// seldom (`membership/beats.rs`, `IDLE_BEATS`): a lease or central fleet is not charged
     /// a store call a node a heartbeat for a count nothing reads.
-    pub fn decides_on_nodes(&self) -> bool {
+    pub(crate) fn decides_on_nodes(&self) -> bool {
         self.routes.iter().any(|r| {
             r.on_store_error == OnStoreError::Local
                 || r.entries.iter().any(|e| e.site == Site::Split)
         })
-    }
-
-    /// Membership's wake-up. While N decides nothing membership beats every ten
-    /// heartbeats, so N may be that old; a reload that makes N decide notifies it
-    /// (`server/reload.rs`) and it beats at once: the new split runs on the stale N for one
-    /// store round trip, not up to a heartbeat (a node that started alone and stayed idle
-    /// while two more joined took L/1 for that heartbeat: a hostile review's finding).
-    pub fn beat_now(&self) -> Arc<tokio::sync::Notify> {
-        self.beat_now.clone()
     }
 
     /// N of the L/N split now: `tollgate_cluster_nodes`, the one record of it (set at start
@@ -59,14 +44,4 @@ impl Limiter {
             .and_then(NonZeroU32::new)
             .unwrap_or(NonZeroU32::MIN)
     }
-}
-
-/// Membership (or the fleet's live peers) says `nodes` gateways share the limits: set N on
-/// the running limiter, under its nodes lock ([`Limiter::nodes_lock`]). Returns whether
-/// anything changed. (Set on a limiter loaded before a reload swapped it out, the new one
-/// would keep the old N on tables it shares with the old.)
-pub fn set_running_nodes(running: &arc_swap::ArcSwap<Limiter>, nodes: NonZeroU32) -> bool {
-    let lock = running.load().nodes_lock();
-    let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
-    running.load().set_nodes(nodes)
 }

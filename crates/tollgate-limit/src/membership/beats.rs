@@ -21,7 +21,7 @@ impl Membership {
     /// Heartbeats until this node's next beat: 1, or [`IDLE_BEATS`] while N decides nothing
     /// here and the peers are not found through members.
     pub(super) fn beats_apart(&self) -> u32 {
-        match self.peers_from_members || self.limiter.load().decides_on_nodes() {
+        match self.peers_from_members || self.running.limiter.load().decides_on_nodes() {
             true => 1,
             false => IDLE_BEATS,
         }
@@ -29,10 +29,10 @@ impl Membership {
 
     /// Beat every `heartbeat` (every [`IDLE_BEATS`] while N decides nothing here) until
     /// `shutdown`, then leave. A reload that makes N decide wakes it to beat at once
-    /// ([`Limiter::beat_now`](crate::limiter::Limiter::beat_now)); a failed beat, the
-    /// server's first included, is tried again at the next heartbeat.
-    pub async fn run(self, mut shutdown: Shutdown) {
-        let wake = self.limiter.load().beat_now();
+    /// (`handle/running.rs`, `beat_now`); a failed beat, the handle's first included, is
+    /// tried again at the next heartbeat.
+    pub(crate) async fn run(self, mut shutdown: Shutdown) {
+        let wake = &self.running.beat_now;
         let mut tick = tokio::time::interval(self.heartbeat);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // The first tick is now: the server beat before serving.
@@ -58,7 +58,7 @@ impl Membership {
                 Ok(_) => (apart, since) = (now_apart, 0),
                 Err(e) => {
                     apart = 1;
-                    warn!(error = %e, nodes = self.limiter.load().nodes().get(), "membership heartbeat failed; keeping the last N");
+                    warn!(error = %e, nodes = self.running.limiter.load().nodes().get(), "membership heartbeat failed; keeping the last N");
                 }
             }
         }

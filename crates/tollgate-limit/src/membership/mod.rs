@@ -33,11 +33,10 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use redis::Script;
 use tracing::{info, warn};
 
-use crate::limiter::{Limiter, set_running_nodes};
+use crate::handle::Running;
 use crate::membership::count::{Lowering, MISSED_BEATS, next_nodes};
 use crate::spec::Cluster;
 use crate::store::{RedisStore, StoreError};
@@ -45,10 +44,12 @@ use crate::store::{RedisStore, StoreError};
 /// The membership script; see the file.
 pub const MEMBERSHIP_LUA: &str = include_str!("membership.lua");
 
-/// This node's membership.
-pub struct Membership {
-    /// The running limiter (a reload swaps it), rescaled when N changes.
-    limiter: Arc<ArcSwap<Limiter>>,
+/// This node's membership: a background task of the
+/// [`LimiterHandle`](crate::LimiterHandle), which starts and stops it.
+pub(crate) struct Membership {
+    /// The running limiter (a reload swaps it), rescaled when N changes, and membership's
+    /// wake-up.
+    running: Arc<Running>,
     /// The store's connection, breaker and metrics.
     store: Arc<RedisStore>,
     script: Script,
@@ -90,15 +91,15 @@ struct Reply {
 impl Membership {
     /// This node (`cluster`) in the member set under `key_prefix`; `None` with the memory
     /// store: N is `expected_nodes` for good.
-    pub fn new(
+    pub(crate) fn new(
         cluster: &Cluster,
         key_prefix: &str,
-        limiter: Arc<ArcSwap<Limiter>>,
+        running: Arc<Running>,
     ) -> Option<Membership> {
-        let running = limiter.load();
-        let store = running.store()?.clone();
-        let has_fleet = running.fleet().is_some();
-        drop(running);
+        let limiter = running.limiter.load();
+        let store = limiter.store()?.clone();
+        let has_fleet = limiter.fleet().is_some();
+        drop(limiter);
         let mut member = format!("{}#{}", cluster.node_id, instance());
         if let Some(addr) = cluster.peer_listen {
             member.push_str(&format!("@{addr}"));
@@ -115,13 +116,13 @@ impl Membership {
             lowering: Mutex::new(None),
             last_ok: std::sync::atomic::AtomicBool::new(false),
             script: Script::new(MEMBERSHIP_LUA),
-            limiter,
+            running,
             store,
         })
     }
 
     /// Renew this node and rescale to the members counted; returns N.
-    pub async fn beat(&self) -> Result<NonZeroU32, StoreError> {
+    pub(crate) async fn beat(&self) -> Result<NonZeroU32, StoreError> {
         self.beat_apart(self.beats_apart()).await
     }
 
@@ -134,14 +135,14 @@ impl Membership {
         let reply = reply?;
         let n = {
             let mut lowering = self.lowering.lock().unwrap_or_else(|e| e.into_inner());
-            let current = self.limiter.load().nodes();
+            let current = self.running.limiter.load().nodes();
             next_nodes(current, reply.nodes, reply.intact, &mut lowering)
         };
         if let Some(peers) = reply.peers {
             self.set_peers(peers);
             self.warn_shared(reply.shared);
         }
-        if set_running_nodes(&self.limiter, n) {
+        if self.running.set_nodes(n) {
             info!(nodes = n.get(), node_id = %self.node_id, "membership changed: limits rescaled to L/N");
         }
         // The store answers: pay what the outage fallback spent, even with no traffic to
@@ -152,7 +153,7 @@ impl Membership {
 
     /// Leave the set (a clean stop): the others rescale, and drop this node from their
     /// rings, on their next beat.
-    pub async fn leave(&self) {
+    pub(crate) async fn leave(&self) {
         let _ = self.call("leave", 1).await;
     }
 
@@ -180,7 +181,7 @@ impl Membership {
 
     /// Give the ring the members' peer addresses (this node stays in whatever they say).
     fn set_peers(&self, peers: Vec<SocketAddr>) {
-        let running = self.limiter.load();
+        let running = self.running.limiter.load();
         let Some(fleet) = running.fleet() else {
             return;
         };

@@ -1,8 +1,9 @@
-//! The fleet's background loop (`FleetSite::run`, started by the server beside the
-//! listeners): every `gossip_interval` it pushes the gossip outbox to the live peers (one
-//! report per policy, `report.rs`), every heartbeat it pings every known peer (telling one
-//! it counts out so: `rejoin.rs`), and it drives the rejoin rounds of a quarantine. Each
-//! tick also tells `fresh.rs` and `rejoin.rs` the loop ran: a gap is a stall.
+//! The fleet's background loop (`FleetSite::run`, started and stopped by the
+//! `LimiterHandle`, `handle/mod.rs`): every `gossip_interval` it pushes the gossip outbox
+//! to the live peers (one report per policy, `report.rs`), every heartbeat it pings every
+//! known peer (telling one it counts out so: `rejoin.rs`), and it drives the rejoin rounds
+//! of a quarantine. Each tick also tells `fresh.rs` and `rejoin.rs` the loop ran: a gap is
+//! a stall.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,7 +41,11 @@ impl FleetSite {
     /// Push gossip every `gossip_interval` and ping every peer every heartbeat, until
     /// `shutdown`. `on_live` hears the live count at start and whenever it has changed
     /// (looked at on every tick).
-    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown, on_live: impl Fn(usize) + Send) {
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        mut shutdown: Shutdown,
+        on_live: impl Fn(usize) + Send,
+    ) {
         let mut gossip = tokio::time::interval(self.gossip_interval);
         gossip.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ping = tokio::time::interval(self.heartbeat);
