@@ -5,8 +5,9 @@
 //!    messages; an invalid file changes nothing;
 //! 2. refuse a change to `[server]`, `[store]` or `[cluster]` (listeners, TLS, connection
 //!    bounds, the store and the peer fleet are made once at start), naming the keys;
-//! 3. build the new limiter on the old one's state (`Limiter::reload`) and swap it in, with
-//!    the new routes, upstreams and admin views.
+//! 3. reload the limiter through its handle (`LimiterHandle::reload`: the new limiter built
+//!    on the old one's state and swapped in, in step with N), then publish the new routes,
+//!    upstreams and admin views.
 //!
 //! Nothing is drained or dropped: a request in flight finishes on the config it started
 //! with; the next request, on the same connection or a new one, takes the new one (each
