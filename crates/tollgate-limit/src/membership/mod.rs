@@ -10,6 +10,8 @@
 //! stays `[cluster] expected_nodes`. While the store is down the last N known is kept.
 //! Where N decides nothing (no `split` policy, no local fallback, `peers` listed) a node
 //! beats every ten heartbeats instead (`beats.rs`), its membership living as much longer.
+//! The [`LimiterHandle`](crate::LimiterHandle) runs it: one beat before `start` returns,
+//! then `beats.rs`'s loop until `shutdown` (or the handle's drop), which leaves the set.
 //!
 //! Membership is also the fleet's address book when `[cluster] peers` is empty: a node
 //! with a `peer_listen` joins as `node_id#instance@peer_listen`, and each of its beats
