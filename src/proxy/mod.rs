@@ -28,10 +28,6 @@ pub mod request_id;
 pub mod trace;
 pub mod upstream;
 
-// The names `server/reload.rs` imports them by, from before the upstream side had its folder.
-pub use upstream::health;
-pub use upstream::metrics as upstream_metrics;
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};

@@ -28,11 +28,11 @@ use crate::admin::{self, Views};
 use crate::config::{self, Config};
 use crate::limit::{Limiter, LimiterError, LimiterHandle, PolicyCarry};
 use crate::proxy::Gateway;
-use crate::proxy::health::{self, HealthMetrics};
 use crate::proxy::metrics::RequestMetrics;
 use crate::proxy::trace::Tracing;
 use crate::proxy::upstream::UpstreamSlots;
-use crate::proxy::upstream_metrics::UpstreamMetrics;
+use crate::proxy::upstream::health::{self, HealthMetrics};
+use crate::proxy::upstream::metrics::UpstreamMetrics;
 
 /// Builds one worker's request path for the running config.
 type MakeGateway = dyn Fn() -> Gateway + Send + Sync;
