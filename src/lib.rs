@@ -7,6 +7,7 @@
 //! metrics. [`layer`] puts the limit step and its answers in front of another tower
 //! service. [`config`] is read once at start; [`body`] and [`shutdown`] are shared by
 //! every layer. [`cli`] (`demo`, `simulate`, `replay`) and [`certs`] serve the command line.
+//! [`rls`] reads envoyproxy/ratelimit's YAML for the rate limit service Envoy calls.
 
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ pub mod layer;
 pub mod normalize;
 mod proxy;
 mod respond;
+pub mod rls;
 mod router;
 pub mod server;
 pub mod telemetry;
