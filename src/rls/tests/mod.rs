@@ -1,8 +1,10 @@
-//! The matcher and the loader on README examples 1–11 of envoyproxy/ratelimit (`examples.rs`)
-//! and on its test corpus's trickier cases (`corpus.rs`).
+//! The matcher and the loader on README examples 1–11 of envoyproxy/ratelimit (which rule:
+//! `examples_rules.rs`; which stats and counter keys: `examples_keys.rs`) and on its test
+//! corpus's trickier cases (`corpus.rs`).
 
 mod corpus;
-mod examples;
+mod examples_keys;
+mod examples_rules;
 
 use std::path::PathBuf;
 
