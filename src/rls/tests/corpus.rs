@@ -442,3 +442,27 @@ descriptors:
         "{text}"
     );
 }
+
+#[test]
+fn keys_and_items_are_shown_as_go_prints_them_and_an_unreadable_path_is_named() {
+    let files = [(
+        "k.yaml".into(),
+        "domain: d\non: 1\n0x10: 2\ndescriptors:\n  - yes\n".to_owned(),
+    )];
+    let text = RlsConfig::from_texts(&files).unwrap_err().to_string();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "k.yaml:2: config error, key is not of type string: true",
+            "k.yaml:3: config error, key is not of type string: 16",
+            "k.yaml:5: descriptors[0]: config error, yaml file contains list of type other than map: true",
+        ],
+        "{text}"
+    );
+    let missing = std::path::Path::new("/nonexistent/tollgate-rls.yaml");
+    let text = RlsConfig::load(missing).unwrap_err().to_string();
+    assert!(
+        text.starts_with("/nonexistent/tollgate-rls.yaml: cannot read: "),
+        "{text}"
+    );
+}

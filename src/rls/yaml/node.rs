@@ -77,10 +77,19 @@ pub(crate) fn describe(node: &Node<'_>) -> String {
     }
 }
 
-/// A list item or key as Go's `%v` would print it in ratelimit's messages.
+/// A list item or key as Go's `%v` prints go-yaml's value in ratelimit's messages
+/// (`yes` is `true`, `0x10` is `16`).
 pub(crate) fn show(node: &Node<'_>) -> String {
     match view(node) {
         View::Null => "<nil>".into(),
+        View::Scalar {
+            kind: Scalar::Bool(b),
+            ..
+        } => b.to_string(),
+        View::Scalar {
+            kind: Scalar::Int(n),
+            ..
+        } => n.to_string(),
         View::Scalar { text, .. } => text.into(),
         View::Seq(_) => "a list".into(),
         View::Map(_) => "a map".into(),
