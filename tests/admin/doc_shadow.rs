@@ -1,7 +1,8 @@
 //! The book's shadow-mode chapter (`docs/src/shadow-to-enforce.md`) shows real output: its
 //! two runs are made here, over real sockets, on a manual clock, and what `tollgate
-//! shadow-report` and `GET /limits/per_ip/top` answer must be in the chapter as printed.
-//! `PRINT_DOC_OUTPUT=1` prints them (to paste after a change).
+//! shadow-report` and `GET /limits/per_ip/top` answer is the block each is marked as
+//! (`shown=shadow-first-report`, `shadow-first-top`, `shadow-steady-report`: see
+//! `tests/common/shown.rs`). `PRINT_DOC_OUTPUT=1` prints them (to paste after a change).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,7 +11,6 @@ use crate::common::process::tollgate;
 use crate::common::reload::{admin, serve};
 use crate::common::*;
 use http::{Method, StatusCode};
-use serde_json::Value;
 use tollgate::limit::clock::ManualClock;
 
 /// The chapter's config, on ephemeral ports.
@@ -45,16 +45,6 @@ async fn report(adm: SocketAddr) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn in_chapter(what: &str, output: &str) {
-    if std::env::var_os("PRINT_DOC_OUTPUT").is_some() {
-        println!("---- {what}\n{output}----");
-    }
-    assert!(
-        chapter().contains(output),
-        "the chapter does not show {what} as printed:\n{output}"
-    );
-}
-
 /// The first run: 30, 15 and 8 requests from three clients, one after another, within a
 /// second; the report asked five seconds after the gateway started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,21 +56,11 @@ async fn the_chapters_first_run_is_as_printed() {
         clock.advance(Duration::from_millis(300));
     }
     clock.set(5_000_000_000);
-    in_chapter("the first report", &report(gw.admin).await);
+    shown::assert_text("shadow-first-report", &report(gw.admin).await, &[]);
 
     let (status, top) = admin(gw.admin, Method::GET, "/limits/per_ip/top?window=15m&n=2").await;
     assert_eq!(status, StatusCode::OK);
-    let doc = chapter();
-    let shown: Value = doc
-        .split("answered:\n\n```json\n")
-        .nth(1)
-        .and_then(|b| b.split("```").next())
-        .map(|b| serde_json::from_str(b).expect("the chapter's JSON parses"))
-        .expect("the chapter shows /limits/per_ip/top");
-    if std::env::var_os("PRINT_DOC_OUTPUT").is_some() {
-        println!("{}", serde_json::to_string_pretty(&top).unwrap());
-    }
-    assert_eq!(shown, top, "the chapter's /limits/per_ip/top");
+    shown::assert_json("shadow-first-top", &top, &[]);
 }
 
 /// The second run: 150 s of steady traffic (one request a second, one every two seconds,
@@ -98,5 +78,5 @@ async fn the_chapters_steady_run_is_as_printed() {
         clock.advance(Duration::from_secs(1));
     }
     clock.advance(Duration::from_secs(4));
-    in_chapter("the steady report", &report(gw.admin).await);
+    shown::assert_text("shadow-steady-report", &report(gw.admin).await, &[]);
 }

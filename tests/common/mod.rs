@@ -16,6 +16,7 @@ pub mod redis;
 pub mod reload;
 pub mod returns;
 pub mod sentinel;
+pub mod shown;
 pub mod simulate;
 pub mod temp;
 pub mod tls_backend;

@@ -233,3 +233,4 @@ mod blocks;
 mod commands;
 mod links;
 mod problems;
+mod shown;
