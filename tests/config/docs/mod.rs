@@ -1,7 +1,8 @@
 //! The docs keep their promises: every link in the book (`docs/src/`), the README,
 //! ARCHITECTURE.md and the examples' READMEs points at a file that exists and, when it names
 //! an anchor, at a heading that exists; every ```toml block passes `tollgate check`; and
-//! ARCHITECTURE.md names every source file and no path that does not exist (`architecture.rs`).
+//! ARCHITECTURE.md names every source file and no path that does not exist (`architecture.rs`);
+//! and every output block marked `shown=NAME` is what the binary prints (`shown/`).
 //!
 //! Why a test and not only `mdbook build`: mdBook builds a book with a broken link without a
 //! word, and the README and examples are outside the book. This reads the Markdown with
