@@ -271,6 +271,11 @@ impl LoggedServe {
         }
     }
 
+    /// The lines read so far (the process still running).
+    pub fn lines_so_far(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
     /// SIGTERM (which flushes the access log), then every line the process wrote: read to
     /// the end of its stderr, so none is still on its way when the caller looks.
     pub fn stop(mut self) -> Vec<String> {

@@ -1,7 +1,8 @@
-//! Access-log lines the book shows: the login chapter's refused attempt
-//! (`docs/src/login.md`) and the two formats of the operating chapter
-//! (`docs/src/operating.md`), written by a `tollgate serve` process serving the page's own
-//! config, each line at once (`TOLLGATE_ACCESS_LOG_BUFFER=0`).
+//! Log lines the book shows: the login chapter's refused attempt (`docs/src/login.md`) and
+//! the two formats of the operating chapter (`docs/src/operating.md`), written by a
+//! `tollgate serve` process serving the page's own config, each access line at once
+//! (`TOLLGATE_ACCESS_LOG_BUFFER=0`); and the upstream reference's ejection lines
+//! (`docs/src/reference/upstreams.md`).
 
 use std::net::SocketAddr;
 
@@ -109,4 +110,47 @@ async fn the_operating_chapters_two_formats() {
     assert_eq!(last, 429, "a hundred requests in a row never refused");
     let json = access_lines(gw.stop());
     assert_text("access-log-json", json.last().unwrap(), MASKS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_references_ejection_lines() {
+    // Two URLs that refuse connections, at most half of them out: one request.
+    let (a, b) = (dead_port().await, dead_port().await);
+    let toml = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.app]\nurls = [\"http://{a}\", \"http://{b}\"]\n\
+         outlier = {{ max_ejected_percent = 50 }}\n\
+         [[routes]]\nname = \"api\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"app\"\n"
+    );
+    let gw = serve(&toml, &[]);
+    let answer = raw(
+        gw.addr,
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status(&answer), 502, "{answer}");
+    // The ejected URL comes back when its base_ejection (2 s by default) is up.
+    eventually(
+        "back from ejection",
+        std::time::Duration::from_secs(4),
+        || {
+            let back = gw
+                .lines_so_far()
+                .iter()
+                .any(|l| l.contains("back from ejection"));
+            async move { back }
+        },
+    )
+    .await;
+    let outlier: Vec<String> = gw
+        .stop()
+        .into_iter()
+        .filter(|l| l.contains("tollgate::proxy::upstream::outlier"))
+        .collect();
+    // Which of the two URLs the request tried first is the balancer's pick.
+    let url: Mask = (r"url=http://[0-9.]+:\d+", "url=<URL>");
+    assert_text(
+        "upstream-ejection-log",
+        &outlier.join("\n"),
+        &[TIMESTAMP, url],
+    );
 }

@@ -14,6 +14,7 @@ use crate::common::shown;
 mod admin;
 mod commands;
 mod demo;
+mod fleet;
 mod headers;
 mod logrotate;
 mod logs;
@@ -29,6 +30,11 @@ const PRODUCED: &[&str] = &[
     "replay-missing-file",
     // demo.rs
     "demo",
+    // fleet.rs
+    "several-gateways-statuses",
+    "jwt-example-plans",
+    "owner-fleet-statuses",
+    "status",
     // headers.rs
     "api-ratelimit-with-key",
     "api-ratelimit-without-key",
@@ -36,6 +42,7 @@ const PRODUCED: &[&str] = &[
     "login-access-log",
     "access-log-text",
     "access-log-json",
+    "upstream-ejection-log",
     // proxy.rs
     "proxy-echo",
     // admin.rs
