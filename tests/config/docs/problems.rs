@@ -44,7 +44,7 @@ fn text_blocks() -> Vec<(String, usize, String)> {
 /// What is wrong with one shown answer, if it is a problem answer: from its `HTTP/` status
 /// line on (a block may show a script's output before it), or a bare problem body (a JSON
 /// object with a problem `type` URL and a `status`).
-fn problem_shape(block: &str) -> Option<Result<(), String>> {
+pub(super) fn problem_shape(block: &str) -> Option<Result<(), String>> {
     if block.trim_start().starts_with('{') {
         let v: serde_json::Value = serde_json::from_str(block.trim()).ok()?;
         let problem = v["type"]
