@@ -16,6 +16,7 @@ use super::{line_of, markdown_files, problems::problem_shape, root};
 use crate::common::shown;
 
 mod admin;
+mod answers;
 mod commands;
 mod demo;
 mod fleet;
@@ -26,6 +27,12 @@ mod proxy;
 
 /// Every name a test here (or in `tests/admin/doc_shadow.rs`) produces.
 const PRODUCED: &[&str] = &[
+    // answers.rs
+    "getting-started-429",
+    "login-429",
+    "login-401",
+    "api-429",
+    "proxy-400-body",
     // commands.rs
     "check-unlisted-policy",
     "check-skippable-policy",
