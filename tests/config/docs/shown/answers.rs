@@ -144,3 +144,24 @@ async fn the_proxy_chapters_400_body() {
         serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     assert_json("proxy-400-body", &body, &["/request_id"]);
 }
+
+/// The proxy chapter's example of a problem body carrying the request id: a 429 of a
+/// `per_ip` policy at one request a minute (the page's config has no policy: this one is
+/// added, in front of its route).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_chapters_429_body() {
+    let toml = page_toml("docs/src/proxy.md", 0)
+        .replace(
+            "[[routes]]",
+            "[policies.per_ip]\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 1\nperiod = \"1m\"\n\n[[routes]]",
+        )
+        .replace("upstream = \"app\"\n", "upstream = \"app\"\npolicies = [\"per_ip\"]\n");
+    let gw = serve(&toml, &ManualClock::new()).await;
+    let get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_eq!(status(&curl_si(&gw, get).await), 200);
+    let answer = curl_si(&gw, get).await;
+    assert_eq!(status(&answer), 429, "{answer}");
+    let body: serde_json::Value =
+        serde_json::from_str(answer.split("\n\n").nth(1).unwrap()).unwrap();
+    assert_json("proxy-429-body", &body, &["/request_id"]);
+}

@@ -21,6 +21,7 @@ mod commands;
 mod demo;
 mod fleet;
 mod headers;
+mod login_example;
 mod logrotate;
 mod logs;
 mod proxy;
@@ -33,6 +34,7 @@ const PRODUCED: &[&str] = &[
     "login-401",
     "api-429",
     "proxy-400-body",
+    "proxy-429-body",
     // commands.rs
     "check-unlisted-policy",
     "check-skippable-policy",
@@ -49,6 +51,9 @@ const PRODUCED: &[&str] = &[
     // headers.rs
     "api-ratelimit-with-key",
     "api-ratelimit-without-key",
+    // login_example.rs
+    "login-example-lockout",
+    "login-example-503",
     // logs.rs
     "login-access-log",
     "access-log-text",
