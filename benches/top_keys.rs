@@ -27,7 +27,7 @@ use std::sync::Arc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tollgate::config::Mode;
 use tollgate::limit::clock::ManualClock;
-use tollgate::limit::metrics::Outcome;
+use tollgate::limit::metrics::PolicyOutcome;
 use tollgate::limit::policy::PolicyRuntime;
 use tollgate::limit::top::{CAPACITY, Seed, TopKeys};
 
@@ -73,8 +73,8 @@ fn churn(c: &mut Criterion, keys: &[String]) {
     let mut group = c.benchmark_group("churn");
     group.throughput(Throughput::Elements(1));
     for (name, outcome, mode) in [
-        ("deny", Outcome::Deny, Mode::Enforce),
-        ("shadow_deny", Outcome::ShadowDeny, Mode::Shadow),
+        ("deny", PolicyOutcome::Deny, Mode::Enforce),
+        ("shadow_deny", PolicyOutcome::ShadowDeny, Mode::Shadow),
     ] {
         let top = summaries();
         let mut i = 0;
@@ -98,16 +98,40 @@ fn hot_and_allowed(c: &mut Criterion, keys: &[String]) {
     group.throughput(Throughput::Elements(1));
     let top = summaries();
     group.bench_function("deny", |b| {
-        b.iter(|| top.record(0, black_box(&keys[0]), None, Outcome::Deny, Mode::Enforce))
+        b.iter(|| {
+            top.record(
+                0,
+                black_box(&keys[0]),
+                None,
+                PolicyOutcome::Deny,
+                Mode::Enforce,
+            )
+        })
     });
     group.finish();
     let mut group = c.benchmark_group("allowed");
     let quiet = summaries();
     group.bench_function("quiet", |b| {
-        b.iter(|| quiet.record(0, black_box(&keys[1]), None, Outcome::Allow, Mode::Enforce))
+        b.iter(|| {
+            quiet.record(
+                0,
+                black_box(&keys[1]),
+                None,
+                PolicyOutcome::Allow,
+                Mode::Enforce,
+            )
+        })
     });
     group.bench_function("after_a_denial", |b| {
-        b.iter(|| top.record(0, black_box(&keys[1]), None, Outcome::Allow, Mode::Enforce))
+        b.iter(|| {
+            top.record(
+                0,
+                black_box(&keys[1]),
+                None,
+                PolicyOutcome::Allow,
+                Mode::Enforce,
+            )
+        })
     });
     group.finish();
 }

@@ -158,13 +158,14 @@ impl RateLimitLayer {
             delay,
             permits,
             counted,
+            ..
         } = match respond::admitted(admission.answer) {
             Ok(admitted) => admitted,
             Err(err) => return Ok(refuse(err)),
         };
         if let Some(delay) = delay {
             // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
-            tokio::time::sleep(Duration::from_nanos(delay)).await;
+            tokio::time::sleep(Duration::from_nanos(delay.get())).await;
         }
         let resp = inner.call(req).await?;
         // The head settles `count` and `response_cost_header` policies.

@@ -55,7 +55,7 @@ pub(super) fn access_log(a: &Access<'_>) {
         duration_us = u64::try_from(a.took.as_micros()).unwrap_or(u64::MAX),
         client = %a.client,
         request_id = a.request_id,
-        decision = decision.map(|d| d.outcome.as_str()),
+        decision = decision.map(|d| d.outcome().as_str()),
         policy = decision.and_then(|d| d.policy.as_deref()),
         key = decision.and_then(|d| d.key.as_deref()),
         keys = others.as_deref(),

@@ -80,10 +80,11 @@ impl Gateway {
             delay,
             permits,
             counted,
+            ..
         } = respond::admitted(admission.answer)?;
         if let Some(delay) = delay {
             // Leaky bucket: the slot is reserved; wait for it without blocking a thread.
-            tokio::time::sleep(Duration::from_nanos(delay)).await;
+            tokio::time::sleep(Duration::from_nanos(delay.get())).await;
         }
         // 5. forward (a streamed body's bytes counted for `request_bytes` policies)
         if let Some(sent) = counted.sent_bytes() {

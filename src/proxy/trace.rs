@@ -123,7 +123,7 @@ impl RequestTrace {
         if span.is_recording() {
             span.set_attribute(KeyValue::new(
                 "tollgate.decision",
-                decision.outcome.as_str(),
+                decision.outcome().as_str(),
             ));
             if let Some(policy) = &decision.policy {
                 span.set_attribute(KeyValue::new("tollgate.policy", policy.to_string()));

@@ -1,19 +1,26 @@
-//! Turning failures into HTTP answers: the one place a [`GatewayError`] becomes a response
-//! (and the one place the limit step's [`Answer`] becomes one, or goes on: [`admitted`]).
+//! The request path's last step, turning failures into answers: the one place a [`GatewayError`] becomes a
+//! response (and the one place the limit step's [`Answer`] becomes one, or goes on:
+//! [`admitted`]).
 //!
-//! Every step of the request path returns a `GatewayError` when it cannot go on; the service
-//! at the top of the stack calls [`error_response`] once. Bodies are RFC 9457 problem
-//! details so clients get one machine-readable shape for every error tollgate makes itself.
+//! Every step of the request path returns a `GatewayError` when it cannot go on; the
+//! gateway's request path and the tower layer each call [`refusal`] once. What an error
+//! tells the client — status, gRPC code, problem kind, detail, extra headers — is written
+//! once, in `answer.rs` ([`GatewayError::answer`]); this file writes it as RFC 9457 problem
+//! details, so clients get one machine-readable shape for every error tollgate makes
+//! itself, and `grpc.rs` writes it as gRPC.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
+mod answer;
 mod grpc;
 pub mod ratelimit;
 
 pub use grpc::{error_response_grpc, is_grpc};
+
+use answer::ProblemBody;
 
 use crate::body::{ResponseBody, full};
 use crate::config::Response as ResponseConfig;
@@ -52,8 +59,12 @@ pub enum GatewayError {
     /// none that verifies.
     #[error("a valid account (a token that verifies) is required")]
     Unauthenticated,
-    /// An `on_missing_key = "deny"` policy needs a key part the request lacks: 401 for the
-    /// account or a token's claim, else 400. The message names the policy and the part.
+    /// An `on_missing_key = "deny"` policy needs the account or a token's claim, which the
+    /// request lacks (401). The message names the policy and the part.
+    #[error("{0}")]
+    MissingCredential(MissingKey),
+    /// An `on_missing_key = "deny"` policy needs another key part the request lacks (400).
+    /// The message names the policy and the part.
     #[error("{0}")]
     MissingKey(MissingKey),
     /// An enforcing policy denied the request; the report names which and for how long.
@@ -73,25 +84,20 @@ fn retry_after_secs(n: crate::limit::clock::Nanos) -> u64 {
 }
 
 impl GatewayError {
+    /// The HTTP status it is answered with (a gRPC call's answer is counted as it):
+    /// [`GatewayError::answer`]'s.
     pub fn status(&self) -> StatusCode {
-        match self {
-            GatewayError::NoRoute { .. } => StatusCode::NOT_FOUND,
-            GatewayError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
-            GatewayError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            GatewayError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            GatewayError::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            GatewayError::LoopDetected { .. } => StatusCode::LOOP_DETECTED,
-            GatewayError::UnexpectedUpgrade { .. } => StatusCode::BAD_GATEWAY,
-            GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            GatewayError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            GatewayError::MissingKey(m) if m.unauthenticated => StatusCode::UNAUTHORIZED,
-            GatewayError::MissingKey(_) => StatusCode::BAD_REQUEST,
-        }
+        self.answer().status
     }
 
-    /// Whether the upstream, not the client or the limits, failed this request.
+    /// Short stable identifier, the problem `type` suffix and the logs' `kind`:
+    /// [`GatewayError::answer`]'s.
+    pub fn kind(&self) -> &'static str {
+        self.answer().kind
+    }
+
+    /// Whether the upstream, not the client or the limits, failed this request (worth a
+    /// WARN in the log; a client's refusals are not).
     pub fn is_upstream_failure(&self) -> bool {
         matches!(
             self,
@@ -99,43 +105,6 @@ impl GatewayError {
                 | GatewayError::UpstreamTimeout { .. }
                 | GatewayError::UnexpectedUpgrade { .. }
         )
-    }
-
-    /// Short stable identifier, used as the problem `type` suffix and in logs.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            GatewayError::NoRoute { .. } => "no_route",
-            GatewayError::UpstreamUnavailable { .. } => "upstream_unavailable",
-            GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
-            GatewayError::BadRequest(_) => "bad_request",
-            GatewayError::RequestTimeout { .. } => "request_timeout",
-            GatewayError::PayloadTooLarge { .. } => "payload_too_large",
-            GatewayError::LoopDetected { .. } => "loop_detected",
-            GatewayError::UnexpectedUpgrade { .. } => "unexpected_upgrade",
-            GatewayError::RateLimited(_) => "rate_limited",
-            GatewayError::StoreUnavailable { .. } => "store_unavailable",
-            GatewayError::Unauthenticated => "unauthenticated",
-            // The same problem types as the other 401s and 400s: clients tell them apart
-            // by status already, and the detail says which policy and part.
-            GatewayError::MissingKey(m) if m.unauthenticated => "unauthenticated",
-            GatewayError::MissingKey(_) => "bad_request",
-        }
-    }
-}
-
-impl GatewayError {
-    /// What the client is told: the log line has the whole error, the problem body only
-    /// what the client may know (never an OS or library error chain, nor a backend address).
-    pub(crate) fn public_detail(&self) -> String {
-        match self {
-            GatewayError::UpstreamUnavailable { upstream, .. } => {
-                format!("upstream `{upstream}` is unavailable")
-            }
-            GatewayError::UnexpectedUpgrade { upstream, .. } => {
-                format!("upstream `{upstream}` answered with a protocol switch nobody asked for")
-            }
-            other => other.to_string(),
-        }
     }
 }
 
@@ -155,6 +124,7 @@ pub fn admitted(answer: Answer) -> Result<Admitted, GatewayError> {
         }),
         Answer::Unauthenticated => Err(GatewayError::Unauthenticated),
         Answer::Ambiguous(why) => Err(GatewayError::BadRequest(why)),
+        Answer::MissingCredential(m) => Err(GatewayError::MissingCredential(m)),
         Answer::MissingKey(m) => Err(GatewayError::MissingKey(m)),
     }
 }
@@ -176,24 +146,29 @@ pub fn refusal(
     error_response(err, cfg, request_id)
 }
 
-/// The response for `err`; logging is the caller's (it knows the route and client).
+/// The response for `err` as problem details, written from [`GatewayError::answer`];
+/// logging is the caller's (it knows the route and client).
 pub fn error_response(
     err: &GatewayError,
     cfg: &ResponseConfig,
     request_id: Option<&str>,
 ) -> Response<ResponseBody> {
-    if let GatewayError::RateLimited(report) = err {
-        return ratelimit::too_many_requests(report, cfg, request_id);
-    }
-    let status = err.status();
-    let body = serde_json::json!({
-        "type": format!("https://tollgate.dev/problems/{}", err.kind()),
+    let answer = err.answer();
+    let (status, retry_after) = (answer.status, answer.retry_after);
+    let policies = match answer.body {
+        ProblemBody::QuotaExceeded { report } => {
+            return ratelimit::too_many_requests(report, retry_after, cfg, request_id);
+        }
+        ProblemBody::ReducedCapacity { policies } => Some(policies),
+        ProblemBody::Plain => None,
+    };
+    let mut body = serde_json::json!({
+        "type": format!("https://tollgate.dev/problems/{}", answer.kind),
         "title": status.canonical_reason().unwrap_or("Error"),
         "status": status.as_u16(),
-        "detail": err.public_detail(),
+        "detail": answer.detail,
     });
-    let mut body = body;
-    if let GatewayError::StoreUnavailable { policies, .. } = err {
+    if let Some(policies) = policies {
         body["type"] = ratelimit::TEMPORARY_REDUCED_CAPACITY.into();
         body["violated-policies"] = policies.iter().map(|p| p.to_string()).collect();
     }
@@ -201,15 +176,13 @@ pub fn error_response(
         body["request_id"] = id.into();
     }
     let mut resp = problem(status, body);
-    if err.status() == StatusCode::UNAUTHORIZED {
+    if answer.challenge {
         resp.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
-    if let GatewayError::StoreUnavailable { retry_after, .. } = err {
-        resp.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(retry_after_secs(*retry_after)),
-        );
+    if let Some(secs) = retry_after {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     resp
 }
@@ -248,7 +221,7 @@ mod tests {
             reason: "client error (Connect): tcp connect error: Connection refused (os error 111)"
                 .into(),
         };
-        let detail = e.public_detail();
+        let detail = e.answer().detail;
         assert_eq!(detail, "upstream `app` is unavailable");
         assert!(
             e.to_string().contains("os error 111"),

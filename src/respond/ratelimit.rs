@@ -104,21 +104,35 @@ pub fn add_headers(
     cfg: &ResponseConfig,
     denied: bool,
 ) {
-    if report.is_empty() {
-        return;
-    }
-    let show = match cfg.headers {
-        HeadersWhere::All => true,
-        HeadersWhere::Denied => denied,
-        HeadersWhere::None => false,
-    };
-    if !show {
+    if !shown(report, cfg, denied) {
         return;
     }
     add_draft_headers(headers, report);
     if cfg.legacy_headers {
         add_legacy_headers(headers, report);
     }
+}
+
+/// The draft's two fields of a denial alone, where `[response] headers` allows them: a
+/// gRPC answer's (gRPC clients read headers too; the legacy trio stays HTTP's).
+pub(super) fn add_denied_draft_headers(
+    headers: &mut HeaderMap,
+    report: &[PolicyReport],
+    cfg: &ResponseConfig,
+) {
+    if shown(report, cfg, true) {
+        add_draft_headers(headers, report);
+    }
+}
+
+/// Whether a response carries the rate-limit headers of `report`.
+fn shown(report: &[PolicyReport], cfg: &ResponseConfig, denied: bool) -> bool {
+    !report.is_empty()
+        && match cfg.headers {
+            HeadersWhere::All => true,
+            HeadersWhere::Denied => denied,
+            HeadersWhere::None => false,
+        }
 }
 
 /// `RateLimit-Policy` and `RateLimit`: one item per enforcing policy. Every limited
@@ -195,23 +209,30 @@ fn remaining(r: &PolicyReport) -> u64 {
     }
 }
 
-/// The 429 for a denied request: problem body naming the denying policies and the wait.
-/// When a denying policy can never admit this request (its cost is more than the state
-/// can hold), `Retry-After` is left out and the body says so: any number would be either
-/// a lie or 584 years, and a client told to retry would retry forever.
-pub fn too_many_requests(
-    report: &[PolicyReport],
-    cfg: &ResponseConfig,
-    request_id: Option<&str>,
-) -> Response<ResponseBody> {
-    let denying: Vec<&PolicyReport> = report.iter().filter(|r| r.retry_after.is_some()).collect();
-    let wait = denying
-        .iter()
+/// A denial's `Retry-After` in seconds: the longest wait of the denying policies, rounded
+/// up. `None` when a denying policy can never admit this request (its cost is more than
+/// the state can hold): any number would be either a lie or 584 years, and a client told
+/// to retry would retry forever.
+pub fn retry_after(report: &[PolicyReport]) -> Option<u64> {
+    let wait = (report.iter())
         .filter_map(|r| r.retry_after)
         .max()
         .unwrap_or(NANOS_PER_SEC);
-    let names: Vec<&str> = denying.iter().map(|r| &*r.name).collect();
-    let retry_after = (!is_never(wait)).then(|| ceil_secs(wait).max(1));
+    (!is_never(wait)).then(|| ceil_secs(wait).max(1))
+}
+
+/// The 429 for a denied request: problem body naming the denying policies and the wait
+/// (`retry_after`, from [`retry_after`]; without one the body says retrying will not help).
+pub fn too_many_requests(
+    report: &[PolicyReport],
+    retry_after: Option<u64>,
+    cfg: &ResponseConfig,
+    request_id: Option<&str>,
+) -> Response<ResponseBody> {
+    let names: Vec<&str> = (report.iter())
+        .filter(|r| r.retry_after.is_some())
+        .map(|r| &*r.name)
+        .collect();
     let detail = match retry_after {
         Some(secs) => format!(
             "rate limit exceeded ({}); retry in {secs} s",
@@ -371,6 +392,7 @@ mod tests {
         ];
         let resp = too_many_requests(
             &r,
+            retry_after(&r),
             &ResponseConfig {
                 headers: HeadersWhere::None,
                 legacy_headers: false,
@@ -386,7 +408,8 @@ mod tests {
     fn a_never_wait_is_not_sent_as_a_number() {
         let mut r = report("split", 10, 1000, 0, 400, None);
         r.retry_after = Some(NEVER);
-        let resp = too_many_requests(&[r], &all(), None);
+        let r = [r];
+        let resp = too_many_requests(&r, retry_after(&r), &all(), None);
         assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
         assert!(resp.headers().get("retry-after").is_none());
         assert_eq!(resp.headers()["ratelimit"], "\"split\";r=0;t=1");

@@ -333,7 +333,7 @@ async fn check_now_decides_local_keys_at_once_and_hands_back_store_walks() {
                 walk.await
             }
         };
-        assert_eq!(admission.decision.outcome.as_str(), "allow", "{site}");
+        assert_eq!(admission.decision.outcome().as_str(), "allow", "{site}");
         // The first central call may load the script too: what matters is none or some.
         let ran = redis.scripts_run() - before;
         assert_eq!(ran > 0, waits, "{site}: {ran} script calls");

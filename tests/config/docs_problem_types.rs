@@ -1,6 +1,6 @@
-//! Every problem `type` the gateway sends (`src/respond`: `GatewayError::kind` under
-//! `https://tollgate.dev/problems/`, and the IANA types of 429 and 503) is listed on the
-//! proxy page (docs/src/proxy.md, "The answer").
+//! Every problem `type` the gateway sends (`src/respond`: the `kind` of each arm of
+//! `GatewayError::answer` under `https://tollgate.dev/problems/`, and the IANA types of 429
+//! and 503) is listed on the proxy page (docs/src/proxy.md, "The answer").
 
 use std::path::Path;
 
@@ -8,16 +8,18 @@ fn read(p: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap()
 }
 
-/// The quoted strings of `fn kind`'s match arms in src/respond/mod.rs.
+/// The kinds of `fn answer`'s arms in src/respond/answer.rs: the first quoted string of
+/// each `ErrorAnswer::plain(…)`.
 fn kinds(source: &str) -> Vec<String> {
     let start = source
-        .find("pub fn kind(&self)")
-        .expect("GatewayError::kind");
+        .find("pub fn answer(&self)")
+        .expect("GatewayError::answer");
     let body = &source[start..];
-    let body = &body[..body.find("\n    }\n").expect("the end of kind")];
-    body.lines()
-        .filter_map(|l| l.split_once("=> \"").map(|(_, r)| r))
-        .map(|r| r.trim_end_matches("\",").to_string())
+    let body = &body[..body.find("\n    }\n").expect("the end of answer")];
+    body.split("ErrorAnswer::plain(")
+        .skip(1)
+        .filter_map(|call| call.split('"').nth(1))
+        .map(str::to_string)
         .collect()
 }
 
@@ -33,7 +35,7 @@ fn iana_types(source: &str) -> Vec<String> {
 #[test]
 fn every_problem_type_is_listed_on_the_proxy_page() {
     let page = read("docs/src/proxy.md");
-    let kinds = kinds(&read("src/respond/mod.rs"));
+    let kinds = kinds(&read("src/respond/answer.rs"));
     assert!(kinds.len() >= 10, "kinds found: {kinds:?}");
     let mut types: Vec<String> = kinds
         .iter()

@@ -1,6 +1,7 @@
 //! What the limit step hands back to the request path (the all-or-nothing spending rule is
 //! `ask::keeps`).
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use super::algorithm::QuotaInfo;
@@ -30,8 +31,9 @@ pub struct PolicyReport {
     pub partition: Option<[u8; 16]>,
 }
 
-/// The limit step's answer for one request: what the access log is told ([`Decision`],
-/// for every outcome) and what the request path does ([`Answer`], one variant per outcome).
+/// The limit step's answer for one request: what the request path does ([`Answer`], one
+/// variant per outcome) and what the access log is told ([`Decision`]: which policy and key
+/// decided, and the outcome, which is the answer's: [`Answer::outcome`]).
 #[derive(Debug, Default)]
 pub struct Admission {
     /// What the access log says the limit step decided.
@@ -41,18 +43,46 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// The one way an admission is made: the access log's outcome is read off the answer,
+    /// so the two cannot disagree.
+    pub(crate) fn new(answer: Answer, mut decision: Decision) -> Self {
+        decision.outcome = answer.outcome();
+        Admission { decision, answer }
+    }
+
     /// Refused before any policy was asked (401, 400): no policy's key is part of it.
-    pub(crate) fn refused(outcome: Outcome, answer: Answer) -> Self {
-        Admission {
-            decision: Decision::of(outcome),
-            answer,
-        }
+    pub(crate) fn refused(answer: Answer) -> Self {
+        Admission::new(answer, Decision::default())
     }
 
     /// Admitted: forwarded (after its delay). For callers that only count admissions; the
     /// request path `match`es [`Answer`] so that every outcome is answered.
     pub fn admitted(&self) -> bool {
         matches!(self.answer, Answer::Admit(_))
+    }
+
+    /// A shadow `on_missing_key = "deny"` policy would have refused the request: it decides
+    /// unless a policy denied or would have already (a shadow denial outranks an admission,
+    /// as in `check/report.rs`). It has no key: the deciding key so far joins `others`, so
+    /// `tollgate replay` still keys that policy as logged.
+    pub(crate) fn would_refuse(&mut self, policy: Option<Arc<str>>) {
+        let Some(policy) = policy else { return };
+        match &mut self.answer {
+            Answer::Admit(admitted) if admitted.how != Admit::ShadowDeny => {
+                admitted.how = Admit::ShadowDeny;
+            }
+            _ => return,
+        }
+        let mut others = std::mem::take(&mut self.decision.others);
+        if let Some(key) = self.decision.key.take() {
+            others.insert(0, key);
+        }
+        self.decision = Decision {
+            policy: Some(policy),
+            others,
+            outcome: self.answer.outcome(),
+            ..Decision::default()
+        };
     }
 }
 
@@ -82,9 +112,33 @@ pub enum Answer {
     /// or as a comma list), or a price wrongly: answer 400 with this reason; no policy was
     /// asked.
     Ambiguous(String),
-    /// An enforcing `on_missing_key = "deny"` policy's key part is missing: answer 401 (the
-    /// account or a token's claim) or 400 with this reason; no policy was asked.
+    /// An enforcing `on_missing_key = "deny"` policy's key part is missing, and it is the
+    /// account or a token's claim: the request is unauthenticated, answer 401 with this
+    /// reason; no policy was asked.
+    MissingCredential(MissingKey),
+    /// An enforcing `on_missing_key = "deny"` policy's key part is missing (any other
+    /// part): answer 400 with this reason; no policy was asked.
     MissingKey(MissingKey),
+}
+
+impl Answer {
+    /// The access log's name for this answer. No wildcard arm: a new answer does not
+    /// compile until the log can name it.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Answer::Admit(admitted) => match admitted.how {
+                Admit::Allow => Outcome::Allow,
+                Admit::Delay => Outcome::Delay,
+                Admit::ShadowDeny => Outcome::ShadowDeny,
+                Admit::Exempt => Outcome::Exempt,
+            },
+            Answer::Deny { .. } => Outcome::Deny,
+            Answer::Unavailable { .. } => Outcome::Unavailable,
+            Answer::Unauthenticated | Answer::MissingCredential(_) => Outcome::Unauthenticated,
+            Answer::Ambiguous(_) => Outcome::Ambiguous,
+            Answer::MissingKey(_) => Outcome::MissingKey,
+        }
+    }
 }
 
 impl Default for Answer {
@@ -99,19 +153,39 @@ impl Default for Answer {
 pub struct Admitted {
     /// Enforcing policies that applied, in the route's order: the RateLimit headers.
     pub report: Vec<PolicyReport>,
-    /// Leaky bucket: hold the request this long before forwarding (never `Some(0)`).
-    pub delay: Option<Nanos>,
+    /// Leaky bucket: hold the request this long before forwarding. Never zero (nothing to
+    /// hold), which keeps the `Option` in the eight bytes of the number: an admission is
+    /// returned by value on every request (`Checked::Now`).
+    pub delay: Option<NonZeroU64>,
     /// Concurrency cells to give back when the response ends.
     pub permits: Permits,
     /// `count` policies' spends, settled by the response head's status.
     pub counted: Counted,
+    /// How it was admitted, for the access log ([`Answer::outcome`]).
+    pub how: Admit,
+}
+
+/// How a request was admitted, as the access log tells it apart. Not `delay`: a shadow
+/// leaky bucket's wait is logged as a delay though nothing waits.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// No policy denied or delayed (also: no policy applied).
+    #[default]
+    Allow,
+    /// A leaky bucket asked for a wait.
+    Delay,
+    /// A shadow policy would have denied it.
+    ShadowDeny,
+    /// Every policy that would apply exempts this client.
+    Exempt,
 }
 
 /// The limit step's decision as the access log tells it: which outcome, by which policy,
 /// for which key. One per request.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Decision {
-    pub outcome: Outcome,
+    /// The answer's outcome ([`Answer::outcome`]), set once, by [`Admission::new`].
+    pub(crate) outcome: Outcome,
     /// The deciding policy: the first enforcing policy that denied, else the first that
     /// would have denied in shadow, else the one that delayed longest, else the first that
     /// applied (`None` when none applied).
@@ -128,7 +202,15 @@ pub struct Decision {
     pub others: Vec<String>,
 }
 
-/// The outcomes of the limit step, as the access log's `decision` names them.
+impl Decision {
+    /// The outcome, as the access log's `decision` names it.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// The outcomes of the limit step, as the access log's `decision` names them: read off an
+/// [`Answer`] ([`Answer::outcome`]), never decided on their own.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Admitted (also: no policy applied).
@@ -143,7 +225,7 @@ pub enum Outcome {
     Exempt,
     /// The store could not decide and the route fails closed (503).
     Unavailable,
-    /// 401: no account, or a token that does not verify.
+    /// 401: no account, or a token that does not verify, or a missing account or claim.
     Unauthenticated,
     /// 400: a key part stated ambiguously.
     Ambiguous,
@@ -168,38 +250,16 @@ impl Outcome {
     }
 }
 
-impl Decision {
-    /// A decision no policy's key is part of.
-    pub fn of(outcome: Outcome) -> Self {
-        Decision {
-            outcome,
-            ..Decision::default()
-        }
-    }
-
-    /// A shadow `on_missing_key = "deny"` policy would have refused the request: it decides
-    /// unless a policy denied or would have already (a shadow denial outranks an admission,
-    /// as in `check/report.rs`). It has no key: the deciding key so far joins `others`, so
-    /// `tollgate replay` still keys that policy as logged.
-    pub(crate) fn would_refuse(&mut self, policy: Option<Arc<str>>) {
-        let Some(policy) = policy else { return };
-        if matches!(self.outcome, Outcome::Deny | Outcome::ShadowDeny) {
-            return;
-        }
-        if let Some(key) = self.key.take() {
-            self.others.insert(0, key);
-        }
-        *self = Decision {
-            policy: Some(policy),
-            others: std::mem::take(&mut self.others),
-            ..Decision::of(Outcome::ShadowDeny)
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn admitted(how: Admit) -> Answer {
+        Answer::Admit(Admitted {
+            how,
+            ..Admitted::default()
+        })
+    }
 
     /// A shadow `deny` policy's would-be refusal outranks an admission (the admitting
     /// policy's key stays in `others`, for replay) and never an enforcing or shadow denial.
@@ -210,29 +270,36 @@ mod tests {
             site: Some("local"),
             key: Some("per_ip:ip:192.0.2.7".into()),
             others: vec!["global:api".into()],
-            ..Decision::of(Outcome::Allow)
+            ..Decision::default()
         };
-        let mut d = allowed.clone();
-        d.would_refuse(Some("login_per_account".into()));
+        let mut a = Admission::new(admitted(Admit::Allow), allowed.clone());
+        a.would_refuse(Some("login_per_account".into()));
         assert_eq!(
-            d,
+            a.decision,
             Decision {
                 policy: Some("login_per_account".into()),
                 others: vec!["per_ip:ip:192.0.2.7".into(), "global:api".into()],
-                ..Decision::of(Outcome::ShadowDeny)
+                outcome: Outcome::ShadowDeny,
+                ..Decision::default()
             }
         );
-        let mut d = allowed.clone();
-        d.would_refuse(None);
-        assert_eq!(d, allowed);
-        for outcome in [Outcome::Deny, Outcome::ShadowDeny] {
-            let denied = Decision {
-                outcome,
-                ..allowed.clone()
-            };
-            let mut d = denied.clone();
-            d.would_refuse(Some("login_per_account".into()));
-            assert_eq!(d, denied);
+        assert_eq!(a.answer.outcome(), Outcome::ShadowDeny);
+        let mut a = Admission::new(admitted(Admit::Allow), allowed.clone());
+        a.would_refuse(None);
+        assert_eq!(
+            a.decision,
+            Admission::new(admitted(Admit::Allow), allowed.clone()).decision
+        );
+        let deny = || Answer::Deny { report: Vec::new() };
+        for (answer, outcome) in [
+            (deny(), Outcome::Deny),
+            (admitted(Admit::ShadowDeny), Outcome::ShadowDeny),
+        ] {
+            let mut a = Admission::new(answer, allowed.clone());
+            let denied = a.decision.clone();
+            assert_eq!(denied.outcome(), outcome);
+            a.would_refuse(Some("login_per_account".into()));
+            assert_eq!(a.decision, denied);
         }
     }
 }

@@ -9,7 +9,7 @@ use super::algorithm::Verdict;
 use super::clock::Nanos;
 use super::route_limits::PolicyEntry;
 use super::site::central::{CentralItem, CentralResult};
-use super::site::fleet::{Answer, KeyItem};
+use super::site::fleet::{KeyItem, OwnerReply};
 use super::site::lease::LeaseItem;
 use super::site::local::{ItemResult, Spends};
 use crate::spec::Mode;
@@ -158,9 +158,9 @@ impl Decided {
     }
 
     /// An owner's answer (never `Unknown`: the site turns that into an error).
-    pub fn from_owner(a: Answer) -> Self {
+    pub fn from_owner(a: OwnerReply) -> Self {
         match a {
-            Answer::Admitted {
+            OwnerReply::Admitted {
                 remaining,
                 reset_after,
                 wait,
@@ -177,12 +177,12 @@ impl Decided {
                 next_after: Some(next_after),
                 error_open: false,
             },
-            Answer::Denied {
+            OwnerReply::Denied {
                 remaining,
                 reset_after,
                 retry_after,
             } => Decided::denied(retry_after, remaining, reset_after),
-            Answer::Unknown => Decided::error_open(),
+            OwnerReply::Unknown => Decided::error_open(),
         }
     }
 

@@ -13,7 +13,7 @@ use super::keys::{Claims, KeyError, Target, Token};
 use super::limiter::Limiter;
 use super::route_limits::{Site, site_of};
 use super::site::central::CentralItem;
-use super::site::fleet::{Answer, KeyItem};
+use super::site::fleet::{KeyItem, OwnerReply};
 use crate::spec::{KeyPart, Mode};
 
 /// The parts of a key, as a request would bring them.
@@ -243,12 +243,12 @@ impl Limiter {
         let answers = fleet.ask(owner, &[item(0)]).await.map_err(unavailable)?;
         match answers.first() {
             Some(
-                Answer::Admitted {
+                OwnerReply::Admitted {
                     remaining,
                     reset_after,
                     ..
                 }
-                | Answer::Denied {
+                | OwnerReply::Denied {
                     remaining,
                     reset_after,
                     ..
@@ -293,7 +293,7 @@ fn key_error(e: KeyError) -> String {
         KeyError::Unverified => {
             "a part of this policy's key comes from a token that does not verify".into()
         }
-        KeyError::Missing(m) => m.to_string(),
+        KeyError::MissingCredential(m) | KeyError::Missing(m) => m.to_string(),
     }
 }
 

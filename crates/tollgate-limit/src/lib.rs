@@ -30,9 +30,7 @@ pub mod store_time;
 mod tiers;
 pub mod top;
 
-pub use admission::{
-    Admission, Admitted, Answer, Decision, Outcome as DecisionOutcome, PolicyReport,
-};
+pub use admission::{Admission, Admitted, Answer, Decision, Outcome, PolicyReport};
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
 pub use handle::LimiterHandle;

@@ -39,21 +39,23 @@ struct PolicyLabels {
     policy: Arc<str>,
 }
 
-/// What a policy decided for one request, as counted.
+/// What one policy decided for one request, as counted (the `outcome` label of
+/// `tollgate_decisions_total`, and what `top/` records). Not the request's outcome: that is
+/// [`crate::Outcome`], which one request has however many policies it asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum PolicyOutcome {
     Allow,
     Deny,
     /// A shadow-mode policy would have denied.
     ShadowDeny,
 }
 
-impl Outcome {
+impl PolicyOutcome {
     pub fn label(self) -> &'static str {
         match self {
-            Outcome::Allow => "allow",
-            Outcome::Deny => "deny",
-            Outcome::ShadowDeny => "shadow_deny",
+            PolicyOutcome::Allow => "allow",
+            PolicyOutcome::Deny => "deny",
+            PolicyOutcome::ShadowDeny => "shadow_deny",
         }
     }
 }
@@ -98,9 +100,9 @@ impl LimitMetrics {
             self.decisions.get_or_create(&labels).clone()
         };
         OutcomeCounters {
-            allow: c(Outcome::Allow.label()),
-            deny: c(Outcome::Deny.label()),
-            shadow_deny: c(Outcome::ShadowDeny.label()),
+            allow: c(PolicyOutcome::Allow.label()),
+            deny: c(PolicyOutcome::Deny.label()),
+            shadow_deny: c(PolicyOutcome::ShadowDeny.label()),
             error_open: c("error_open"),
             error_closed: c("error_closed"),
             exempt: c("exempt"),
@@ -134,11 +136,11 @@ impl OutcomeCounters {
         self.exempt.inc();
     }
 
-    pub fn count(&self, outcome: Outcome) {
+    pub fn count(&self, outcome: PolicyOutcome) {
         match outcome {
-            Outcome::Allow => &self.allow,
-            Outcome::Deny => &self.deny,
-            Outcome::ShadowDeny => &self.shadow_deny,
+            PolicyOutcome::Allow => &self.allow,
+            PolicyOutcome::Deny => &self.deny,
+            PolicyOutcome::ShadowDeny => &self.shadow_deny,
         }
         .inc();
     }

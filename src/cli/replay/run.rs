@@ -250,20 +250,15 @@ impl Replayer {
             Answer::Unavailable { .. } => {
                 (false, Vec::new(), Permits::default(), Counted::default())
             }
-            Answer::Unauthenticated => {
+            // The 401s and 400s the gateway answers (no account, a token that does not
+            // verify, a key part stated ambiguously, an `on_missing_key = "deny"` policy's
+            // missing account, claim or other part).
+            Answer::Unauthenticated | Answer::MissingCredential(_) => {
                 rt.unauthorized += 1;
                 return Counted::default();
             }
-            Answer::Ambiguous(_) => {
+            Answer::Ambiguous(_) | Answer::MissingKey(_) => {
                 rt.bad_request += 1;
-                return Counted::default();
-            }
-            // `on_missing_key = "deny"`: the 401 or 400 the gateway answers.
-            Answer::MissingKey(m) => {
-                match m.unauthenticated {
-                    true => rt.unauthorized += 1,
-                    false => rt.bad_request += 1,
-                }
                 return Counted::default();
             }
         };

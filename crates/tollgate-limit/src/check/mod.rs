@@ -36,6 +36,7 @@ mod peer;
 mod report;
 mod store;
 
+use std::num::NonZeroU64;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -154,17 +155,21 @@ impl Check<'_> {
             report,
             delay,
             decision,
+            admitted_as,
         } = self.report();
-        let answer = match enforce_ok {
-            true => Answer::Admit(Admitted {
+        // The deciding ask is an enforcing denial exactly when an enforcing policy denied.
+        debug_assert_eq!(admitted_as.is_some(), enforce_ok);
+        let answer = match admitted_as {
+            Some(how) => Answer::Admit(Admitted {
                 report,
-                delay: (delay > 0).then_some(delay),
+                delay: NonZeroU64::new(delay),
                 permits,
                 counted,
+                how,
             }),
-            false => Answer::Deny { report },
+            None => Answer::Deny { report },
         };
-        Admission { decision, answer }
+        Admission::new(answer, decision)
     }
 
     /// The store refused the request (fails closed): give back every leased cell and every

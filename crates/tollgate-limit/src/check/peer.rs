@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use crate::ask::{Ask, Decided, Spent};
 use crate::check::{Check, Stop};
 use crate::route_limits::Site;
-use crate::site::fleet::{Answer, FleetSite, KeyItem};
+use crate::site::fleet::{FleetSite, KeyItem, OwnerReply};
 
 impl Check<'_> {
     /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
@@ -85,7 +85,7 @@ impl Check<'_> {
             for ((i, item), a) in idx.into_iter().zip(items).zip(answers) {
                 let ask = &mut self.asks[i];
                 let d = Decided::from_owner(a);
-                if let Answer::Denied {
+                if let OwnerReply::Denied {
                     retry_after,
                     reset_after,
                     ..

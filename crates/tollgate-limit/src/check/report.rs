@@ -3,12 +3,12 @@
 //! decision; `Check::end` adds the permits), and every decision is counted and, for shadow
 //! denials, logged.
 
-use crate::admission::{Decision, Outcome as Decided, PolicyReport};
+use crate::admission::{Admit, Decision, PolicyReport};
 use crate::algorithm::Verdict;
 use crate::ask::{Ask, Decided as AskDecided};
 use crate::check::Check;
 use crate::clock::Nanos;
-use crate::metrics::Outcome;
+use crate::metrics::PolicyOutcome;
 use crate::policy::{AnyAlgorithm, PolicyRuntime};
 use crate::spec::{KeyPart, Mode};
 
@@ -18,7 +18,11 @@ pub(crate) struct Reported {
     pub report: Vec<PolicyReport>,
     /// The longest leaky-bucket delay an enforcing policy asked for (0: none).
     pub delay: Nanos,
+    /// Which policy and key decided (the outcome is the answer's: `Admission::new`).
     pub decision: Decision,
+    /// How the request was admitted, by the deciding ask: `None` when an enforcing policy
+    /// denied it.
+    pub admitted_as: Option<Admit>,
 }
 
 /// The deciding ask so far: its rank (an enforcing denial 3, a shadow denial 2, a delay 1,
@@ -43,18 +47,18 @@ impl Check<'_> {
                 continue;
             }
             let outcome = match (d.admitted(), ask.entry.mode) {
-                (true, _) => Outcome::Allow,
-                (false, Mode::Shadow) => Outcome::ShadowDeny,
-                (false, _) => Outcome::Deny,
+                (true, _) => PolicyOutcome::Allow,
+                (false, Mode::Shadow) => PolicyOutcome::ShadowDeny,
+                (false, _) => PolicyOutcome::Deny,
             };
             let (rank, wait) = match (outcome, d.verdict) {
-                (Outcome::Deny, _) => (3, 0),
-                (Outcome::ShadowDeny, _) => (2, 0),
+                (PolicyOutcome::Deny, _) => (3, 0),
+                (PolicyOutcome::ShadowDeny, _) => (2, 0),
                 (_, Verdict::Delay(delay)) if delay > 0 => (1, delay),
                 _ => (0, 0),
             };
             let retry = match d.verdict {
-                Verdict::Deny { retry_after } if outcome == Outcome::Deny => {
+                Verdict::Deny { retry_after } if outcome == PolicyOutcome::Deny => {
                     Some(retry_after.max(1))
                 }
                 _ => None,
@@ -65,7 +69,7 @@ impl Check<'_> {
             counters.count(outcome);
             let (key, shown) = (&ask.key, ask.shown.as_deref());
             (self.sites.top).record(ask.entry.policy, key, shown, outcome, ask.entry.mode);
-            if outcome == Outcome::ShadowDeny {
+            if outcome == PolicyOutcome::ShadowDeny {
                 self.sites
                     .log_shadow_denial(policy, self.route_name, &ask.key);
             }
@@ -77,37 +81,38 @@ impl Check<'_> {
             }
             report.push(policy_report(policy, ask, d));
         }
+        let admitted_as = match deciding {
+            None | Some((0, ..)) => Some(Admit::Allow),
+            Some((1, ..)) => Some(Admit::Delay),
+            Some((2, ..)) => Some(Admit::ShadowDeny),
+            Some(_) => None,
+        };
         Reported {
             report,
             delay,
             decision: self.decision(deciding),
+            admitted_as,
         }
     }
 
     /// The access log's decision: the deciding ask's policy and key, and the other asks'
     /// keys (moved out: the request is done with them).
     fn decision(&mut self, deciding: Option<Deciding>) -> Decision {
-        let Some((rank, _, i, retry_after)) = deciding else {
+        let Some((_, _, i, retry_after)) = deciding else {
             return Decision::default();
         };
-        let outcome = [
-            Decided::Allow,
-            Decided::Delay,
-            Decided::ShadowDeny,
-            Decided::Deny,
-        ];
         let others = (self.asks.iter_mut().enumerate())
             .filter(|(j, a)| *j != i && a.decided.is_some())
             .map(|(_, a)| std::mem::take(&mut a.key))
             .collect();
         let ask = &mut self.asks[i];
         Decision {
-            outcome: outcome[usize::from(rank)],
             policy: Some(self.sites.policies[ask.entry.policy].label.clone()),
             site: Some(ask.entry.site.name()),
             key: Some(std::mem::take(&mut ask.key)),
             retry_after,
             others,
+            ..Decision::default()
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::admission::{Admission, Answer, Decision, Outcome};
+use crate::admission::{Admission, Answer, Decision};
 use crate::algorithm::Verdict;
 use crate::ask::{Ask, Decided, Spent};
 use crate::check::cache::empty_wait;
@@ -146,18 +146,18 @@ impl Check<'_> {
                 .map(|&i| self.sites.policies[self.asks[i].entry.policy].name.clone())
                 .collect();
             let decision = Decision {
-                outcome: Outcome::Unavailable,
                 policy: policies.first().cloned(),
                 site: idx.first().map(|&i| self.asks[i].entry.site.name()),
                 key: idx.first().map(|&i| self.asks[i].key.clone()),
                 retry_after: Some(self.sites.unavailable_retry),
-                others: Vec::new(),
+                ..Decision::default()
             };
             let answer = Answer::Unavailable {
                 retry_after: self.sites.unavailable_retry,
                 policies,
             };
-            return ControlFlow::Break(Stop::Refused(Box::new(Admission { decision, answer })));
+            let refused = Admission::new(answer, decision);
+            return ControlFlow::Break(Stop::Refused(Box::new(refused)));
         }
         ControlFlow::Continue(())
     }

@@ -30,9 +30,6 @@ pub struct MissingKey {
     pub policy: Arc<str>,
     /// The part, as the client is told: "the `x-username` header".
     pub what: String,
-    /// The part is the account or comes from a token: the request is unauthenticated
-    /// (401), not malformed (400).
-    pub unauthenticated: bool,
 }
 
 impl KeyBuilder {
@@ -56,11 +53,18 @@ impl KeyBuilder {
                 key.push_str(MISSING);
                 Ok(true)
             }
-            OnMissingKey::Deny => Err(KeyError::Missing(MissingKey {
-                policy: policy.label.clone(),
-                what: self.what(part),
-                unauthenticated: matches!(part, KeyPart::Account | KeyPart::Jwt(_)),
-            })),
+            OnMissingKey::Deny => {
+                let missing = MissingKey {
+                    policy: policy.label.clone(),
+                    what: self.what(part),
+                };
+                // Decided here, once: the account or a token's claim is a credential the
+                // request lacks (401); any other part, a malformed request (400).
+                Err(match part {
+                    KeyPart::Account | KeyPart::Jwt(_) => KeyError::MissingCredential(missing),
+                    _ => KeyError::Missing(missing),
+                })
+            }
         }
     }
 

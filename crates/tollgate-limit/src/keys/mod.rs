@@ -141,7 +141,10 @@ pub enum KeyError {
     Ambiguous(Ambiguous),
     /// A part comes from a token that does not verify, and `on_unverified = "reject"`: 401.
     Unverified,
-    /// A part is missing, and the policy says `on_missing_key = "deny"`: 401 or 400.
+    /// The account or a token's claim is missing, and the policy says `on_missing_key =
+    /// "deny"`: 401.
+    MissingCredential(MissingKey),
+    /// Another part is missing, and the policy says `on_missing_key = "deny"`: 400.
     Missing(MissingKey),
 }
 

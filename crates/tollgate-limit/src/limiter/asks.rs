@@ -9,7 +9,7 @@ use super::Limiter;
 use crate::ask::Ask;
 use crate::cost::request_cost;
 use crate::keys::{KeyError, MissingKey, RequestFacts};
-use crate::metrics::Outcome;
+use crate::metrics::PolicyOutcome;
 use crate::route_limits::{PolicyEntry, RouteLimits};
 use crate::spec::Mode;
 
@@ -19,7 +19,9 @@ pub(super) enum Refusal {
     BadRequest(String),
     /// A key part comes from a token that does not verify: 401.
     Unauthenticated,
-    /// An `on_missing_key = "deny"` policy's key part is missing: 401 or 400.
+    /// An `on_missing_key = "deny"` policy's account or claim is missing: 401.
+    MissingCredential(MissingKey),
+    /// An `on_missing_key = "deny"` policy's other key part is missing: 400.
     Missing(MissingKey),
 }
 
@@ -38,6 +40,7 @@ impl From<KeyError> for Refusal {
         match e {
             KeyError::Ambiguous(a) => Refusal::BadRequest(a.reason()),
             KeyError::Unverified => Refusal::Unauthenticated,
+            KeyError::MissingCredential(m) => Refusal::MissingCredential(m),
             KeyError::Missing(m) => Refusal::Missing(m),
         }
     }
@@ -89,8 +92,8 @@ impl Limiter {
                 Err(why) if enforcing => return Err(why.into()),
                 // A shadow `deny` policy would have refused a request lacking a part: a
                 // shadow denial (counted, logged), forwarded as shadow denials are.
-                Err(KeyError::Missing(m)) => {
-                    limits.counters[slot].count(Outcome::ShadowDeny);
+                Err(KeyError::MissingCredential(m) | KeyError::Missing(m)) => {
+                    limits.counters[slot].count(PolicyOutcome::ShadowDeny);
                     self.sites.log_shadow_missing(policy, &limits.name, &m.what);
                     would_refuse.get_or_insert(m.policy);
                 }

@@ -12,7 +12,7 @@ use http::{HeaderMap, Method};
 
 use super::Limiter;
 use super::asks::Refusal;
-use crate::admission::{Admission, Answer, Decision, Outcome};
+use crate::admission::{Admission, Admit, Admitted, Answer, Decision};
 use crate::check::{Check, Stop};
 use crate::keys::Target;
 
@@ -138,47 +138,36 @@ impl Limiter {
         facts.give(given);
         // An account stated twice, or a token that does not verify, is none.
         if limits.require_account && !matches!(facts.account, Some(Ok(_))) {
-            return refused(Outcome::Unauthenticated, Answer::Unauthenticated);
+            return refused(Answer::Unauthenticated);
         }
         let (asks, would_refuse) = match self.asks(limits, client, &facts) {
             Ok(a) if !a.asks.is_empty() => (a.asks, a.would_refuse),
             Ok(a) => {
-                let mut decision = match a.exempted {
-                    Some(policy) => Decision {
-                        policy: Some(policy),
-                        ..Decision::of(Outcome::Exempt)
-                    },
-                    None => Decision::default(),
+                let (how, policy) = match a.exempted {
+                    Some(policy) => (Admit::Exempt, Some(policy)),
+                    None => (Admit::Allow, None),
                 };
-                decision.would_refuse(a.would_refuse);
-                return Prepared::Answered(Admission {
-                    decision,
-                    answer: Answer::default(),
+                let admitted = Answer::Admit(Admitted {
+                    how,
+                    ..Admitted::default()
                 });
+                let decision = Decision {
+                    policy,
+                    ..Decision::default()
+                };
+                let mut admission = Admission::new(admitted, decision);
+                admission.would_refuse(a.would_refuse);
+                return Prepared::Answered(admission);
             }
             // A key part stated ambiguously (400) or from a token that does not verify
             // (401): nothing asked.
-            Err(Refusal::BadRequest(why)) => {
-                return refused(Outcome::Ambiguous, Answer::Ambiguous(why));
-            }
-            Err(Refusal::Unauthenticated) => {
-                return refused(Outcome::Unauthenticated, Answer::Unauthenticated);
-            }
+            Err(Refusal::BadRequest(why)) => return refused(Answer::Ambiguous(why)),
+            Err(Refusal::Unauthenticated) => return refused(Answer::Unauthenticated),
             // A `deny` policy's key part is missing: the access log names the policy.
-            Err(Refusal::Missing(m)) => {
-                let outcome = match m.unauthenticated {
-                    true => Outcome::Unauthenticated,
-                    false => Outcome::MissingKey,
-                };
-                let decision = Decision {
-                    policy: Some(m.policy.clone()),
-                    ..Decision::of(outcome)
-                };
-                return Prepared::Answered(Admission {
-                    decision,
-                    answer: Answer::MissingKey(m),
-                });
+            Err(Refusal::MissingCredential(m)) => {
+                return missing(m.policy.clone(), Answer::MissingCredential(m));
             }
+            Err(Refusal::Missing(m)) => return missing(m.policy.clone(), Answer::MissingKey(m)),
         };
         let check = Check {
             sites: &self.sites,
@@ -212,14 +201,23 @@ fn finish(mut check: Check<'_>, walked: ControlFlow<Stop>, would_refuse: WouldRe
         }
         _ => {
             let mut admission = check.end();
-            admission.decision.would_refuse(would_refuse);
+            admission.would_refuse(would_refuse);
             admission
         }
     }
 }
 
-fn refused(outcome: Outcome, answer: Answer) -> Prepared<'static> {
-    Prepared::Answered(Admission::refused(outcome, answer))
+fn refused(answer: Answer) -> Prepared<'static> {
+    Prepared::Answered(Admission::refused(answer))
+}
+
+/// Refused for a key part `policy` needs: the access log names the policy.
+fn missing(policy: Arc<str>, answer: Answer) -> Prepared<'static> {
+    let decision = Decision {
+        policy: Some(policy),
+        ..Decision::default()
+    };
+    Prepared::Answered(Admission::new(answer, decision))
 }
 
 /// What [`Limiter::check_now`] found: the admission, or the walk that waits for it.

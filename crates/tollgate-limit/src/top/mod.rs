@@ -43,7 +43,7 @@ use std::time::Duration;
 use hashbrown::DefaultHashBuilder;
 
 use super::clock::{Clock, Nanos};
-use super::metrics::Outcome;
+use super::metrics::PolicyOutcome;
 use super::policy::PolicyRuntime;
 use crate::spec::{AlgorithmName, Mode};
 use minutes::{MINUTE, Minutes};
@@ -248,16 +248,16 @@ impl TopKeys {
         policy: usize,
         key: &str,
         shown: Option<&str>,
-        outcome: Outcome,
+        outcome: PolicyOutcome,
         mode: Mode,
     ) {
         let i = self.slot[policy];
         let summary = &self.summaries[i];
         let shadow = mode == Mode::Shadow;
         let event = match outcome {
-            Outcome::Allow => Event::Allowed,
-            Outcome::Deny => Event::Denied,
-            Outcome::ShadowDeny => Event::ShadowDenied,
+            PolicyOutcome::Allow => Event::Allowed,
+            PolicyOutcome::Deny => Event::Denied,
+            PolicyOutcome::ShadowDeny => Event::ShadowDenied,
         };
         let now = self.clock.now();
         let minute = now / MINUTE;

@@ -9,7 +9,7 @@ use super::peaks::suggest;
 use super::table::{Event, Table};
 use super::{CAPACITY, Seed, TopKeys, Window};
 use crate::clock::ManualClock;
-use crate::metrics::Outcome;
+use crate::metrics::PolicyOutcome;
 use crate::policy::PolicyRuntime;
 use crate::spec::{AlgorithmName, KeyPart, Mode, Policy, Site};
 
@@ -92,7 +92,7 @@ fn heavy_and_churn(top: &TopKeys, clock: &ManualClock, n: u64, minutes: u64) -> 
                     format!("p:ip:churn-{fresh}")
                 }
             };
-            top.record(0, &key, None, Outcome::Deny, Mode::Enforce);
+            top.record(0, &key, None, PolicyOutcome::Deny, Mode::Enforce);
         }
         clock.advance(Duration::from_secs(60));
     }
@@ -172,7 +172,7 @@ fn a_table_stays_at_capacity_under_key_churn() {
     for minute in 0..20 {
         for i in 0..2 * CAPACITY {
             let key = format!("p:ip:{minute}-{i}");
-            top.record(0, &key, None, Outcome::ShadowDeny, Mode::Shadow);
+            top.record(0, &key, None, PolicyOutcome::ShadowDeny, Mode::Shadow);
         }
         clock.advance(Duration::from_secs(60));
     }
@@ -184,7 +184,7 @@ fn windows_expire_as_the_clock_moves() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
     for _ in 0..3 {
-        top.record(1, "q:ip:a", None, Outcome::Deny, Mode::Enforce);
+        top.record(1, "q:ip:a", None, PolicyOutcome::Deny, Mode::Enforce);
     }
     let denied = |w| {
         let v = top.top("q", w, 10, None).unwrap();
@@ -210,7 +210,7 @@ fn windows_expire_as_the_clock_moves() {
     clock.set(16 * 60_000_000_000);
     assert_eq!(denied(Window::FifteenMinutes), 0);
     // A minute's slot reused sixteen minutes on holds only the new minute.
-    top.record(1, "q:ip:b", None, Outcome::Deny, Mode::Enforce);
+    top.record(1, "q:ip:b", None, PolicyOutcome::Deny, Mode::Enforce);
     let v = top.top("q", Window::FifteenMinutes, 10, None).unwrap();
     assert_eq!((v.denied, v.top.len(), &*v.top[0].key), (1, 1, "q:ip:b"));
 }
@@ -219,12 +219,12 @@ fn windows_expire_as_the_clock_moves() {
 fn allowed_requests_count_only_for_keys_denied_this_minute() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
-    top.record(1, "q:ip:a", None, Outcome::Allow, Mode::Enforce);
-    top.record(1, "q:ip:a", None, Outcome::Deny, Mode::Enforce);
-    top.record(1, "q:ip:a", None, Outcome::Allow, Mode::Enforce);
-    top.record(1, "q:ip:b", None, Outcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:a", None, PolicyOutcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:a", None, PolicyOutcome::Deny, Mode::Enforce);
+    top.record(1, "q:ip:a", None, PolicyOutcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:b", None, PolicyOutcome::Allow, Mode::Enforce);
     clock.advance(Duration::from_secs(60));
-    top.record(1, "q:ip:a", None, Outcome::Allow, Mode::Enforce);
+    top.record(1, "q:ip:a", None, PolicyOutcome::Allow, Mode::Enforce);
     let v = top.top("q", Window::OneMinute, 10, None).unwrap();
     assert_eq!(v.top.len(), 1);
     assert_eq!((v.top[0].denied, v.top[0].allowed), (1, 1));
@@ -244,9 +244,9 @@ fn shadow_lists_shadow_policies_with_shares_and_suggestions() {
     for (key, requests, denied) in [("p:ip:a", 30, 25), ("p:ip:b", 15, 10), ("p:ip:c", 8, 3)] {
         for i in 0..requests {
             let outcome = if i < denied {
-                Outcome::ShadowDeny
+                PolicyOutcome::ShadowDeny
             } else {
-                Outcome::Allow
+                PolicyOutcome::Allow
             };
             top.record(0, key, None, outcome, Mode::Shadow);
         }
@@ -296,7 +296,7 @@ fn the_suggestion_is_the_next_keys_peak() {
 fn a_reload_keeps_each_kept_policys_summary() {
     let clock = ManualClock::new();
     let top = summaries(&clock);
-    top.record(1, "q:ip:a", None, Outcome::Deny, Mode::Enforce);
+    top.record(1, "q:ip:a", None, PolicyOutcome::Deny, Mode::Enforce);
     let gone = TopKeys::new(top.seed(), &[], |_| false);
     assert!(gone.top("q", Window::OneMinute, 1, None).is_err());
     let again = TopKeys::new(top.seed(), &policies(), |_| false);

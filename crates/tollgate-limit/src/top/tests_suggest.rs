@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::tests::{gcra, runtimes};
 use super::{Seed, ShadowWindow, TopKeys, Window};
 use crate::clock::ManualClock;
-use crate::metrics::Outcome;
+use crate::metrics::PolicyOutcome;
 use crate::spec::Mode;
 
 const SECOND: u64 = 1_000_000_000;
@@ -26,8 +26,8 @@ fn shadow_policy(clock: &ManualClock, limit: u32, period: Duration) -> TopKeys {
 fn shadow_requests(top: &TopKeys, key: &str, burst: usize, sends: usize) {
     for i in 0..sends {
         let outcome = match i < burst {
-            true => Outcome::Allow,
-            false => Outcome::ShadowDeny,
+            true => PolicyOutcome::Allow,
+            false => PolicyOutcome::ShadowDeny,
         };
         top.record(0, key, None, outcome, Mode::Shadow);
     }
@@ -56,8 +56,8 @@ fn the_trial(top: &TopKeys, clock: &ManualClock) {
         // GCRA with burst 5 within 2 s: the first 5 pass, the rest would be denied.
         for i in 0..n {
             let outcome = match i < 5 {
-                true => Outcome::Allow,
-                false => Outcome::ShadowDeny,
+                true => PolicyOutcome::Allow,
+                false => PolicyOutcome::ShadowDeny,
             };
             top.record(0, key, None, outcome, Mode::Shadow);
             clock.advance(Duration::from_nanos(step));
@@ -141,8 +141,8 @@ fn a_one_minute_limit_over_a_minute_suggests_sixty() {
             if s % every == 0 {
                 for _ in 0..per_second {
                     let outcome = match sent[i] < 100 {
-                        true => Outcome::Allow,
-                        false => Outcome::ShadowDeny,
+                        true => PolicyOutcome::Allow,
+                        false => PolicyOutcome::ShadowDeny,
                     };
                     top.record(0, key, None, outcome, Mode::Shadow);
                     sent[i] += 1;
@@ -228,17 +228,17 @@ fn every_allowed_request_and_key_seen_is_counted() {
     let policies = runtimes(&[gcra("q", 3, Duration::from_secs(60))]);
     let top = TopKeys::new(Seed::new(Arc::new(clock.clone())), &policies, |_| false);
     for outcome in [
-        Outcome::Allow,
-        Outcome::Allow,
-        Outcome::Allow,
-        Outcome::Deny,
-        Outcome::Deny,
-        Outcome::Allow,
+        PolicyOutcome::Allow,
+        PolicyOutcome::Allow,
+        PolicyOutcome::Allow,
+        PolicyOutcome::Deny,
+        PolicyOutcome::Deny,
+        PolicyOutcome::Allow,
     ] {
         top.record(0, "q:ip:a", None, outcome, Mode::Enforce);
     }
     for key in ["q:ip:b", "q:ip:c", "q:ip:d"] {
-        top.record(0, key, None, Outcome::Allow, Mode::Enforce);
+        top.record(0, key, None, PolicyOutcome::Allow, Mode::Enforce);
     }
     let v = top.top("q", Window::OneMinute, 10, None).unwrap();
     assert_eq!((v.allowed, v.denied), (7, 2));
@@ -258,7 +258,7 @@ fn every_allowed_request_and_key_seen_is_counted() {
             0,
             &format!("q:ip:10.1.0.{i}"),
             None,
-            Outcome::Allow,
+            PolicyOutcome::Allow,
             Mode::Enforce,
         );
     }
@@ -311,11 +311,23 @@ fn a_label_names_the_stored_key_across_minutes() {
     let top = shows(vec![form()]);
     let (stored, label) = ("p:f:8e33af", "p:f:alice");
     for _ in 0..3 {
-        top.record(0, stored, None, Outcome::ShadowDeny, Mode::Shadow);
+        top.record(0, stored, None, PolicyOutcome::ShadowDeny, Mode::Shadow);
     }
     clock.advance(Duration::from_secs(60));
-    top.record(0, stored, Some(label), Outcome::ShadowDeny, Mode::Shadow);
-    top.record(0, "p:f:0b0b", Some("p:f:bob"), Outcome::Allow, Mode::Shadow);
+    top.record(
+        0,
+        stored,
+        Some(label),
+        PolicyOutcome::ShadowDeny,
+        Mode::Shadow,
+    );
+    top.record(
+        0,
+        "p:f:0b0b",
+        Some("p:f:bob"),
+        PolicyOutcome::Allow,
+        Mode::Shadow,
+    );
     let v = top.top("p", Window::FifteenMinutes, 10, None).unwrap();
     let rows: Vec<(&str, u64)> = v.top.iter().map(|k| (&*k.key, k.shadow_denied)).collect();
     assert_eq!(rows, [(label, 4)]);

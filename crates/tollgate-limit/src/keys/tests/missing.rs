@@ -101,13 +101,12 @@ fn deny_names_the_policy_and_the_part() {
         let want = MissingKey {
             policy: "p".into(),
             what: what.into(),
-            unauthenticated,
         };
-        assert_eq!(
-            key(&part, Some(OnMissingKey::Deny)),
-            Err(KeyError::Missing(want)),
-            "{part:?}"
-        );
+        let want = match unauthenticated {
+            true => KeyError::MissingCredential(want),
+            false => KeyError::Missing(want),
+        };
+        assert_eq!(key(&part, Some(OnMissingKey::Deny)), Err(want), "{part:?}");
     }
     let Err(KeyError::Missing(m)) = key(
         &KeyPart::Header(HeaderName::from_static("x-username")),

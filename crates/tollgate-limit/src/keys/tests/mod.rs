@@ -176,7 +176,9 @@ fn ambiguous(r: Result<Option<String>, KeyError>) -> Result<Option<String>, Ambi
     r.map_err(|e| match e {
         KeyError::Ambiguous(a) => a,
         KeyError::Unverified => panic!("no token in these facts"),
-        KeyError::Missing(m) => panic!("these policies skip: {m}"),
+        KeyError::MissingCredential(m) | KeyError::Missing(m) => {
+            panic!("these policies skip: {m}")
+        }
     })
 }
 

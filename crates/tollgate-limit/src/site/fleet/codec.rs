@@ -88,7 +88,7 @@ impl KeyItem {
 
 /// The owner's decision on one asked key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub enum OwnerReply {
     /// Admitted and spent (a reservation, given back if the request ends denied); `wait`
     /// is a delay before forwarding (0 for the rate algorithms).
     Admitted {
@@ -113,21 +113,21 @@ const ADMITTED: u8 = 1;
 const DENIED: u8 = 2;
 const UNKNOWN: u8 = 3;
 
-impl Answer {
+impl OwnerReply {
     pub fn encode(self) -> Bytes {
         let (status, a, b, c, d) = match self {
-            Answer::Admitted {
+            OwnerReply::Admitted {
                 remaining,
                 reset_after,
                 wait,
                 next_after,
             } => (ADMITTED, remaining, reset_after, wait, next_after),
-            Answer::Denied {
+            OwnerReply::Denied {
                 remaining,
                 reset_after,
                 retry_after,
             } => (DENIED, remaining, reset_after, retry_after, 0),
-            Answer::Unknown => (UNKNOWN, 0, 0, 0, 0),
+            OwnerReply::Unknown => (UNKNOWN, 0, 0, 0, 0),
         };
         let mut out = BytesMut::with_capacity(33);
         out.put_u8(status);
@@ -138,25 +138,25 @@ impl Answer {
     }
 
     /// `None` when not shaped as an answer.
-    pub fn decode(mut b: Bytes) -> Option<Answer> {
+    pub fn decode(mut b: Bytes) -> Option<OwnerReply> {
         if b.remaining() != 33 {
             return None;
         }
         let status = b.get_u8();
         let (x, y, z, n) = (b.get_u64(), b.get_u64(), b.get_u64(), b.get_u64());
         match status {
-            ADMITTED => Some(Answer::Admitted {
+            ADMITTED => Some(OwnerReply::Admitted {
                 remaining: x,
                 reset_after: y,
                 wait: z,
                 next_after: n,
             }),
-            DENIED => Some(Answer::Denied {
+            DENIED => Some(OwnerReply::Denied {
                 remaining: x,
                 reset_after: y,
                 retry_after: z,
             }),
-            UNKNOWN => Some(Answer::Unknown),
+            UNKNOWN => Some(OwnerReply::Unknown),
             _ => None,
         }
     }
@@ -179,21 +179,21 @@ mod tests {
         let cut = item.encode().slice(..5);
         assert_eq!(KeyItem::decode(cut), None);
         for a in [
-            Answer::Admitted {
+            OwnerReply::Admitted {
                 remaining: 1,
                 reset_after: 2,
                 wait: 3,
                 next_after: 4,
             },
-            Answer::Denied {
+            OwnerReply::Denied {
                 remaining: 0,
                 reset_after: 5,
                 retry_after: u64::MAX,
             },
-            Answer::Unknown,
+            OwnerReply::Unknown,
         ] {
-            assert_eq!(Answer::decode(a.encode()), Some(a));
+            assert_eq!(OwnerReply::decode(a.encode()), Some(a));
         }
-        assert_eq!(Answer::decode(Bytes::from_static(b"\x09")), None);
+        assert_eq!(OwnerReply::decode(Bytes::from_static(b"\x09")), None);
     }
 }

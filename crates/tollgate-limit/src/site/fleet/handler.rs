@@ -6,7 +6,7 @@
 //! own requests use: an owner's key is decided in one place whoever asks, and a gossiped
 //! spend weighs on the next local decision. The transport has already authenticated the
 //! message; an item that names an unknown policy, one of another site, or one whose numbers
-//! differ here (its fingerprint) is refused (`Answer::Unknown`, or [`REFUSED`] for gossip),
+//! differ here (its fingerprint) is refused (`OwnerReply::Unknown`, or [`REFUSED`] for gossip),
 //! never guessed at.
 //!
 //! An owner in quarantine (`rejoin.rs`: its peers may have counted it out) forwards the
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 
-use super::codec::{Answer, KeyItem, fingerprint};
+use super::codec::{KeyItem, OwnerReply, fingerprint};
 use super::fence::Fences;
 use super::fresh::Freshness;
 use super::rejoin::{self, Rejoin};
@@ -189,12 +189,12 @@ impl FleetHandler {
     /// carrying its remaining and reset.
     /// An owner key's count is asked by the owner it moves back to (`rejoin.rs`): from then
     /// on, its late asks here go to that owner (`fence.rs`).
-    fn sync(&self, view: &View, data: Bytes, from: SocketAddr) -> Answer {
+    fn sync(&self, view: &View, data: Bytes, from: SocketAddr) -> OwnerReply {
         let item = match self.item(view, data.clone(), Site::Gossip) {
             Some(item) => item,
             None => {
                 let Some(item) = self.item(view, data, Site::Owner) else {
-                    return Answer::Unknown;
+                    return OwnerReply::Unknown;
                 };
                 if self.ring.owner(&item.key) == from && from != self.ring.me() {
                     let now = view.local.now();
@@ -210,7 +210,7 @@ impl FleetHandler {
         let s = view
             .local
             .peek(item.policy, &item.key, item.headroom, false);
-        Answer::Admitted {
+        OwnerReply::Admitted {
             remaining: s.remaining,
             reset_after: s.reset_after,
             wait: 0,
@@ -275,7 +275,7 @@ impl FleetHandler {
             return self.pass_on(interim, data).await;
         }
         let Some(item) = self.item(view, data.clone(), Site::Owner) else {
-            return Answer::Unknown.encode();
+            return OwnerReply::Unknown.encode();
         };
         if let Some(owner) = self.fenced(view, &item, from) {
             return self.pass_on(owner, data).await;
@@ -326,7 +326,7 @@ impl FleetHandler {
         }
     }
 
-    fn decide(&self, view: &View, item: CheckItem) -> Answer {
+    fn decide(&self, view: &View, item: CheckItem) -> OwnerReply {
         let results = view.local.check(std::slice::from_ref(&item), |ds| {
             ds.iter().map(|v| v.admits()).collect::<Spends>()
         });
@@ -334,19 +334,19 @@ impl FleetHandler {
         let (remaining, reset_after) = (r.snapshot.remaining, r.snapshot.reset_after);
         let next_after = r.snapshot.next_after;
         match r.decision.verdict {
-            Verdict::Allow => Answer::Admitted {
+            Verdict::Allow => OwnerReply::Admitted {
                 remaining,
                 reset_after,
                 wait: 0,
                 next_after,
             },
-            Verdict::Delay(wait) => Answer::Admitted {
+            Verdict::Delay(wait) => OwnerReply::Admitted {
                 remaining,
                 reset_after,
                 wait,
                 next_after,
             },
-            Verdict::Deny { retry_after } => Answer::Denied {
+            Verdict::Deny { retry_after } => OwnerReply::Denied {
                 remaining,
                 reset_after,
                 retry_after,

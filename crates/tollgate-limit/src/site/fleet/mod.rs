@@ -45,7 +45,7 @@ use crate::peer::{Observer, Op, PeerClient, PeerError, PeerMetrics, PeerServer, 
 use crate::policy::PolicyRuntime;
 use crate::site::local::LocalStore;
 use crate::spec::Cluster;
-pub use codec::{Answer, KeyItem, fingerprint};
+pub use codec::{KeyItem, OwnerReply, fingerprint};
 use handler::FleetHandler;
 use rejoin::Rejoin;
 use ring::Ring;
@@ -226,7 +226,7 @@ impl FleetSite {
         &self,
         owner: SocketAddr,
         items: &[KeyItem],
-    ) -> Result<Vec<Answer>, FleetError> {
+    ) -> Result<Vec<OwnerReply>, FleetError> {
         let data = items.iter().map(KeyItem::encode).collect();
         let replies = match self.client.call(owner, Op::Ask, data).await {
             Ok(replies) => replies,
@@ -234,8 +234,8 @@ impl FleetSite {
         };
         let mut answers = Vec::with_capacity(items.len());
         for (item, reply) in items.iter().zip(replies) {
-            match Answer::decode(reply) {
-                Some(Answer::Unknown) => {
+            match OwnerReply::decode(reply) {
+                Some(OwnerReply::Unknown) => {
                     self.metrics.error("config");
                     return Err(FleetError::Unknown {
                         owner,

@@ -52,7 +52,7 @@ use tokio::sync::Notify;
 use tracing::info;
 
 use super::FleetSite;
-use super::codec::{Answer, KeyItem};
+use super::codec::{KeyItem, OwnerReply};
 use super::ring::{DOWN_AFTER, Ring};
 use super::sync::snapshot_of;
 use crate::algorithm::Snapshot;
@@ -281,7 +281,7 @@ pub async fn interim_counts(client: &PeerClient, ring: &Ring, items: &[KeyItem])
         for (n, &i) in idx.iter().enumerate() {
             heard[i] = answers
                 .as_ref()
-                .map(|r| Answer::decode(r[n].clone()).and_then(snapshot_of));
+                .map(|r| OwnerReply::decode(r[n].clone()).and_then(snapshot_of));
         }
     }
     heard

@@ -19,7 +19,7 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, join_all};
 
 use super::FleetSite;
-use super::codec::{Answer, KeyItem};
+use super::codec::{KeyItem, OwnerReply};
 use crate::algorithm::Snapshot;
 use crate::clock::Nanos;
 use crate::peer::Op;
@@ -124,7 +124,7 @@ impl FleetSite {
             for (i, h) in heard.iter_mut().enumerate() {
                 let snapshot = answers
                     .as_ref()
-                    .and_then(|r| Answer::decode(r[i].clone()))
+                    .and_then(|r| OwnerReply::decode(r[i].clone()))
                     .and_then(snapshot_of);
                 match snapshot {
                     Some(s) => h.most_spent = Some(more_spent(h.most_spent, s)),
@@ -166,9 +166,9 @@ fn longest_refill(policies: &[PolicyRuntime], site: Site) -> crate::clock::Nanos
 }
 
 /// The count a `sync` answer carries.
-pub(super) fn snapshot_of(a: Answer) -> Option<Snapshot> {
+pub(super) fn snapshot_of(a: OwnerReply) -> Option<Snapshot> {
     match a {
-        Answer::Admitted {
+        OwnerReply::Admitted {
             remaining,
             reset_after,
             next_after,
