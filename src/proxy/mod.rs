@@ -36,20 +36,18 @@ use http::{Request, Response, header};
 use hyper::body::Incoming;
 use tracing::{info, warn};
 
-use crate::body::{self, ResponseBody};
+use crate::body::ResponseBody;
 use crate::config::Response as ResponseConfig;
 use crate::config::{Config, MethodOverride, PathRules};
-use crate::limit::keys::Target;
+use crate::limit::Limiter;
 use crate::limit::keys::canonical;
-use crate::limit::{Admitted, At, Checked, Decision, Limiter};
-use crate::respond::{self, GatewayError};
-use crate::router::{RouteEntry, Router};
+use crate::respond;
+use crate::router::Router;
 use access::{Access, access_log};
 use client_ip::TrustedProxies;
-use key_body::ClientBody;
 use metrics::{RequestMetrics, RouteMetrics};
 use request_id::RequestIds;
-use trace::{RequestTrace, Tracing};
+use trace::Tracing;
 use upstream::forward::Forwarder;
 use upstream::{Pool, UpstreamSlots};
 
@@ -183,7 +181,7 @@ impl Gateway {
         let logged = (trace.is_some()
             || tracing::enabled!(target: "tollgate::access", tracing::Level::INFO))
         .then(|| (req.method().clone(), req.uri().clone()));
-        let routed = canonical.and_then(|()| self.route(&req));
+        let routed = canonical.and_then(|()| decide::route(&inner.router, &req));
         let route = routed.as_ref().ok().cloned();
         let grpc = respond::is_grpc(&req);
         // 4–5. limit, forward (what the limit step decided, for the access log)
@@ -196,7 +194,17 @@ impl Gateway {
                     client,
                     peer_trusted,
                 };
-                self.limit_and_forward(&entry, req, asker, &mut decision, trace.as_mut())
+                let routed = decide::Routed {
+                    limiter: &inner.limiter,
+                    body_timeout: inner.body_timeout,
+                    pool: &inner.pools[entry.route.upstream],
+                    forwarder: &inner.forwarder,
+                    metrics: &inner.route_metrics[entry.index],
+                    response: &inner.response,
+                    tracing: inner.tracing.as_ref(),
+                };
+                routed
+                    .limit_and_forward(&entry, req, asker, &mut decision, trace.as_mut())
                     .await
             }
         };
