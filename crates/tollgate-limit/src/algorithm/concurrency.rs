@@ -24,7 +24,7 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use super::{Algorithm, Decision, NEVER, Nanos, QuotaInfo, Snapshot, Verdict};
+use super::{Algorithm, KeyDecision, NEVER, Nanos, QuotaInfo, Snapshot, Verdict};
 
 /// `retry_after` for a denied concurrency request: long enough that clients do
 /// not hammer a saturated upstream, short compared with typical backoff caps.
@@ -75,7 +75,7 @@ impl Algorithm for Concurrency {
         state: Option<ConcurrencyState>,
         cost: u32,
         _now: Nanos,
-    ) -> Decision<ConcurrencyState> {
+    ) -> KeyDecision<ConcurrencyState> {
         let in_flight = state.map_or(0, |s| s.in_flight);
         let limit = self.limit.get();
         let (verdict, in_flight) = match in_flight.checked_add(cost) {
@@ -89,7 +89,7 @@ impl Algorithm for Concurrency {
             ),
         };
         let snap = self.snapshot(in_flight);
-        Decision {
+        KeyDecision {
             verdict,
             state: ConcurrencyState { in_flight },
             remaining: snap.remaining,

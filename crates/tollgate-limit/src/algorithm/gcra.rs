@@ -37,7 +37,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use super::rate::Rate;
-use super::{Algorithm, Decision, NEVER, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
+use super::{Algorithm, KeyDecision, NEVER, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
 
 /// A GCRA policy: `limit` cells per `period`, bursts of up to `burst` cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,10 +99,10 @@ impl Gcra {
 impl Algorithm for Gcra {
     type State = GcraState;
 
-    fn decide(&self, state: Option<GcraState>, cost: u32, now: Nanos) -> Decision<GcraState> {
+    fn decide(&self, state: Option<GcraState>, cost: u32, now: Nanos) -> KeyDecision<GcraState> {
         let (verdict, state) = self.admit(state, cost, now);
         let snap = self.snapshot(state.tat, self.rate.ticks(now), now);
-        Decision {
+        KeyDecision {
             verdict,
             state,
             remaining: snap.remaining,

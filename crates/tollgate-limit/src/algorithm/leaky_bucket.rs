@@ -33,7 +33,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use super::rate::{Rate, saturate};
-use super::{Algorithm, Decision, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
+use super::{Algorithm, KeyDecision, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
 use crate::clock::duration_to_nanos;
 use crate::spec::MAX_PERIOD;
 
@@ -111,7 +111,7 @@ impl Algorithm for LeakyBucket {
         state: Option<LeakyBucketState>,
         cost: u32,
         now: Nanos,
-    ) -> Decision<LeakyBucketState> {
+    ) -> KeyDecision<LeakyBucketState> {
         let now_t = self.rate.ticks(now);
         let slot = self.slot(state, now_t);
         let wait = slot - now_t;
@@ -132,7 +132,7 @@ impl Algorithm for LeakyBucket {
             }
         };
         let snap = self.snapshot(next.max(now_t), now_t, now);
-        Decision {
+        KeyDecision {
             verdict,
             state: LeakyBucketState { next },
             remaining: snap.remaining,

@@ -49,8 +49,9 @@ pub trait Algorithm: Send + Sync + std::fmt::Debug + 'static {
     type State: Copy + Send + Sync + std::fmt::Debug + PartialEq + 'static;
 
     /// Decide one request of `cost` cells at `now` against `state` (None = fresh key).
-    /// Pure: the caller commits `Decision::state` only if every policy of the request allows.
-    fn decide(&self, state: Option<Self::State>, cost: u32, now: Nanos) -> Decision<Self::State>;
+    /// Pure: the caller commits `KeyDecision::state` only if every policy of the request allows.
+    fn decide(&self, state: Option<Self::State>, cost: u32, now: Nanos)
+    -> KeyDecision<Self::State>;
 
     /// [`Algorithm::decide`]'s verdict and state alone. A decision's header figures are
     /// `peek(Some(state), now)` (`tests/limits/prop_decide_peek.rs`), so the local site decides
@@ -93,9 +94,10 @@ pub trait Algorithm: Send + Sync + std::fmt::Debug + 'static {
     fn quota(&self) -> QuotaInfo;
 }
 
-/// The outcome of [`Algorithm::decide`].
+/// What [`Algorithm::decide`] says of one key: its verdict and the state to keep. One key's,
+/// where the request's (every policy's keys together) is the access log's [`crate::Decision`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decision<S> {
+pub struct KeyDecision<S> {
     /// Whether (and how) the request may proceed.
     pub verdict: Verdict,
     /// The state to store if the whole request is admitted. On a deny it is
@@ -139,11 +141,11 @@ impl Verdict {
 /// A read-only view of a key, for headers on requests that did not spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Snapshot {
-    /// As [`Decision::remaining`].
+    /// As [`KeyDecision::remaining`].
     pub remaining: u64,
-    /// As [`Decision::reset_after`].
+    /// As [`KeyDecision::reset_after`].
     pub reset_after: Nanos,
-    /// As [`Decision::next_after`].
+    /// As [`KeyDecision::next_after`].
     pub next_after: Nanos,
 }
 

@@ -38,7 +38,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use super::rate::{period_nanos, saturate};
-use super::{Algorithm, Decision, NEVER, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
+use super::{Algorithm, KeyDecision, NEVER, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
 
 /// A sliding-window policy: about `limit` cells per trailing `period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +180,7 @@ impl Algorithm for SlidingWindow {
         state: Option<SlidingWindowState>,
         cost: u32,
         now: Nanos,
-    ) -> Decision<SlidingWindowState> {
+    ) -> KeyDecision<SlidingWindowState> {
         let mut r = self.roll(state, now);
         let p = u128::from(self.period_ns);
         let wanted = u128::from(r.current) + u128::from(cost);
@@ -194,7 +194,7 @@ impl Algorithm for SlidingWindow {
             Verdict::Deny { retry_after }
         };
         let snap = self.snapshot(&r, now);
-        Decision {
+        KeyDecision {
             verdict,
             state: SlidingWindowState {
                 window: r.window,

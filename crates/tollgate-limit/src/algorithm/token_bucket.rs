@@ -32,7 +32,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use super::rate::{Rate, saturate};
-use super::{Algorithm, Decision, NEVER, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
+use super::{Algorithm, KeyDecision, NEVER, Nanos, QuotaError, QuotaInfo, Snapshot, Verdict};
 
 /// A token-bucket policy: capacity `burst`, refill `limit` per `period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +119,7 @@ impl Algorithm for TokenBucket {
         state: Option<TokenBucketState>,
         cost: u32,
         now: Nanos,
-    ) -> Decision<TokenBucketState> {
+    ) -> KeyDecision<TokenBucketState> {
         let (level, last) = self.refill(state, now);
         let need = self.rate.cells(u64::from(cost));
         let (verdict, level) = if level >= need {
@@ -137,7 +137,7 @@ impl Algorithm for TokenBucket {
             (Verdict::Deny { retry_after }, level)
         };
         let snap = self.snapshot((level, last), now);
-        Decision {
+        KeyDecision {
             verdict,
             state: self.pack(level, last),
             remaining: snap.remaining,

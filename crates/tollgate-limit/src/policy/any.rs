@@ -8,7 +8,7 @@
 use std::num::NonZeroU32;
 
 use crate::algorithm::{
-    Algorithm, Concurrency, ConcurrencyState, Decision, Gcra, GcraState, LeakyBucket,
+    Algorithm, Concurrency, ConcurrencyState, Gcra, GcraState, KeyDecision, LeakyBucket,
     LeakyBucketState, QuotaError, QuotaInfo, SlidingWindow, SlidingWindowState, Snapshot,
     TokenBucket, TokenBucketState, Verdict,
 };
@@ -55,8 +55,8 @@ macro_rules! dispatch {
 }
 
 /// Wrap a typed decision's state into [`AnyState`].
-fn wrap<S>(d: Decision<S>, f: impl FnOnce(S) -> AnyState) -> Decision<AnyState> {
-    Decision {
+fn wrap<S>(d: KeyDecision<S>, f: impl FnOnce(S) -> AnyState) -> KeyDecision<AnyState> {
+    KeyDecision {
         verdict: d.verdict,
         state: f(d.state),
         remaining: d.remaining,
@@ -114,7 +114,7 @@ impl AnyAlgorithm {
         })
     }
 
-    pub fn decide(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> Decision<AnyState> {
+    pub fn decide(&self, state: Option<AnyState>, cost: u32, now: Nanos) -> KeyDecision<AnyState> {
         dispatch!(
             self,
             state,

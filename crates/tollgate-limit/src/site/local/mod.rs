@@ -24,7 +24,7 @@ use compact_str::CompactString;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 
-use crate::algorithm::{Decision, Snapshot, Verdict};
+use crate::algorithm::{KeyDecision, Snapshot, Verdict};
 use crate::clock::{Clock, Nanos};
 use crate::metrics::PolicyGauges;
 use crate::policy::{AnyAlgorithm, AnyState, PolicyRuntime};
@@ -56,7 +56,7 @@ pub struct CheckItem {
 #[derive(Debug, Clone, Copy)]
 pub struct ItemResult {
     /// The algorithm's decision at the check's instant.
-    pub decision: Decision<AnyState>,
+    pub decision: KeyDecision<AnyState>,
     /// Whether its state was written (spent).
     pub committed: bool,
     /// Remaining / reset after the check, for headers.
@@ -254,7 +254,7 @@ impl LocalStore {
                     .map(|e| e.state)
             })
             .collect();
-        let decisions: SmallVec<[Decision<AnyState>; INLINE]> = items
+        let decisions: SmallVec<[KeyDecision<AnyState>; INLINE]> = items
             .iter()
             .zip(&before)
             .map(|(it, state)| self.algorithm_of(it).decide(*state, it.cost, now))
@@ -324,7 +324,7 @@ impl LocalStore {
         };
         // A decision's figures are those of the state it leaves (`tests/limits/prop_decide_peek.rs`).
         let figures = alg.peek(Some(after), now);
-        let decision = Decision {
+        let decision = KeyDecision {
             verdict,
             state: after,
             remaining: figures.remaining,
