@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use tower::{Layer, Service};
@@ -22,6 +22,7 @@ use tower_http::request_id::RequestId;
 
 use super::{ClientAddr, Shared};
 use crate::body::{self, BoxError, ResponseBody};
+use crate::config::Response as ResponseConfig;
 use crate::limit::Admitted;
 use crate::normalize::normalize_path;
 use crate::respond::{self, GatewayError};
@@ -133,7 +134,7 @@ impl RateLimitLayer {
             respond::refusal(&err, grpc, &shared.response, request_id.as_deref())
         };
         let Some(peer) = self.client.peer(req.extensions()) else {
-            return Ok(no_peer(&self.name));
+            return Ok(no_peer(&self.name, &shared.response));
         };
         let client = shared.trusted.client_ip(peer, req.headers());
         // Keys on `path` read the canonical path, as the gateway's do (the service still
@@ -195,20 +196,12 @@ fn limited_uri(uri: &Uri, shared: &Shared) -> Result<Uri, String> {
 }
 
 /// 500: the layer cannot tell who is asking, so no policy can be asked fairly. A wiring
-/// mistake (the app is served without `ConnectInfo`), said in the body and logged.
-fn no_peer(layer: &str) -> Response<ResponseBody> {
+/// mistake (the app is served without `ConnectInfo`), said in the body and logged. Problem
+/// details without a `request_id`, to a gRPC call too, as this answer has always been.
+fn no_peer(layer: &str, response: &ResponseConfig) -> Response<ResponseBody> {
     tracing::error!(
         layer,
         "rate-limit layer: the request carries no peer address (serve the router with `into_make_service_with_connect_info::<SocketAddr>()`, or give the layer a `ClientAddr`)"
     );
-    let status = StatusCode::INTERNAL_SERVER_ERROR;
-    respond::problem(
-        status,
-        serde_json::json!({
-            "type": "https://tollgate.dev/problems/no_client_address",
-            "title": "Internal Server Error",
-            "status": status.as_u16(),
-            "detail": "the rate limiter cannot tell the client's address",
-        }),
-    )
+    respond::error_response(&GatewayError::NoClientAddress, response, None)
 }

@@ -64,6 +64,7 @@ pub enum GrpcCode {
     DeadlineExceeded = 4,
     ResourceExhausted = 8,
     Unimplemented = 12,
+    Internal = 13,
     Unavailable = 14,
     Unauthenticated = 16,
 }
@@ -187,6 +188,12 @@ impl GatewayError {
                     "rate limited",
                 )
             },
+            GatewayError::NoClientAddress => ErrorAnswer::plain(
+                S::INTERNAL_SERVER_ERROR,
+                G::Internal,
+                "no_client_address",
+                self.to_string(),
+            ),
             GatewayError::StoreUnavailable {
                 retry_after,
                 policies,

@@ -70,6 +70,10 @@ pub enum GatewayError {
     /// An enforcing policy denied the request; the report names which and for how long.
     #[error("rate limited")]
     RateLimited(Vec<PolicyReport>),
+    /// The tower layer cannot tell who is asking: the app is served without the peer's
+    /// address (a wiring mistake). Answered 500 rather than keyed on a guess.
+    #[error("the rate limiter cannot tell the client's address")]
+    NoClientAddress,
     /// The store could not decide and the route fails closed.
     #[error("rate-limit store unavailable; retry in {}s", retry_after_secs(*.retry_after))]
     StoreUnavailable {
