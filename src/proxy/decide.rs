@@ -1,8 +1,9 @@
-//! Steps 3 to 5 of a request (as `proxy/mod.rs` numbers them), after `Gateway::handle` has made it canonical and found who
-//! asks: its route ([`route`], from the router alone), then for a routed request the
-//! limiter's decision on it and forwarding what is admitted ([`Routed`]: the limiter, and
-//! the one pool and the one route's metrics the request can reach). Each reads only what
-//! its arguments name; `Gateway::handle` hands them out of the worker's request path.
+//! Steps 3 to 5 of a request (as `proxy/mod.rs` numbers them), after `Gateway::handle` has
+//! made it canonical and found who asks: its route ([`route`], from the router alone), then
+//! for a routed request the limiter's decision on it and forwarding what is admitted
+//! ([`Routed`]: the limiter, and the one pool and the one route's metrics the request can
+//! reach). Each reads only what its arguments name; `Gateway::handle` hands them out of the
+//! worker's request path.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};

@@ -1,8 +1,9 @@
-//! The request path's one table of refusals: what each [`GatewayError`] tells the client, in every form the answer
-//! takes. The problem-details answer (`respond/mod.rs`, the 429's body in `ratelimit.rs`)
-//! and the gRPC answer (`grpc.rs`) both read an [`ErrorAnswer`] and decide nothing of their
-//! own, so a client is told the same thing whichever it speaks (as linkerd2-proxy's
-//! `errors/respond.rs` sets status, gRPC code and headers in one constructor).
+//! The request path's one table of refusals: what each [`GatewayError`] tells the client,
+//! in every form the answer takes. The problem-details answer (`respond/mod.rs`, the 429's
+//! body in `ratelimit.rs`) and the gRPC answer (`grpc.rs`) both read an [`ErrorAnswer`]
+//! and decide nothing of their own, so a client is told the same thing whichever it speaks
+//! (as linkerd2-proxy's `errors/respond.rs` sets status, gRPC code and headers in one
+//! constructor).
 //!
 //! [`GatewayError::answer`] has one arm per variant and no wildcard: a new variant does not
 //! compile until its status, gRPC code, problem kind and detail are written here.

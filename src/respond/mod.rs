@@ -1,6 +1,6 @@
-//! The request path's last step, turning failures into answers: the one place a [`GatewayError`] becomes a
-//! response (and the one place the limit step's [`Answer`] becomes one, or goes on:
-//! [`admitted`]).
+//! The request path's last step, turning failures into answers: the one place a
+//! [`GatewayError`] becomes a response (and the one place the limit step's [`Answer`]
+//! becomes one, or goes on: [`admitted`]).
 //!
 //! Every step of the request path returns a `GatewayError` when it cannot go on; the
 //! gateway's request path and the tower layer each call [`refusal`] once. What an error

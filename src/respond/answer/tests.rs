@@ -191,8 +191,9 @@ async fn the_layers_500_is_the_answer_it_always_was() {
     assert_eq!(
         body,
         concat!(
-            r#"{"detail":"the rate limiter cannot tell the client's address","status":500,"#,
-            r#""title":"Internal Server Error","type":"https://tollgate.dev/problems/no_client_address"}"#
+            r#"{"detail":"the rate limiter cannot tell the client's address","#,
+            r#""status":500,"title":"Internal Server Error","#,
+            r#""type":"https://tollgate.dev/problems/no_client_address"}"#
         )
     );
 }
