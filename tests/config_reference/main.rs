@@ -28,8 +28,11 @@
 //!
 //! The modules: `syntax` (the Rust source read as text: comments, brackets, attributes),
 //! `structs` (the serde structs of `src/config/` and their keys, walked from a field's type),
-//! `page` (a reference page's tables, read with pulldown-cmark) and `tests`.
+//! `page` (a reference page's tables, read with pulldown-cmark) and `tests`; `config_view`
+//! holds `GET /config` to the same keys (each shown, or named by the operating chapter as
+//! left out).
 
+mod config_view;
 mod page;
 mod structs;
 mod syntax;
