@@ -2,7 +2,8 @@
 //! ARCHITECTURE.md and the examples' READMEs points at a file that exists and, when it names
 //! an anchor, at a heading that exists; every ```toml block passes `tollgate check`; and
 //! ARCHITECTURE.md names every source file and no path that does not exist (`architecture.rs`);
-//! and every output block marked `shown=NAME` is what the binary prints (`shown/`).
+//! and every output block marked `shown=NAME` is what the binary prints (`shown/`); the
+//! decision sites' table is what the simulator measures (`site_table.rs`).
 //!
 //! Why a test and not only `mdbook build`: mdBook builds a book with a broken link without a
 //! word, and the README and examples are outside the book. This reads the Markdown with
@@ -235,3 +236,4 @@ mod commands;
 mod links;
 mod problems;
 mod shown;
+mod site_table;
