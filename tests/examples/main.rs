@@ -13,7 +13,8 @@
 //!   Redis is gone; the JWT example's tiers, 401s and response costs; the three gateways
 //!   on one real `redis-server` admit at most `burst + elapsed × rate` for both the central
 //!   and the lease policy; `run.sh` starts and stops its processes; the owner fleet shares
-//!   one exact limit.
+//!   one exact limit; the compose config, on a real Redis and an echoing backend, echoes
+//!   the forwarding headers and answers 40 requests at once with its burst and 429s.
 //!
 //! Each running test starts from the example's own file and changes only addresses (free
 //! ports, the test's upstream and Redis) and, where the bound is about a store or owner that
@@ -23,10 +24,12 @@
 //! The modules, by area: `static_files` (the configs pass `check`, the ConfigMap's and the
 //! compose mount's too; `compose.yaml`'s services), `docker` (the `Dockerfile`),
 //! `kubernetes` (the manifests), `running` (what the running tests share), then one module
-//! per running example: `login`, `jwt`, `three_gateways` (with `run.sh`) and `owner_fleet`.
+//! per running example: `login`, `jwt`, `three_gateways` (with `run.sh`), `owner_fleet` and
+//! `compose` (its config without Docker).
 
 #[path = "../common/mod.rs"]
 mod common;
+mod compose;
 mod docker;
 mod jwt;
 mod kubernetes;
