@@ -14,7 +14,8 @@
 //!   on one real `redis-server` admit at most `burst + elapsed × rate` for both the central
 //!   and the lease policy; `run.sh` starts and stops its processes; the owner fleet shares
 //!   one exact limit; the compose config, on a real Redis and an echoing backend, echoes
-//!   the forwarding headers and answers 40 requests at once with its burst and 429s.
+//!   the forwarding headers and answers 40 requests at once with its burst and 429s; the
+//!   Kubernetes ConfigMap's config, served alone, shows a pod's share and two nodes.
 //!
 //! Each running test starts from the example's own file and changes only addresses (free
 //! ports, the test's upstream and Redis) and, where the bound is about a store or owner that
@@ -24,8 +25,9 @@
 //! The modules, by area: `static_files` (the configs pass `check`, the ConfigMap's and the
 //! compose mount's too; `compose.yaml`'s services), `docker` (the `Dockerfile`),
 //! `kubernetes` (the manifests), `running` (what the running tests share), then one module
-//! per running example: `login`, `jwt`, `three_gateways` (with `run.sh`), `owner_fleet` and
-//! `compose` (its config without Docker).
+//! per running example: `login`, `jwt`, `three_gateways` (with `run.sh`), `owner_fleet`,
+//! `compose` (its config without Docker) and `kubernetes_run` (the ConfigMap's config without a
+//! cluster).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -33,6 +35,7 @@ mod compose;
 mod docker;
 mod jwt;
 mod kubernetes;
+mod kubernetes_run;
 mod login;
 mod owner_fleet;
 mod running;
