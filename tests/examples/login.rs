@@ -1,5 +1,7 @@
 //! The login example locks an account after five failures with a 429 and `Retry-After`,
-//! fails closed when Redis is gone, and limits attempts per address when Redis is back.
+//! answers a login without its `X-Login-User` header with a 401 naming the policy and the
+//! header, fails closed when Redis is gone, and limits attempts per address when Redis is
+//! back.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -82,6 +84,22 @@ async fn the_login_example_locks_an_account_after_five_failures_and_fails_closed
     // A header that is not the form's user is the backend's 400 (it spends a per-IP cell).
     let resp = login(addr, "bob", "alice", "guess").await;
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    // No header at all: the gateway's 401 naming login_per_account and the header
+    // (`on_missing_key = "deny"`), before the backend or any budget is asked.
+    let req = Request::post(format!("http://{addr}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from("username=dave&password=x")))
+        .unwrap();
+    let resp = timed(send_h1(addr, req)).await;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let detail = json(resp).await["detail"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        detail.contains("login_per_account") && detail.contains("x-login-user"),
+        "{detail}"
+    );
 
     // Redis gone: /login fails closed, every other path still passes.
     redis.stop();
