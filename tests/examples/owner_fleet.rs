@@ -1,5 +1,6 @@
 //! The owner fleet, with no store, shares one exact limit: the fleet admits at most
-//! `burst + elapsed × rate`, and the non-owners ask the owner.
+//! `burst + elapsed × rate`, and the non-owners ask the owner; a stopped node is listed
+//! under `down` in `/status` and the two others decide its keys.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,7 +18,7 @@ async fn the_owner_fleet_shares_one_exact_limit_without_a_store() {
     // The peer ports are probed free, then bound by the nodes: another socket may take one
     // in between, and then the whole fleet starts again on new ports.
     let mut attempt = 0;
-    let nodes = 'start: loop {
+    let (mut nodes, peers) = 'start: loop {
         attempt += 1;
         assert!(
             attempt <= 5,
@@ -49,7 +50,7 @@ async fn the_owner_fleet_shares_one_exact_limit_without_a_store() {
                 Err(log) => panic!("node {i} did not start:\n{log}"),
             }
         }
-        break nodes;
+        break (nodes, peers);
     };
     for node in &nodes {
         let admin = node.admin.unwrap();
@@ -79,4 +80,32 @@ async fn the_owner_fleet_shares_one_exact_limit_without_a_store() {
         );
     }
     assert!(asks > 0.0, "the non-owners asked the owner");
+
+    // Stop one node: the others' /status list it under `down` (the README asks the first),
+    // and the two decide its keys (a key of every owner passes through both).
+    drop(nodes.pop());
+    let gone = peers[2].to_string();
+    for node in &nodes {
+        let admin = node.admin.unwrap();
+        eventually(
+            "the stopped node listed down",
+            Duration::from_secs(10),
+            || {
+                let gone = gone.clone();
+                async move {
+                    let status =
+                        json(send_h1(admin, get(&format!("http://{admin}/status"))).await).await;
+                    status["fleet"]["down"] == serde_json::json!([gone])
+                }
+            },
+        )
+        .await;
+    }
+    for n in 0..12 {
+        let key = format!("after-{n}");
+        for node in &nodes {
+            let status = crate::running::keyed(node.addr, "/", &key).await;
+            assert_eq!(status, http::StatusCode::OK, "{key} through {}", node.addr);
+        }
+    }
 }
