@@ -1,6 +1,6 @@
 //! The three gateways on one real `redis-server` admit at most `burst + elapsed × rate` for
 //! both the central and the lease policy; `run.sh` starts Redis and the three gateways and
-//! stops them all on SIGTERM.
+//! stops them all on SIGTERM; the README's backend lines serve `/items`.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -190,4 +190,69 @@ async fn run_sh_starts_redis_and_three_gateways_and_stops_them_on_sigterm() {
             "{addr} still open"
         );
     }
+}
+
+/// A process started by `sh -c`, killed by pid on drop.
+struct Started(Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The README's backend lines run as written (issue 52: `python3 -m http.server` answered
+/// 404 to `/items`, so the passes it showed were 404s): its folder and port alone replaced,
+/// a gateway in front of it answers `/items` with 200 and the file's `[]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_backend_answers_items() {
+    let readme = read(&examples().join("three-gateways-redis/README.md"));
+    let dir = crate::common::temp::TempDir::new("tg-backend");
+    let port = peers::free_ports(1)[0];
+    let lines: Vec<String> = readme
+        .lines()
+        .filter(|l| l.contains("/tmp/tg-backend"))
+        .map(|l| {
+            l.split(" #")
+                .next()
+                .unwrap()
+                .trim()
+                .trim_end_matches('&')
+                .replace("/tmp/tg-backend", &dir.0.display().to_string())
+                .replace(" 3000 ", &format!(" {} ", port.port()))
+        })
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "the README's backend is a mkdir line and an http.server line: {lines:?}"
+    );
+    let made = Command::new("sh").args(["-c", &lines[0]]).status().unwrap();
+    assert!(made.success(), "{}", lines[0]);
+    let _backend = Started(
+        Command::new("sh")
+            .args(["-c", &format!("exec {}", lines[1])])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(
+        "the README's backend listening",
+        Duration::from_secs(10),
+        || async move { tokio::net::TcpStream::connect(port).await.is_ok() },
+    )
+    .await;
+
+    let redis = RedisServer::start();
+    let config = &three_gateway_configs(&redis, port)[0];
+    let gw = spawn_serve_with_env(config, SECRETS);
+    let req = http::Request::get(format!("http://{}/items", gw.addr))
+        .header("x-api-key", "k1")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send_h1(gw.addr, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(text(resp).await.trim(), "[]");
 }
