@@ -1,6 +1,7 @@
 //! `examples/axum-layer`: its config passes `tollgate check`, and its very router (the
-//! example's `app.rs`, included here) serves as its README says. And `check` refuses a
-//! `[layers.*]` table it cannot honour, naming the key.
+//! example's `app.rs`, included here) serves as its README says, alone and as two copies
+//! sharing the login budget in Redis once the file's `[store]` is uncommented. And `check`
+//! refuses a `[layers.*]` table it cannot honour, naming the key.
 
 use std::io::Read;
 use std::path::Path;
@@ -71,6 +72,41 @@ async fn the_example_serves_and_limits_its_login() {
     let denied =
         "tollgate_decisions_total{route=\"login\",policy=\"login_per_ip\",outcome=\"deny\"}";
     assert_eq!(sample(&metrics, denied), 1.0, "{metrics}");
+}
+
+/// The README: "uncomment `[store]` in the file and start Redis: every copy spends one
+/// budget". Two copies of the app, each with its own `Limits` from the file with those
+/// lines uncommented (a real `redis-server` on a free port), share `login_per_ip`'s three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_copies_on_redis_share_the_login_budget() {
+    let redis = crate::common::redis::RedisServer::start();
+    let text = std::fs::read_to_string(repo_path(EXAMPLE_CONFIG)).unwrap();
+    let commented = "# [store]\n# kind = \"redis\"\n# urls = [\"redis://127.0.0.1:6379\"]";
+    assert!(
+        text.contains(commented),
+        "the example's [store] lines changed"
+    );
+    let shared = text.replace(
+        commented,
+        &format!("[store]\nkind = \"redis\"\nurls = [\"{}\"]", redis.url()),
+    );
+    let path = crate::common::process::temp_file("axum-layer.toml", &shared);
+    let copies = [
+        serve(app::router(&Limits::from_file(&path).unwrap()).unwrap()).await,
+        serve(app::router(&Limits::from_file(&path).unwrap()).unwrap()).await,
+    ];
+    let mut statuses = Vec::new();
+    for addr in [copies[0], copies[1], copies[0], copies[1]] {
+        let req = Request::post(format!("http://{addr}/login"))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        statuses.push(send_h1(addr, req).await.status().as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 429],
+        "one budget of three for both copies"
+    );
 }
 
 /// Write `toml` to a temp file and `tollgate check` it: the first line of stderr.
