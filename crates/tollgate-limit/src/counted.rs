@@ -21,11 +21,11 @@ use http::{HeaderMap, HeaderName};
 use super::ask::{Spent, keeps};
 use super::check::Check;
 use super::deny_cache::DenyCache;
-use super::route_limits::Site;
 use super::site::central::{CentralItem, CentralSite};
 use super::site::fleet::{FleetSite, KeyItem};
 use super::site::lease::{LeaseItem, LeaseSite};
 use super::site::local::{CheckItem, LocalStore};
+use crate::spec::Site;
 
 /// One spend, at the site that holds it.
 #[derive(Debug)]

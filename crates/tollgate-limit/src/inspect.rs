@@ -11,9 +11,10 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use super::clock::Nanos;
 use super::keys::{Claims, KeyError, Target, Token};
 use super::limiter::Limiter;
-use super::route_limits::{Site, site_of};
+use super::route_limits::site_of;
 use super::site::central::CentralItem;
 use super::site::fleet::{KeyItem, OwnerReply};
+use crate::spec::Site;
 use crate::spec::{KeyPart, Mode};
 
 /// The parts of a key, as a request would bring them.
@@ -81,11 +82,9 @@ impl Limiter {
         // A tiered policy: the variant these key parts' request would be asked under.
         let (index, key, headroom) = self.query_key(index, query)?;
         let p = &self.sites().policies[index];
-        let site = site_of(&p.spec, self.central().is_some());
+        let (site, _) = site_of(&p.spec, self.central().is_some());
         let (source, remaining, reset_after) = match site {
-            Site::Central { .. } | Site::Lease => {
-                self.in_store(index, &key, headroom, reset).await?
-            }
+            Site::Central | Site::Lease => self.in_store(index, &key, headroom, reset).await?,
             Site::Owner => self.at_owner(index, &key, headroom, reset).await?,
             Site::Local | Site::Split | Site::Gossip => {
                 if reset {

@@ -5,49 +5,7 @@ use std::sync::Arc;
 
 use super::metrics::{LimitMetrics, OutcomeCounters, OutcomeTotals};
 use super::policy::PolicyRuntime;
-use crate::spec::{self, Mode, OnStoreError, RouteSpec};
-
-/// Where one policy of a route is decided. One variant per site, so that impossible
-/// combinations (leased and central at once, local-first without a store) cannot be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Site {
-    /// This node's own state (also `central` policies on the memory store).
-    Local,
-    /// This node's own state at `limit / N`, N from membership.
-    Split,
-    /// One script call to Redis decides; `local_first`: this node's state, which counts a
-    /// subset of what Redis counted, denies first without a call.
-    Central { local_first: bool },
-    /// Cells leased from the coordinator (Redis, or this process on the memory store).
-    Lease,
-    /// The key's owner in the fleet decides (this node's own state when it is the owner).
-    Owner,
-    /// This node's own state, which also counts what the other nodes gossiped.
-    Gossip,
-}
-
-impl Site {
-    /// As `GET /routes` and the admin API name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Site::Local => "local",
-            Site::Split => "split",
-            Site::Central { .. } => "central",
-            Site::Lease => "lease",
-            Site::Owner => "owner",
-            Site::Gossip => "gossip",
-        }
-    }
-
-    /// Has node-local state that can deny before any store call: local and split policies,
-    /// and local-first mirrors of central ones.
-    pub fn has_local_state(self) -> bool {
-        matches!(
-            self,
-            Site::Local | Site::Split | Site::Gossip | Site::Central { local_first: true }
-        )
-    }
-}
+use crate::spec::{self, Mode, OnStoreError, RouteSpec, Site};
 
 /// One policy of one route.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +14,22 @@ pub(super) struct PolicyEntry {
     pub policy: usize,
     /// Effective mode (the policy's own, else the route's); never `Off` (those are left out).
     pub mode: Mode,
+    /// The site that decides it: the policy's own, but `central` on the memory store is
+    /// `local` (no store shares it).
     pub site: Site,
+    /// A `central` entry on a Redis store whose policy is `local_first`: this node's state,
+    /// which counts a subset of what Redis counted, denies first without a call. The one
+    /// fact of an entry's site the config's [`Site`] does not carry; false at every other
+    /// site, so that local-first without a store cannot be built.
+    pub local_first: bool,
+}
+
+impl PolicyEntry {
+    /// Has node-local state that can deny before any store call: local, split and gossip
+    /// policies, and local-first mirrors of central ones.
+    pub fn has_local_state(&self) -> bool {
+        matches!(self.site, Site::Local | Site::Split | Site::Gossip) || self.local_first
+    }
 }
 
 /// A route's policies and what to do when the store fails.
@@ -89,10 +62,14 @@ impl RouteLimits {
             route
                 .policies
                 .iter()
-                .map(|&p| PolicyEntry {
-                    policy: p,
-                    mode: policies[p].mode.unwrap_or(route.mode),
-                    site: site_of(&policies[p].spec, redis),
+                .map(|&p| {
+                    let (site, local_first) = site_of(&policies[p].spec, redis);
+                    PolicyEntry {
+                        policy: p,
+                        mode: policies[p].mode.unwrap_or(route.mode),
+                        site,
+                        local_first,
+                    }
                 })
                 .filter(|e| e.mode != Mode::Off)
                 .collect()
@@ -122,16 +99,12 @@ impl RouteLimits {
     }
 }
 
-/// Where `spec` is decided; `redis`: the store is Redis (else central is local).
-pub(super) fn site_of(spec: &spec::Policy, redis: bool) -> Site {
+/// Where `spec` is decided, and whether local-first; `redis`: the store is Redis (else
+/// central is local).
+pub(super) fn site_of(spec: &spec::Policy, redis: bool) -> (Site, bool) {
     match spec.site {
-        spec::Site::Central if redis => Site::Central {
-            local_first: spec.local_first,
-        },
-        spec::Site::Local | spec::Site::Central => Site::Local,
-        spec::Site::Split => Site::Split,
-        spec::Site::Lease => Site::Lease,
-        spec::Site::Owner => Site::Owner,
-        spec::Site::Gossip => Site::Gossip,
+        Site::Central if redis => (Site::Central, spec.local_first),
+        Site::Central => (Site::Local, false),
+        site => (site, false),
     }
 }

@@ -6,8 +6,8 @@
 //! (nearly always) costs one atomic read or two and nothing else.
 
 use crate::check::Check;
-use crate::route_limits::Site;
 use crate::site::fleet::KeyItem;
+use crate::spec::Site;
 
 impl Check<'_> {
     /// Catch up the request's gossip keys if the view is stale; never denies by itself.

@@ -4,9 +4,9 @@
 
 use crate::ask::{Ask, Decided, local_spends};
 use crate::check::Check;
-use crate::route_limits::Site;
 use crate::site::local::{CheckItem, INLINE, Spends};
 use crate::spec::Mode;
+use crate::spec::Site;
 
 /// One entry per local ask of a request, inline as the local site's results are.
 type Asked<T> = smallvec::SmallVec<[T; INLINE]>;
@@ -24,7 +24,7 @@ impl Check<'_> {
         let l = self.sites;
         let now = l.local.now();
         for ask in self.asks.iter_mut() {
-            if matches!(ask.entry.site, Site::Central { .. })
+            if ask.entry.site == Site::Central
                 && ask.enforcing()
                 && let Some((left, reset_after)) = l.denied_until.denied_for(&ask.key, now)
             {
@@ -35,7 +35,7 @@ impl Check<'_> {
             return;
         }
         let idx: Vec<usize> = (0..self.asks.len())
-            .filter(|&i| self.asks[i].entry.site.has_local_state())
+            .filter(|&i| self.asks[i].entry.has_local_state())
             .collect();
         if idx.is_empty() {
             return;
@@ -72,8 +72,8 @@ impl Check<'_> {
                     _ if ask.fallback => (false, true),
                     // This node owns it (the owner step decided every remote one).
                     Site::Owner if ask.decided.is_none() => (false, false),
-                    Site::Central { local_first: true }
-                        if ask.decided.is_some_and(|d| d.committed) =>
+                    Site::Central
+                        if ask.entry.local_first && ask.decided.is_some_and(|d| d.committed) =>
                     {
                         (true, false)
                     }

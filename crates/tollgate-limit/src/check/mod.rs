@@ -44,11 +44,12 @@ use crate::admission::{Admission, Admitted, Answer};
 use crate::ask::{Ask, Spent, keeps};
 use crate::check::report::Reported;
 use crate::permit::Permits;
-use crate::route_limits::{RouteLimits, Site};
+use crate::route_limits::RouteLimits;
 use crate::site::Sites;
 use crate::site::central::CentralItem;
 use crate::site::lease::LeaseItem;
 use crate::site::local::CheckItem;
+use crate::spec::Site;
 
 /// One request's walk through the limit step.
 pub(crate) struct Check<'a> {
@@ -90,7 +91,7 @@ impl Check<'_> {
     pub(crate) fn waits(&self) -> bool {
         self.asks.iter().any(|a| match a.entry.site {
             Site::Local | Site::Split => false,
-            Site::Central { .. } => self.sites.central.is_some(),
+            Site::Central => self.sites.central.is_some(),
             Site::Lease | Site::Owner | Site::Gossip => true,
         })
     }

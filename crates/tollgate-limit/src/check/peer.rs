@@ -13,8 +13,8 @@ use futures_util::future::join_all;
 
 use crate::ask::{Ask, Decided, Spent};
 use crate::check::{Check, Stop};
-use crate::route_limits::Site;
 use crate::site::fleet::{FleetSite, KeyItem, OwnerReply};
+use crate::spec::Site;
 
 impl Check<'_> {
     /// Ask every remote owner at once; a denial remembered from an earlier answer stops the

@@ -12,10 +12,10 @@ use crate::algorithm::Verdict;
 use crate::ask::{Ask, Decided, Spent};
 use crate::check::cache::empty_wait;
 use crate::check::{Check, Stop};
-use crate::route_limits::Site;
 use crate::site::central::{CentralItem, CentralSite};
 use crate::site::lease::{LeaseItem, Take, Taken};
 use crate::spec::OnStoreError;
+use crate::spec::Site;
 
 impl Check<'_> {
     /// Take the request's leased cells. An admitted take is the ask's spend (given back if
@@ -68,7 +68,7 @@ impl Check<'_> {
         let Some(site) = self.sites.central.clone() else {
             return ControlFlow::Continue(());
         };
-        let idx = self.indexes(|s| matches!(s, Site::Central { .. }));
+        let idx = self.indexes(|s| s == Site::Central);
         if idx.is_empty() {
             return ControlFlow::Continue(());
         }

@@ -6,8 +6,8 @@
 use std::num::NonZeroU32;
 
 use super::Limiter;
-use crate::route_limits::Site;
 use crate::spec::OnStoreError;
+use crate::spec::Site;
 
 impl Limiter {
     /// Rescale every L/N split (the `split` policies and the store-outage fallback) to

@@ -65,7 +65,10 @@ impl StoreKind {
     }
 }
 
-/// `policies.NAME.site`
+/// `policies.NAME.site`, and where a route's policy is decided (`route_limits.rs`: there a
+/// `central` policy on the memory store is `local`, and local-first is the entry's flag).
+/// A new site is a variant here and a folder in `site/` (ARCHITECTURE.md, "Adding a
+/// decision site").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Site {
@@ -84,6 +87,20 @@ pub enum Site {
     /// Each node counts locally and gossips its deltas every `gossip_interval`; a soft
     /// limit whose over-admission grows with the gossip delay: no store.
     Gossip,
+}
+
+impl Site {
+    /// As the config spells it (`GET /routes`, the admin API and the access log name it so).
+    pub fn name(self) -> &'static str {
+        match self {
+            Site::Local => "local",
+            Site::Central => "central",
+            Site::Lease => "lease",
+            Site::Split => "split",
+            Site::Owner => "owner",
+            Site::Gossip => "gossip",
+        }
+    }
 }
 
 /// `routes[].on_store_error`
