@@ -19,7 +19,7 @@ const KEY: &str = "k";
 /// every request of the key. A request that lands on the owner costs nothing; one that
 /// lands elsewhere costs that node one peer call to the owner (the answer rides on it). No
 /// store call, and no network delay in the model (as for central): the owner decides at the
-/// arrival's time (the production owner step: `limit/check/peer.rs`). The fleet is fixed for the whole trace (the trace has no node loss), so
+/// arrival's time (the production owner step: `limit/site/fleet/owner_check.rs`). The fleet is fixed for the whole trace (the trace has no node loss), so
 /// ownership never moves and the owner admits exactly what central admits.
 pub(super) fn owner(policy: &Policy, nodes: usize, trace: &[Arrival]) -> Run {
     let owner = owner_of(KEY, nodes);

@@ -1,25 +1,113 @@
-//! The handles one limit check decides with ([`Sites`]): the policies, the decision sites,
-//! the deny cache and the rate-limited logs. The limiter owns one; each `Check` borrows it,
-//! so the check files read exactly what they use and nothing else of the limiter.
+//! The decision sites: each folder holds one site's state and its check step, and the step
+//! implements [`DecisionSite`]; [`Walk`] lists them in the order the limit step walks them
+//! (`check/mod.rs`). Adding a site is its folder, one entry in [`Walk`] and its config name
+//! (`spec::Site`); ARCHITECTURE.md, "Adding a decision site".
+//!
+//! Also the handles one limit check decides with ([`Sites`]): the policies, the decision
+//! sites' state, the deny cache and the rate-limited logs. The limiter owns one; each
+//! `Check` borrows it, so the check steps read exactly what they use and nothing else of
+//! the limiter.
 
 pub mod central;
 pub mod fleet;
 pub mod lease;
 pub mod local;
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing::{error, warn};
 
+use crate::ask::{Ask, keeps};
+use crate::check::{Check, Stop};
 use crate::clock::Nanos;
 use crate::deny_cache::DenyCache;
 use crate::policy::PolicyRuntime;
-use crate::site::central::CentralSite;
-use crate::site::fleet::FleetSite;
-use crate::site::lease::LeaseSite;
-use crate::site::local::LocalStore;
+use crate::site::central::{CentralItem, CentralSite, CentralStep};
+use crate::site::fleet::{FleetSite, GossipStep, OwnerStep};
+use crate::site::lease::{LeaseSite, LeaseStep};
+use crate::site::local::{LocalStep, LocalStore};
 use crate::spec::OnStoreError;
+
+/// The decision sites in the order the limit step walks them: an earlier site's denial
+/// stops the walk before a later one spends (the lease and the store before the owners, all
+/// of them before the local step, which decides and spends all or nothing with what they
+/// decided). A new site is one entry here.
+pub(crate) type Walk = (LeaseStep, CentralStep, OwnerStep, GossipStep, LocalStep);
+
+/// One decision site as the limit step walks it: a zero-sized step whose state is in
+/// [`Sites`] (or, for a site a test adds, in the step itself). The walk is generic over a
+/// fixed list ([`Walk`], a tuple): static dispatch, no box, no allocation of its own.
+///
+/// A site decides the request's asks of it together (one script call for every central
+/// key, one message per owner), so each method sees the whole [`Check`].
+pub(crate) trait DecisionSite {
+    /// Whether `ask` is this site's and deciding it may wait (on the store, a lease
+    /// coordinator, a peer). A request none of whose asks waits skips the walk: the local
+    /// step alone decides it (`Check::local`), so say `false` only for asks this site
+    /// leaves to that step.
+    fn waits(&self, sites: &Sites, ask: &Ask) -> bool;
+
+    /// Decide the request's asks of this site (those earlier sites left undecided), and
+    /// record what it spent outside this node's local state in their `spent`. `Break`
+    /// stops the walk: an enforcing policy denied ([`Check::go_on`]), or the store failed
+    /// and the route fails closed.
+    async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop>;
+
+    /// The end of a walk (`Check::end`): keep or give back what this site spent, by
+    /// [`End::keeps`]; an admitted request's site also keeps what it learned (a key left
+    /// empty) and owes what the fallback spent.
+    fn end(&self, _check: &mut Check<'_>, _end: &mut End) {}
+
+    /// The store refused the request (it fails closed): give back everything this site
+    /// spent.
+    fn give_back_all(&self, _check: &mut Check<'_>) {}
+}
+
+/// What a walk's end tells each site, and what they hand back for the request's permits.
+pub(crate) struct End {
+    /// No enforcing policy denied: the request is admitted.
+    pub enforce_ok: bool,
+    /// No policy at all, shadow ones included, denied.
+    pub all_ok: bool,
+    /// Central concurrency cells the admitted request holds until its response ends.
+    pub central_held: Vec<CentralItem>,
+}
+
+impl End {
+    /// Whether `ask`'s spend is kept (the all-or-nothing rule, [`keeps`]).
+    pub fn keeps(&self, ask: &Ask) -> bool {
+        keeps(ask.entry.mode, self.enforce_ok, self.all_ok)
+    }
+}
+
+/// A list of sites is a site: each in turn, stopping at the first `Break`.
+macro_rules! site_list {
+    ($($s:ident . $i:tt),+) => {
+        impl<$($s: DecisionSite),+> DecisionSite for ($($s,)+) {
+            fn waits(&self, sites: &Sites, ask: &Ask) -> bool {
+                $(self.$i.waits(sites, ask))||+
+            }
+
+            async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
+                $(self.$i.decide(check).await?;)+
+                ControlFlow::Continue(())
+            }
+
+            fn end(&self, check: &mut Check<'_>, end: &mut End) {
+                $(self.$i.end(check, end);)+
+            }
+
+            fn give_back_all(&self, check: &mut Check<'_>) {
+                $(self.$i.give_back_all(check);)+
+            }
+        }
+    };
+}
+
+site_list!(A.0, B.1);
+site_list!(A.0, B.1, C.2, D.3, E.4);
 
 pub(crate) struct Sites {
     pub policies: Arc<[PolicyRuntime]>,

@@ -17,8 +17,10 @@
 //! request's one deadline on the store (`deadline.rs`).
 
 mod batch;
+pub(crate) mod check;
 mod cluster;
 mod deadline;
+mod empty;
 mod refund;
 mod wire;
 
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
+pub(crate) use check::CentralStep;
 use cluster::by_slot;
 use wire::{ARGS, ScriptArg, decode};
 

@@ -11,7 +11,7 @@
 //! - [`rejoin`]: a node that may have been counted out (it started, stalled, or a peer's
 //!   ping says so) owns no key until every peer counts it in again, then takes each of its
 //!   owner keys up from the count of the node that decided it meanwhile.
-//! - [`FleetSite`]: the request path's door to all of it (used by `check/peer.rs` and the
+//! - [`FleetSite`]: the request path's door to all of it (used by `owner_check.rs` and the
 //!   local step); [`beat`]: its background loop, which pushes gossip, pings the peers and
 //!   runs the rejoin rounds.
 //!
@@ -27,7 +27,9 @@ mod codec;
 mod fence;
 mod fresh;
 mod gossip;
+mod gossip_check;
 mod handler;
+mod owner_check;
 mod rejoin;
 mod report;
 pub mod ring;
@@ -46,7 +48,9 @@ use crate::policy::PolicyRuntime;
 use crate::site::local::LocalStore;
 use crate::spec::Cluster;
 pub use codec::{KeyItem, OwnerReply, fingerprint};
+pub(crate) use gossip_check::GossipStep;
 use handler::FleetHandler;
+pub(crate) use owner_check::OwnerStep;
 use rejoin::Rejoin;
 use ring::Ring;
 

@@ -138,10 +138,12 @@ pub struct LocalStore {
     gauges: Arc<PolicyGauges>,
 }
 
+mod check;
 mod inspect;
 mod lock;
 mod reload;
 mod write;
+pub(crate) use check::LocalStep;
 use lock::{Guard, ShardLock};
 pub use reload::Carry;
 

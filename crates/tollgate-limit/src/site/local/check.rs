@@ -1,12 +1,33 @@
-//! The limit step's node-local parts (see `check/mod.rs` for the walk): what this node can deny
-//! before any store call, and step 4, which decides and spends the local state under its
-//! shard locks.
+//! The local site's check step (see `check/mod.rs` for the walk): what this node can deny
+//! before any store call (the central step asks it first), and the walk's last step, which
+//! decides and spends the local state (local, split and gossip keys, this node's own owner
+//! keys, the L/N fallback, local-first mirrors) under its shard locks, all or nothing with
+//! what the earlier sites decided.
+
+use std::ops::ControlFlow;
 
 use crate::ask::{Ask, Decided, local_spends};
-use crate::check::Check;
+use crate::check::{Check, Stop};
 use crate::site::local::{CheckItem, INLINE, Spends};
-use crate::spec::Mode;
+use crate::site::{DecisionSite, Sites};
 use crate::spec::Site;
+
+/// The local site's step (its state: `Sites::local`). Never waits: a request whose asks are
+/// all decided here skips the walk and runs [`Check::local`] alone.
+#[derive(Default)]
+pub struct LocalStep;
+
+impl DecisionSite for LocalStep {
+    fn waits(&self, _: &Sites, _: &Ask) -> bool {
+        false
+    }
+
+    async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
+        check.local();
+        ControlFlow::Continue(())
+    }
+}
+use crate::spec::Mode;
 
 /// One entry per local ask of a request, inline as the local site's results are.
 type Asked<T> = smallvec::SmallVec<[T; INLINE]>;

@@ -1,17 +1,39 @@
-//! The limit step's gossip catch-up (see `check/mod.rs` for the walk), before the local step
-//! decides gossip keys: while this node's gossip view is stale (it stalled, its peers fell
+//! The gossip site's check step, its catch-up (step 4 of the walk in `check/mod.rs`), before
+//! the local step decides gossip keys: while this node's gossip view is stale (it stalled, its peers fell
 //! silent, a peer rejoined: `fleet/fresh.rs`), a gossip key not yet caught up since then
 //! first hears the peers' counts of it (`fleet/sync.rs`) and this node spends what it
 //! lacks of the most spent of them. Then the local step decides on that view. A fresh view
 //! (nearly always) costs one atomic read or two and nothing else.
 
-use crate::check::Check;
+use std::ops::ControlFlow;
+
+use crate::ask::Ask;
+use crate::check::{Check, Stop};
 use crate::site::fleet::KeyItem;
+use crate::site::{DecisionSite, Sites};
 use crate::spec::Site;
+
+/// The gossip site's catch-up step (its state: `Sites::fleet`); the local step decides and
+/// spends its keys (`site/local/check.rs`).
+#[derive(Default)]
+pub struct GossipStep;
+
+impl DecisionSite for GossipStep {
+    /// A stale view waits on the peers' counts (known only in the walk).
+    fn waits(&self, _: &Sites, ask: &Ask) -> bool {
+        ask.entry.site == Site::Gossip
+    }
+
+    /// Never denies by itself.
+    async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
+        check.gossip().await;
+        ControlFlow::Continue(())
+    }
+}
 
 impl Check<'_> {
     /// Catch up the request's gossip keys if the view is stale; never denies by itself.
-    pub(crate) async fn gossip(&mut self) {
+    async fn gossip(&mut self) {
         if !self.asks.iter().any(|a| a.entry.site == Site::Gossip) {
             return;
         }

@@ -1,6 +1,6 @@
-//! The limit step's "empty until t": a central key the store just admitted, and left too
-//! empty for the next request of the same cost, is denied locally until that request could
-//! conform — one store call per admission for an abusive key, never a denial the store
+//! The central site's "empty until t" (the end of its check step, `check.rs`): a central
+//! key the store just admitted, and left too empty for the next request of the same cost,
+//! is denied locally until that request could conform — one store call per admission for an abusive key, never a denial the store
 //! would not make (see `deny_cache`).
 
 use crate::check::Check;

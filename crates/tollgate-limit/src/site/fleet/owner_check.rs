@@ -1,4 +1,4 @@
-//! The limit step's owner step (see `check/mod.rs` for the walk): the request's owner keys
+//! The owner site's check step (step 3 of the walk in `check/mod.rs`, after the central one): the request's owner keys
 //! that another node owns are asked of their owners, one message per owner (coalesced with
 //! other requests' asks by the transport); the keys this node owns are decided in the local
 //! step, in the same state its peers' asks reach. An owner that admits has spent: the end
@@ -14,12 +14,59 @@ use futures_util::future::join_all;
 use crate::ask::{Ask, Decided, Spent};
 use crate::check::{Check, Stop};
 use crate::site::fleet::{FleetSite, KeyItem, OwnerReply};
+use crate::site::{DecisionSite, End, Sites};
 use crate::spec::Site;
+
+/// The owner site's step (its state: `Sites::fleet`, with `[cluster] peer_listen`).
+#[derive(Default)]
+pub struct OwnerStep;
+
+impl DecisionSite for OwnerStep {
+    /// An owner key may be another node's (which node owns it is known only in the walk).
+    fn waits(&self, _: &Sites, ask: &Ask) -> bool {
+        ask.entry.site == Site::Owner
+    }
+
+    async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
+        check.owner().await
+    }
+
+    /// A reservation the request does not keep is given back at its owner.
+    fn end(&self, check: &mut Check<'_>, end: &mut End) {
+        let refunds = check
+            .asks
+            .iter_mut()
+            .filter(|a| !end.keeps(a))
+            .filter_map(|a| take_owner(&mut a.spent))
+            .collect();
+        check.refund_owners(refunds);
+    }
+
+    fn give_back_all(&self, check: &mut Check<'_>) {
+        let refunds = check
+            .asks
+            .iter_mut()
+            .filter_map(|a| take_owner(&mut a.spent))
+            .collect();
+        check.refund_owners(refunds);
+    }
+}
+
+/// `spent`'s owner reservation, taken out of it (any other spend stays).
+fn take_owner(spent: &mut Spent) -> Option<(SocketAddr, KeyItem)> {
+    match std::mem::take(spent) {
+        Spent::Owner(owner, item) => Some((owner, item)),
+        other => {
+            *spent = other;
+            None
+        }
+    }
+}
 
 impl Check<'_> {
     /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
     /// request before any call.
-    pub(crate) async fn owner(&mut self) -> ControlFlow<Stop> {
+    async fn owner(&mut self) -> ControlFlow<Stop> {
         // Most requests have no owner key: they pay one scan of their asks, nothing more.
         if !self.asks.iter().any(|a| a.entry.site == Site::Owner) {
             return ControlFlow::Continue(());
@@ -181,17 +228,15 @@ impl Check<'_> {
         }
     }
 
-    /// The owner keys spent at other nodes, taken out of their asks (to give back).
-    pub(crate) fn take_owner_spends(&mut self) -> Vec<(SocketAddr, KeyItem)> {
-        self.asks
-            .iter_mut()
-            .filter_map(|a| match std::mem::take(&mut a.spent) {
-                Spent::Owner(owner, item) => Some((owner, item)),
-                other => {
-                    a.spent = other;
-                    None
-                }
-            })
-            .collect()
+    /// Give back owner reservations at their owners, in the background; this node forgets
+    /// what it remembered of those keys (the refund moves them back).
+    fn refund_owners(&self, refunds: Vec<(SocketAddr, KeyItem)>) {
+        let Some(fleet) = self.sites.fleet.as_ref().filter(|_| !refunds.is_empty()) else {
+            return;
+        };
+        refunds
+            .iter()
+            .for_each(|(_, item)| self.sites.denied_until.forget(&item.key));
+        fleet.refund(refunds);
     }
 }
