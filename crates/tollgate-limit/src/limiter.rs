@@ -348,3 +348,38 @@ fn build_policies(
         .collect::<Result<Vec<_>, _>>()?
         .into())
 }
+
+#[cfg(test)]
+impl Limiter {
+    /// A `GET` of route `route` from `client`, walked through `sites` instead of
+    /// `site::Walk`: how a test walks a decision site of its own (`site/tests.rs`).
+    pub(crate) async fn check_through<S: crate::site::DecisionSite>(
+        &self,
+        route: usize,
+        client: std::net::IpAddr,
+        sites: &S,
+    ) -> crate::admission::Admission {
+        use crate::check::{Check, Stop};
+        let limits = &self.routes[route];
+        let (method, headers) = (http::Method::GET, http::HeaderMap::new());
+        let target = crate::keys::Target::default();
+        let facts = self
+            .keys
+            .facts(client, &limits.name, &method, target, &headers);
+        let Ok(asked) = self.asks(limits, client, &facts) else {
+            panic!("the test's requests are not refused before their asks");
+        };
+        let mut check = Check {
+            sites: &self.sites,
+            route: limits,
+            route_name: &limits.name,
+            asks: asked.asks,
+            held: Vec::new(),
+            store_deadline: None,
+        };
+        match check.walk_with(sites).await {
+            std::ops::ControlFlow::Break(Stop::Refused(refused)) => *refused,
+            _ => check.end_with(sites),
+        }
+    }
+}

@@ -12,7 +12,7 @@
 
 mod running;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,6 +12,8 @@ pub mod central;
 pub mod fleet;
 pub mod lease;
 pub mod local;
+#[cfg(test)]
+mod tests;
 
 use std::ops::ControlFlow;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! membership heartbeat on a real `redis-server`.
 
 mod redis;
-mod spec;
+pub(crate) mod spec;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;

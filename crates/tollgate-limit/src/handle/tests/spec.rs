@@ -1,5 +1,5 @@
-//! Specs for the handle's tests, written as the gateway's config would build them: one
-//! route asking one ip-keyed policy.
+//! Specs for the handle's tests (and the test decision site's, `site/tests.rs`), written as
+//! the gateway's config would build them: one route asking one ip-keyed policy.
 
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
@@ -14,7 +14,7 @@ fn nz(n: u32) -> NonZeroU32 {
 }
 
 /// `[policies.NAME]`: `key = ["ip"]`, a sliding window of `limit` a minute at `site`.
-pub(super) fn policy(name: &str, limit: u32, site: Site) -> Policy {
+pub(crate) fn policy(name: &str, limit: u32, site: Site) -> Policy {
     Policy {
         name: name.into(),
         key: vec![KeyPart::Ip],
@@ -37,7 +37,7 @@ pub(super) fn policy(name: &str, limit: u32, site: Site) -> Policy {
 
 /// Route `api` asks every policy of `policies`; the store is memory, or Redis at `redis`;
 /// membership beats every `heartbeat`.
-pub(super) fn spec(
+pub(crate) fn spec(
     policies: Vec<Policy>,
     redis: Option<String>,
     heartbeat: Duration,
