@@ -231,8 +231,8 @@ fn policy(config: &Config, p: &Policy) -> Value {
         "cost": p.cost.get(),
         "max_delay": (!p.max_delay.is_zero()).then(|| duration(p.max_delay)),
         "key": p.key.iter().map(key_part).collect::<Vec<_>>(),
-        "site": site(p.site),
-        "effective_site": site(effective_site),
+        "site": p.site.name(),
+        "effective_site": effective_site.name(),
         "local_first": p.local_first,
         "lease": lease,
         "max_keys": p.max_keys.get(),
@@ -248,17 +248,6 @@ fn bursty(a: AlgorithmName) -> bool {
 
 fn key_part(k: &KeyPart) -> String {
     k.to_string()
-}
-
-fn site(s: Site) -> &'static str {
-    match s {
-        Site::Local => "local",
-        Site::Central => "central",
-        Site::Lease => "lease",
-        Site::Split => "split",
-        Site::Owner => "owner",
-        Site::Gossip => "gossip",
-    }
 }
 
 fn mode(m: Mode) -> &'static str {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::tally::{MINUTE, Minute, Tally};
 use super::time::format_utc;
-use crate::config::{AlgorithmName, Config, Mode, Site};
+use crate::config::{AlgorithmName, Config, Mode};
 
 /// What one file held.
 #[derive(Debug, Clone, Serialize)]
@@ -198,14 +198,7 @@ fn policy_row(config: &Config, i: usize, allowed: u64, denied: u64) -> PolicyRow
         },
         limit: p.limit.get(),
         period: (!concurrency).then(|| humantime::format_duration(p.period).to_string()),
-        site: match p.site {
-            Site::Local => "local",
-            Site::Central => "central",
-            Site::Lease => "lease",
-            Site::Split => "split",
-            Site::Owner => "owner",
-            Site::Gossip => "gossip",
-        },
+        site: p.site.name(),
         allowed,
         denied,
     }

@@ -33,8 +33,7 @@ impl Validator {
         store: Option<&Store>,
     ) {
         let peer_site = policies.iter().find_map(|p| match p.site {
-            Site::Owner => Some((p.name.as_str(), "owner")),
-            Site::Gossip => Some((p.name.as_str(), "gossip")),
+            Site::Owner | Site::Gossip => Some((p.name.as_str(), p.site.name())),
             _ => None,
         });
         let fleet = Fleet {

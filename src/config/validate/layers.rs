@@ -54,7 +54,7 @@ impl Validator {
                         );
                     }
                     if matches!(policy.site, Site::Owner | Site::Gossip) {
-                        let site = if policy.site == Site::Owner { "owner" } else { "gossip" };
+                        let site = policy.site.name();
                         self.fail(
                             &at(&format!("policies[{j}]")),
                             format!(

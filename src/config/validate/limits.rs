@@ -252,8 +252,7 @@ impl Validator {
     /// gossiped delta applied): only the rate algorithms can take cells spent elsewhere.
     fn peer_algorithm(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) {
         let site = match p.site {
-            Site::Owner => "owner",
-            Site::Gossip => "gossip",
+            Site::Owner | Site::Gossip => p.site.name(),
             _ => return,
         };
         if !matches!(

@@ -38,8 +38,7 @@ impl Validator {
     pub(super) fn peer_sites(&mut self, policies: &[Policy], cluster: &Cluster, redis: bool) {
         for p in policies {
             let site = match p.site {
-                Site::Owner => "owner",
-                Site::Gossip => "gossip",
+                Site::Owner | Site::Gossip => p.site.name(),
                 _ => continue,
             };
             if cluster.peer_listen.is_some() && cluster.peers.is_empty() && !redis {
