@@ -352,7 +352,7 @@ fn build_policies(
 #[cfg(test)]
 impl Limiter {
     /// A `GET` of route `route` from `client`, walked through `sites` instead of
-    /// `site::Walk`: how a test walks a decision site of its own (`site/tests.rs`).
+    /// `site::WALK`: how a test walks a decision site of its own (`site/tests.rs`).
     pub(crate) async fn check_through<S: crate::site::DecisionSite>(
         &self,
         route: usize,

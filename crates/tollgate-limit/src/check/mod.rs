@@ -1,7 +1,7 @@
 //! The limit step (step 4 of the gateway's request path): one request's policies through
 //! the caches and sites, all or nothing, in five steps of its own, numbered and named the
 //! same in ARCHITECTURE.md ("Inside `limit/`"). Steps 2–4 walk the decision sites in the
-//! order `site::Walk` lists them, each a [`DecisionSite`] whose step is in its folder:
+//! order `site::WALK` lists them, each a [`DecisionSite`] whose step is in its folder:
 //!
 //! 1. **asks** — one [`Ask`] per applicable policy (a policy whose key part is missing is
 //!    skipped; a needed header stated ambiguously refuses the request, see
@@ -45,7 +45,7 @@ use crate::permit::Permits;
 use crate::route_limits::RouteLimits;
 use crate::site::central::CentralItem;
 use crate::site::local::CheckItem;
-use crate::site::{DecisionSite, End, Sites, Walk};
+use crate::site::{DecisionSite, End, Sites, WALK};
 
 /// One request's walk through the limit step.
 pub(crate) struct Check<'a> {
@@ -70,13 +70,16 @@ pub(crate) enum Stop {
 }
 
 impl Check<'_> {
-    /// Steps 2–4: every site of [`Walk`] in its order, stopping early when an enforcing
-    /// policy denies or the store refuses.
-    pub(crate) async fn walk(&mut self) -> ControlFlow<Stop> {
-        self.walk_with(&Walk::default()).await
+    /// Steps 2–4: every site of [`WALK`] in its order, stopping early when an enforcing
+    /// policy denies or the store refuses. Not an `async fn`: the list's own future is the
+    /// walk's, not moved into one more (each `.await` moves the callee's future into the
+    /// caller's, see `benches/future_sizes.sh`).
+    pub(crate) fn walk(&mut self) -> impl Future<Output = ControlFlow<Stop>> + '_ {
+        WALK.decide(self)
     }
 
     /// [`Check::walk`] through `sites` (a test walks a site of its own in front of them).
+    #[cfg(test)]
     pub(crate) async fn walk_with<S: DecisionSite>(&mut self, sites: &S) -> ControlFlow<Stop> {
         sites.decide(self).await
     }
@@ -86,8 +89,7 @@ impl Check<'_> {
     /// local; see each site's [`DecisionSite::waits`]). Without one, the walk is
     /// [`Check::local`] alone.
     pub(crate) fn waits(&self) -> bool {
-        let walk = Walk::default();
-        self.asks.iter().any(|a| walk.waits(self.sites, a))
+        self.asks.iter().any(|a| WALK.waits(self.sites, a))
     }
 
     /// An enforcing policy denied.
@@ -105,7 +107,7 @@ impl Check<'_> {
 
     /// Step 5 after [`Check::walk`]: see [`Check::end_with`].
     pub(crate) fn end(self) -> Admission {
-        self.end_with(&Walk::default())
+        self.end_with(&WALK)
     }
 
     /// Step 5: what each of `sites` spent is kept or given back by its
@@ -156,7 +158,7 @@ impl Check<'_> {
     /// The store refused the request (fails closed): every site gives back what it spent
     /// (leased cells, owners' reservations).
     pub(crate) fn give_back_all(&mut self) {
-        Walk::default().give_back_all(self);
+        WALK.give_back_all(self);
     }
 
     fn permits(&self, local: Vec<CheckItem>, central: Vec<CentralItem>) -> Permits {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::admission::{Admission, Answer, Decision, Outcome};
+use crate::admission::{Admission, Answer, Decision};
 use crate::ask::{Ask, Decided};
 use crate::check::{Check, Stop};
 use crate::site::central::CentralItem;

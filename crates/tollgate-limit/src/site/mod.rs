@@ -1,6 +1,6 @@
 //! The decision sites: each folder holds one site's state and its check step, and the step
-//! implements [`DecisionSite`]; [`Walk`] lists them in the order the limit step walks them
-//! (`check/mod.rs`). Adding a site is its folder, one entry in [`Walk`] and its config name
+//! implements [`DecisionSite`]; [`WALK`] lists them in the order the limit step walks them
+//! (`check/mod.rs`). Adding a site is its folder, one entry in [`WALK`] and its config name
 //! (`spec::Site`); ARCHITECTURE.md, "Adding a decision site".
 //!
 //! Also the handles one limit check decides with ([`Sites`]): the policies, the decision
@@ -32,11 +32,22 @@ use crate::site::lease::{LeaseSite, LeaseStep};
 use crate::site::local::{LocalStep, LocalStore};
 use crate::spec::OnStoreError;
 
-/// The decision sites in the order the limit step walks them: an earlier site's denial
-/// stops the walk before a later one spends (the lease and the store before the owners, all
-/// of them before the local step, which decides and spends all or nothing with what they
-/// decided). A new site is one entry here.
-pub(crate) type Walk = (LeaseStep, CentralStep, OwnerStep, GossipStep, LocalStep);
+/// [`Walk`], the type, and [`WALK`], its one value, from one list.
+macro_rules! walk {
+    ($($step:ident),+ $(,)?) => {
+        /// The decision sites in the order the limit step walks them: an earlier site's
+        /// denial stops the walk before a later one spends (the lease and the store before
+        /// the owners, all of them before the local step, which decides and spends all or
+        /// nothing with what they decided, and so stays last).
+        pub(crate) type Walk = ($($step,)+);
+
+        /// The walk's sites: zero-sized steps, so `&WALK` is a `'static` borrow of nothing.
+        pub(crate) const WALK: Walk = ($($step,)+);
+    };
+}
+
+// A new site is one entry here.
+walk!(LeaseStep, CentralStep, OwnerStep, GossipStep, LocalStep);
 
 /// One decision site as the limit step walks it: a zero-sized step whose state is in
 /// [`Sites`] (or, for a site a test adds, in the step itself). The walk is generic over a

@@ -1,5 +1,5 @@
 //! A decision site written as a newcomer would write one: a step that implements
-//! [`DecisionSite`], walked in front of the limiter's own sites (`site::Walk`). It denies
+//! [`DecisionSite`], walked in front of the limiter's own sites (`site::WALK`). It denies
 //! every other request it sees, so the tests can tell that the walk asks it, in its place in
 //! the list, and that the sites after it spend nothing for a request it denied.
 
@@ -15,7 +15,7 @@ use crate::check::{Check, Stop};
 use crate::clock::ManualClock;
 use crate::handle::tests::spec::{policy, spec};
 use crate::limiter::Limiter;
-use crate::site::{DecisionSite, Sites, Walk};
+use crate::site::{DecisionSite, Sites, WALK};
 use crate::spec::Site;
 
 /// Denies every second request it sees (its own state: a count), whatever its policies.
@@ -64,7 +64,7 @@ async fn admitted<S: DecisionSite>(l: &Limiter, sites: &S, n: usize) -> Vec<bool
 /// local policy's 4 cells last 8 requests, then the local step denies too.
 #[tokio::test(flavor = "current_thread")]
 async fn a_site_of_its_own_decides_in_its_place_in_the_walk() {
-    let sites = (EveryOther::default(), Walk::default());
+    let sites = (EveryOther::default(), WALK);
     let got = admitted(&limiter(4), &sites, 10).await;
     let (t, f) = (true, false);
     assert_eq!(got, [t, f, t, f, t, f, t, f, f, f]);
@@ -74,7 +74,7 @@ async fn a_site_of_its_own_decides_in_its_place_in_the_walk() {
 /// above sees is the test site's doing.
 #[tokio::test(flavor = "current_thread")]
 async fn without_it_the_walk_is_the_limiters_own() {
-    let got = admitted(&limiter(4), &Walk::default(), 6).await;
+    let got = admitted(&limiter(4), &WALK, 6).await;
     let (t, f) = (true, false);
     assert_eq!(got, [t, t, t, t, f, f]);
 }

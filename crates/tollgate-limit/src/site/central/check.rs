@@ -25,8 +25,52 @@ impl DecisionSite for CentralStep {
         ask.entry.site == Site::Central && sites.central.is_some()
     }
 
+    /// Without the store, then one script call for every central key.
     async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
-        check.central().await
+        let Some(site) = check.sites.central.clone() else {
+            return ControlFlow::Continue(());
+        };
+        let idx = check.indexes(|s| s == Site::Central);
+        if idx.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        check.without_store();
+        check.go_on()?;
+        let items: Vec<CentralItem> = idx
+            .iter()
+            .map(|&i| central_item(check, &site, &check.asks[i]))
+            .collect();
+        // Read before the call: the store decided later, so times measured from here err
+        // early ("denied until t" must never outlast what the store would deny).
+        let sent = check.sites.local.now();
+        let deadline = check.store_deadline(site.store().timeout());
+        let results = match crate::store_time::timed(site.check_by(&items, deadline)).await {
+            Ok(results) => results,
+            Err(err) => return check.store_failed(&err, err.kind(), &idx),
+        };
+        let now = check.sites.local.now();
+        let l = check.sites;
+        for ((&i, item), r) in idx.iter().zip(items).zip(&results) {
+            let ask = &mut check.asks[i];
+            ask.decided = Some(Decided::from_central(r));
+            let concurrency = l.policies[ask.entry.policy].base().is_concurrency();
+            let full_at = sent.saturating_add(r.reset_after);
+            // Only a request no other could undercut says when the key is free again.
+            if !r.admitted && ask.enforcing() && !concurrency && r.wait > 0 && ask.cheapest {
+                l.denied_until
+                    .deny(&ask.key, sent.saturating_add(r.wait), full_at, now, sent);
+            } else if r.admitted && ask.enforcing() {
+                match empty_wait(&item, r).filter(|_| ask.cheapest) {
+                    // Remembered once the request is sure to keep its spend.
+                    Some(wait) => ask.empty = Some((sent.saturating_add(wait), full_at, sent)),
+                    None => l.denied_until.forget(&ask.key),
+                }
+            }
+            if r.committed {
+                ask.spent = Spent::Central(item);
+            }
+        }
+        check.go_on()
     }
 
     /// Concurrency spends the request keeps are held until its response ends; the rest it
@@ -34,7 +78,12 @@ impl DecisionSite for CentralStep {
     /// owes what the fallback spent.
     fn end(&self, check: &mut Check<'_>, end: &mut End) {
         let mut refund = Vec::new();
-        for ask in &mut check.asks {
+        // Looked at before it is moved: most asks spent nothing in the store.
+        for ask in check
+            .asks
+            .iter_mut()
+            .filter(|a| matches!(a.spent, Spent::Central(_)))
+        {
             let keep = end.keeps(ask);
             match std::mem::take(&mut ask.spent) {
                 Spent::Central(item) if keep => {
@@ -59,54 +108,6 @@ impl DecisionSite for CentralStep {
 }
 
 impl Check<'_> {
-    /// Without the store, then one script call for every central key.
-    async fn central(&mut self) -> ControlFlow<Stop> {
-        let Some(site) = self.sites.central.clone() else {
-            return ControlFlow::Continue(());
-        };
-        let idx = self.indexes(|s| s == Site::Central);
-        if idx.is_empty() {
-            return ControlFlow::Continue(());
-        }
-        self.without_store();
-        self.go_on()?;
-        let items: Vec<CentralItem> = idx
-            .iter()
-            .map(|&i| central_item(self, &site, &self.asks[i]))
-            .collect();
-        // Read before the call: the store decided later, so times measured from here err
-        // early ("denied until t" must never outlast what the store would deny).
-        let sent = self.sites.local.now();
-        let deadline = self.store_deadline(site.store().timeout());
-        let results = match crate::store_time::timed(site.check_by(&items, deadline)).await {
-            Ok(results) => results,
-            Err(err) => return self.store_failed(&err, err.kind(), &idx),
-        };
-        let now = self.sites.local.now();
-        let l = self.sites;
-        for ((&i, item), r) in idx.iter().zip(items).zip(&results) {
-            let ask = &mut self.asks[i];
-            ask.decided = Some(Decided::from_central(r));
-            let concurrency = l.policies[ask.entry.policy].base().is_concurrency();
-            let full_at = sent.saturating_add(r.reset_after);
-            // Only a request no other could undercut says when the key is free again.
-            if !r.admitted && ask.enforcing() && !concurrency && r.wait > 0 && ask.cheapest {
-                l.denied_until
-                    .deny(&ask.key, sent.saturating_add(r.wait), full_at, now, sent);
-            } else if r.admitted && ask.enforcing() {
-                match empty_wait(&item, r).filter(|_| ask.cheapest) {
-                    // Remembered once the request is sure to keep its spend.
-                    Some(wait) => ask.empty = Some((sent.saturating_add(wait), full_at, sent)),
-                    None => l.denied_until.forget(&ask.key),
-                }
-            }
-            if r.committed {
-                ask.spent = Spent::Central(item);
-            }
-        }
-        self.go_on()
-    }
-
     /// Give back central spends in the background; the deny cache forgets those keys when
     /// the refund starts and when it has landed (see `deny_cache`).
     fn refund(&self, refunds: Vec<(String, CentralItem)>) {

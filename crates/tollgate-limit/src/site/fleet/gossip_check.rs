@@ -24,51 +24,46 @@ impl DecisionSite for GossipStep {
         ask.entry.site == Site::Gossip
     }
 
-    /// Never denies by itself.
-    async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
-        check.gossip().await;
-        ControlFlow::Continue(())
-    }
-}
-
-impl Check<'_> {
     /// Catch up the request's gossip keys if the view is stale; never denies by itself.
-    async fn gossip(&mut self) {
-        if !self.asks.iter().any(|a| a.entry.site == Site::Gossip) {
-            return;
+    async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
+        if !check.asks.iter().any(|a| a.entry.site == Site::Gossip) {
+            return ControlFlow::Continue(());
         }
-        let Some(fleet) = self.sites.fleet.clone() else {
-            return;
+        let Some(fleet) = check.sites.fleet.clone() else {
+            return ControlFlow::Continue(());
         };
         let Some(epoch) = fleet.catching_up() else {
-            return;
+            return ControlFlow::Continue(());
         };
-        let (idx, items): (Vec<usize>, Vec<KeyItem>) = (0..self.asks.len())
-            .filter(|&i| self.asks[i].entry.site == Site::Gossip)
+        let (idx, items): (Vec<usize>, Vec<KeyItem>) = (0..check.asks.len())
+            .filter(|&i| check.asks[i].entry.site == Site::Gossip)
             .map(|i| {
-                let ask = &self.asks[i];
-                let spec = self.sites.specs[ask.entry.policy];
-                let mut item = self.gossip_item(i, spec);
+                let ask = &check.asks[i];
+                let spec = check.sites.specs[ask.entry.policy];
+                let mut item = check.gossip_item(i, spec);
                 item.cost = 0;
                 (i, item)
             })
             .filter(|(_, item)| !fleet.synced(epoch, item))
             .unzip();
         if items.is_empty() {
-            return;
+            return ControlFlow::Continue(());
         }
         let heard = crate::store_time::timed(fleet.pull_shared(&items)).await;
         for ((i, item), h) in idx.into_iter().zip(&items).zip(heard) {
             if let Some(target) = h.most_spent {
-                let local = self.check_item(&self.asks[i], false);
-                self.sites.local.catch_up(&local, target);
+                let local = check.check_item(&check.asks[i], false);
+                check.sites.local.catch_up(&local, target);
             }
             if h.everyone {
                 fleet.caught_up(epoch, item);
             }
         }
+        ControlFlow::Continue(())
     }
+}
 
+impl Check<'_> {
     fn gossip_item(&self, i: usize, spec: u64) -> KeyItem {
         let ask = &self.asks[i];
         KeyItem {

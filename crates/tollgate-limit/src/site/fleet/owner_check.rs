@@ -27,8 +27,99 @@ impl DecisionSite for OwnerStep {
         ask.entry.site == Site::Owner
     }
 
+    /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
+    /// request before any call.
     async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
-        check.owner().await
+        // Most requests have no owner key: they pay one scan of their asks, nothing more.
+        if !check.asks.iter().any(|a| a.entry.site == Site::Owner) {
+            return ControlFlow::Continue(());
+        }
+        let Some(fleet) = check.sites.fleet.clone() else {
+            return ControlFlow::Continue(());
+        };
+        let now = check.sites.local.now();
+        // Before owners are picked: a stall found here quarantines this node (its keys go
+        // to their interim owners), and a hand-back window is seen (`fleet/rejoin.rs`).
+        let handing_back = fleet.owner_view(now);
+        let groups = check.remote_owners(fleet.ring.me(), now, |key| fleet.ring.owner(key));
+        let spec = |policy: usize| check.sites.specs[policy];
+        check.go_on()?;
+        let (back_idx, back_items) = match handing_back {
+            Some(epoch) => check.hand_back_items(&fleet, epoch),
+            None => (Vec::new(), Vec::new()),
+        };
+        if groups.is_empty() && back_items.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let items: Vec<Vec<KeyItem>> = groups
+            .iter()
+            .map(|(_, idx)| {
+                idx.iter()
+                    .map(|&i| check.key_item(&check.asks[i], spec(check.asks[i].entry.policy)))
+                    .collect()
+            })
+            .collect();
+        // Read before the calls: a remembered denial errs early, never late.
+        let sent = check.sites.local.now();
+        // The hand-back runs beside the asks, so a request waits one call timeout at most.
+        let back = async {
+            match (handing_back, back_items.is_empty()) {
+                (Some(epoch), false) => fleet.hand_back(epoch, &back_items).await,
+                _ => Vec::new(),
+            }
+        };
+        let asks = join_all(
+            groups
+                .iter()
+                .zip(&items)
+                .map(|((owner, _), items)| fleet.ask(*owner, items)),
+        );
+        let (heard, answers) =
+            crate::store_time::timed(futures_util::future::join(back, asks)).await;
+        for (i, count) in back_idx.into_iter().zip(heard) {
+            if let Some(Some(target)) = count {
+                let local = check.check_item(&check.asks[i], false);
+                check.sites.local.catch_up(&local, target);
+            }
+        }
+        let now = check.sites.local.now();
+        let mut failures = Vec::new();
+        for (((owner, idx), items), answer) in groups.into_iter().zip(items).zip(answers) {
+            let answers = match answer {
+                Ok(answers) => answers,
+                Err(e) => {
+                    failures.push((e, idx));
+                    continue;
+                }
+            };
+            for ((i, item), a) in idx.into_iter().zip(items).zip(answers) {
+                let ask = &mut check.asks[i];
+                let d = Decided::from_owner(a);
+                if let OwnerReply::Denied {
+                    retry_after,
+                    reset_after,
+                    ..
+                } = a
+                    && ask.enforcing()
+                    && ask.cheapest
+                {
+                    let until = sent.saturating_add(retry_after);
+                    let full_at = sent.saturating_add(reset_after);
+                    check
+                        .sites
+                        .denied_until
+                        .deny(&ask.key, until, full_at, now, sent);
+                }
+                if d.committed {
+                    ask.spent = Spent::Owner(owner, item);
+                }
+                ask.decided = Some(d);
+            }
+        }
+        for (e, idx) in failures {
+            check.store_failed(&e, e.kind(), &idx)?;
+        }
+        check.go_on()
     }
 
     /// A reservation the request does not keep is given back at its owner.
@@ -54,6 +145,10 @@ impl DecisionSite for OwnerStep {
 
 /// `spent`'s owner reservation, taken out of it (any other spend stays).
 fn take_owner(spent: &mut Spent) -> Option<(SocketAddr, KeyItem)> {
+    // Looked at before it is moved: most asks spent nothing there.
+    if !matches!(spent, Spent::Owner(..)) {
+        return None;
+    }
     match std::mem::take(spent) {
         Spent::Owner(owner, item) => Some((owner, item)),
         other => {
@@ -64,100 +159,6 @@ fn take_owner(spent: &mut Spent) -> Option<(SocketAddr, KeyItem)> {
 }
 
 impl Check<'_> {
-    /// Ask every remote owner at once; a denial remembered from an earlier answer stops the
-    /// request before any call.
-    async fn owner(&mut self) -> ControlFlow<Stop> {
-        // Most requests have no owner key: they pay one scan of their asks, nothing more.
-        if !self.asks.iter().any(|a| a.entry.site == Site::Owner) {
-            return ControlFlow::Continue(());
-        }
-        let Some(fleet) = self.sites.fleet.clone() else {
-            return ControlFlow::Continue(());
-        };
-        let now = self.sites.local.now();
-        // Before owners are picked: a stall found here quarantines this node (its keys go
-        // to their interim owners), and a hand-back window is seen (`fleet/rejoin.rs`).
-        let handing_back = fleet.owner_view(now);
-        let groups = self.remote_owners(fleet.ring.me(), now, |key| fleet.ring.owner(key));
-        let spec = |policy: usize| self.sites.specs[policy];
-        self.go_on()?;
-        let (back_idx, back_items) = match handing_back {
-            Some(epoch) => self.hand_back_items(&fleet, epoch),
-            None => (Vec::new(), Vec::new()),
-        };
-        if groups.is_empty() && back_items.is_empty() {
-            return ControlFlow::Continue(());
-        }
-        let items: Vec<Vec<KeyItem>> = groups
-            .iter()
-            .map(|(_, idx)| {
-                idx.iter()
-                    .map(|&i| self.key_item(&self.asks[i], spec(self.asks[i].entry.policy)))
-                    .collect()
-            })
-            .collect();
-        // Read before the calls: a remembered denial errs early, never late.
-        let sent = self.sites.local.now();
-        // The hand-back runs beside the asks, so a request waits one call timeout at most.
-        let back = async {
-            match (handing_back, back_items.is_empty()) {
-                (Some(epoch), false) => fleet.hand_back(epoch, &back_items).await,
-                _ => Vec::new(),
-            }
-        };
-        let asks = join_all(
-            groups
-                .iter()
-                .zip(&items)
-                .map(|((owner, _), items)| fleet.ask(*owner, items)),
-        );
-        let (heard, answers) =
-            crate::store_time::timed(futures_util::future::join(back, asks)).await;
-        for (i, count) in back_idx.into_iter().zip(heard) {
-            if let Some(Some(target)) = count {
-                let local = self.check_item(&self.asks[i], false);
-                self.sites.local.catch_up(&local, target);
-            }
-        }
-        let now = self.sites.local.now();
-        let mut failures = Vec::new();
-        for (((owner, idx), items), answer) in groups.into_iter().zip(items).zip(answers) {
-            let answers = match answer {
-                Ok(answers) => answers,
-                Err(e) => {
-                    failures.push((e, idx));
-                    continue;
-                }
-            };
-            for ((i, item), a) in idx.into_iter().zip(items).zip(answers) {
-                let ask = &mut self.asks[i];
-                let d = Decided::from_owner(a);
-                if let OwnerReply::Denied {
-                    retry_after,
-                    reset_after,
-                    ..
-                } = a
-                    && ask.enforcing()
-                    && ask.cheapest
-                {
-                    let until = sent.saturating_add(retry_after);
-                    let full_at = sent.saturating_add(reset_after);
-                    self.sites
-                        .denied_until
-                        .deny(&ask.key, until, full_at, now, sent);
-                }
-                if d.committed {
-                    ask.spent = Spent::Owner(owner, item);
-                }
-                ask.decided = Some(d);
-            }
-        }
-        for (e, idx) in failures {
-            self.store_failed(&e, e.kind(), &idx)?;
-        }
-        self.go_on()
-    }
-
     /// The owner asks that another node owns, grouped by owner; enforcing ones this node
     /// remembers as denied are decided here instead.
     fn remote_owners(

@@ -20,8 +20,49 @@ impl DecisionSite for LeaseStep {
         ask.entry.site == Site::Lease
     }
 
+    /// Take the request's leased cells. An admitted take is the ask's spend (given back if
+    /// the request ends denied, see `Check::end`).
     async fn decide(&self, check: &mut Check<'_>) -> ControlFlow<Stop> {
-        check.lease().await
+        let idx: Vec<usize> = check.indexes(|s| s == Site::Lease);
+        if idx.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let mut items: Vec<LeaseItem> = idx
+            .iter()
+            .map(|&i| check.lease_item(&check.asks[i]))
+            .collect();
+        let deadline = check.store_deadline(check.sites.lease.wait());
+        let takes =
+            match crate::store_time::timed(check.sites.lease.take(&mut items, deadline)).await {
+                Ok(takes) => takes,
+                Err(err) => return check.store_failed(&err, err.kind(), &idx),
+            };
+        for ((&i, item), take) in idx.iter().zip(items).zip(takes) {
+            let ask = &mut check.asks[i];
+            ask.decided = Some(match take {
+                Take::Admitted { remaining } => {
+                    let p = item.params;
+                    // Time until this node's view is full again: the cells short of a burst.
+                    let short = u64::from(p.burst).saturating_sub(remaining);
+                    ask.spent = Spent::Lease(item);
+                    Decided {
+                        verdict: Verdict::Allow,
+                        committed: true,
+                        remaining,
+                        reset_after: p.rate.ns_ceil(p.rate.cells(short)),
+                        // The view gains a cell within one emission interval.
+                        next_after: Some(if short == 0 {
+                            0
+                        } else {
+                            p.rate.ns_ceil(p.rate.cells(1))
+                        }),
+                        error_open: false,
+                    }
+                }
+                Take::Denied { retry_after } => Decided::denied(retry_after, 0, 0),
+            });
+        }
+        check.go_on()
     }
 
     /// A cell the request does not keep goes back to this node's book.
@@ -47,6 +88,10 @@ impl DecisionSite for LeaseStep {
 
 /// `spent`'s leased cells, taken out of it (any other spend stays).
 fn take_lease(spent: &mut Spent) -> Option<LeaseItem> {
+    // Looked at before it is moved: most asks spent nothing here.
+    if !matches!(spent, Spent::Lease(_)) {
+        return None;
+    }
     match std::mem::take(spent) {
         Spent::Lease(item) => Some(item),
         other => {
@@ -57,51 +102,6 @@ fn take_lease(spent: &mut Spent) -> Option<LeaseItem> {
 }
 
 impl Check<'_> {
-    /// Take the request's leased cells. An admitted take is the ask's spend (given back if
-    /// the request ends denied, see `Check::end`).
-    async fn lease(&mut self) -> ControlFlow<Stop> {
-        let idx: Vec<usize> = self.indexes(|s| s == Site::Lease);
-        if idx.is_empty() {
-            return ControlFlow::Continue(());
-        }
-        let mut items: Vec<LeaseItem> = idx
-            .iter()
-            .map(|&i| self.lease_item(&self.asks[i]))
-            .collect();
-        let deadline = self.store_deadline(self.sites.lease.wait());
-        let takes =
-            match crate::store_time::timed(self.sites.lease.take(&mut items, deadline)).await {
-                Ok(takes) => takes,
-                Err(err) => return self.store_failed(&err, err.kind(), &idx),
-            };
-        for ((&i, item), take) in idx.iter().zip(items).zip(takes) {
-            let ask = &mut self.asks[i];
-            ask.decided = Some(match take {
-                Take::Admitted { remaining } => {
-                    let p = item.params;
-                    // Time until this node's view is full again: the cells short of a burst.
-                    let short = u64::from(p.burst).saturating_sub(remaining);
-                    ask.spent = Spent::Lease(item);
-                    Decided {
-                        verdict: Verdict::Allow,
-                        committed: true,
-                        remaining,
-                        reset_after: p.rate.ns_ceil(p.rate.cells(short)),
-                        // The view gains a cell within one emission interval.
-                        next_after: Some(if short == 0 {
-                            0
-                        } else {
-                            p.rate.ns_ceil(p.rate.cells(1))
-                        }),
-                        error_open: false,
-                    }
-                }
-                Take::Denied { retry_after } => Decided::denied(retry_after, 0, 0),
-            });
-        }
-        self.go_on()
-    }
-
     pub(crate) fn lease_item(&self, ask: &Ask) -> LeaseItem {
         let policy = &self.sites.policies[ask.entry.policy];
         LeaseItem {
