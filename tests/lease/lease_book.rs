@@ -127,13 +127,15 @@ fn a_slow_node_asks_only_for_cells_that_conform_now() {
     book.take(&p, 1, 0);
     let ask = book.wants(&p, 0).expect("nothing held");
     // One cell that conforms now, or, if the coordinator finds the key well under its
-    // limit, long cells (which conform now too) for its demand over their life.
+    // limit, long cells (which conform now too) for its demand over their life; and the
+    // request it counted, for the key's demand (`fair.rs`).
     assert_eq!(
         ask,
         RefillAsk {
             want: 1,
             lead: 0,
             long: 3,
+            demand: 1,
             ..RefillAsk::default()
         }
     );

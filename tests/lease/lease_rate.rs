@@ -59,12 +59,20 @@ async fn lease(conn: &mut MultiplexedConnection, key: &str, want: u32) -> Reply 
         .await
         .expect("lease.lua runs");
     match reply[..] {
-        [granted, _frontier, now_us, busy, _long, _returnable] => Reply {
+        [
+            granted,
+            _frontier,
+            now_us,
+            busy,
+            _long,
+            _returnable,
+            _demand,
+        ] => Reply {
             granted: u32::try_from(granted).expect("a cell count"),
             now_us,
             busy: u32::try_from(busy).expect("not negative"),
         },
-        _ => panic!("lease.lua replied {reply:?}, not six values"),
+        _ => panic!("lease.lua replied {reply:?}, not seven values"),
     }
 }
 

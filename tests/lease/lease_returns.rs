@@ -59,6 +59,7 @@ fn run(q: Quota, calls: &[Call], nodes: usize, pivot_pct: u64) -> (Vec<u64>, u64
             lead: 2 * ttl * lead_pct / 100,
             long: 0,
             returned,
+            demand: 0,
         };
         let (next, g) = grant_returning(&p, tat, &mut holds, &mut returns, ask, 1_000, now);
         tat = Some(next);

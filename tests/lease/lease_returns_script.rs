@@ -101,7 +101,8 @@ impl Rule {
     }
 }
 
-/// The script's reply as the gateway reads it (`refill.rs`), the grant rate left out.
+/// The script's reply as the gateway reads it (`refill.rs`), the grant rate and the
+/// demand left out.
 fn as_grant(r: &[i64]) -> Grant {
     Grant {
         granted: u32::try_from(r[0]).expect("a count"),
@@ -110,6 +111,7 @@ fn as_grant(r: &[i64]) -> Grant {
         long: r[4] == 1,
         returnable: r[5] == 1,
         at: u64::try_from(r[2]).expect("after 1970") * 1_000,
+        demand: 0,
     }
 }
 

@@ -10,6 +10,7 @@ mod lease_batches;
 mod lease_book;
 mod lease_bounds;
 mod lease_calm;
+mod lease_fair;
 mod lease_faults;
 mod lease_long;
 mod lease_long_script;

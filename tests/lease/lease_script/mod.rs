@@ -114,14 +114,16 @@ async fn lease_on(
         .await
         .expect("lease.lua runs");
     match reply[..] {
-        [granted, frontier_us, now_us, busy, 0, 0] => Reply {
+        [granted, frontier_us, now_us, busy, 0, 0, 0] => Reply {
             granted: u32::try_from(granted).expect("granted is a cell count"),
             frontier_us,
             now_us,
             busy: u32::try_from(busy).expect("busy is not negative"),
         },
         _ => {
-            panic!("lease.lua replied {reply:?}, not {{granted, frontier_us, now_us, busy, 0, 0}}")
+            panic!(
+                "lease.lua replied {reply:?}, not {{granted, frontier_us, now_us, busy, 0, 0, 0}}"
+            )
         }
     }
 }

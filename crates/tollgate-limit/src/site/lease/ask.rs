@@ -6,13 +6,15 @@ use crate::clock::Nanos;
 
 /// One call to make: up to `want` cells conforming within `lead` ns of the coordinator's now;
 /// or, when `long > 0` and the key has room for them, `long` long cells (`hold.rs`) instead.
-/// `returned`: cells given back with the call (`returns.rs`).
+/// `returned`: cells given back with the call (`returns.rs`). `demand`: the requests (cells)
+/// the node counted for the key since its previous call, for the key's demand (`fair.rs`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RefillAsk {
     pub want: u32,
     pub lead: Nanos,
     pub long: u32,
     pub returned: Returned,
+    pub demand: u32,
 }
 
 /// When the cells of one take may be spent again if given back (ticks): from the earliest

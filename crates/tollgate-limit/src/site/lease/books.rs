@@ -131,6 +131,7 @@ mod tests {
         lead: 0,
         long: 0,
         returned: Returned::NONE,
+        demand: 0,
     };
 
     fn params() -> LeaseParams {

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ask::RefillAsk;
 use super::busy::{GrantRate, busy, busy_span, cautious};
+use super::fair::{Demand, demand_span};
 use super::hold::{Holds, LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
 use super::returns::{Returns, grant_returning};
@@ -57,6 +58,10 @@ pub struct Grant {
     pub returnable: bool,
     /// The coordinator's now at the grant (ns): what a return names its cells by.
     pub at: Nanos,
+    /// The key's demand: the requests all nodes reported (`RefillAsk::demand`, this call's
+    /// included), decayed over `fair::demand_span`, per mille of what its limit allows in
+    /// that time. From `fair::CONTENDED` the nodes hold to their shares (`fair.rs`).
+    pub demand: u32,
 }
 
 /// The grant rule on one key's `tat` (ticks) and long-cell holds, for `want` cells
@@ -146,13 +151,14 @@ impl MemoryCoordinator {
         if calls.is_multiple_of(SWEEP_EVERY) {
             drop_full(&mut tats, now);
         }
-        let (old, mut holds, mut returns) = match tats.get_mut(key) {
+        let (old, mut holds, mut returns, demand) = match tats.get_mut(key) {
             Some(e) => (
                 Some((e.tat, e.rate, e.forget_at)),
                 std::mem::take(&mut e.holds),
                 std::mem::take(&mut e.returns),
+                e.demand.filter(|_| e.demand_until > now),
             ),
-            None => (None, Holds::default(), Returns::default()),
+            None => (None, Holds::default(), Returns::default(), None),
         };
         let rate = old.and_then(|e| e.1.filter(|_| e.2 > now));
         // Long cells and returns go by the cautious reading (`busy.rs`).
@@ -165,6 +171,15 @@ impl MemoryCoordinator {
         let (tat, mut g) = grant_returning(p, tat, &mut holds, &mut returns, ask, before, now);
         let (rate, busy) = busy(p, rate, g.granted, now);
         g.busy = busy;
+        // As lease.lua: stored only with a report, forgotten four spans after the last.
+        let (demand, demand_until) = match (demand, ask.demand) {
+            (d, 0) => (d, d.map_or(0, |_| old_until(&tats, key))),
+            (d, n) => (
+                Some(d.unwrap_or_default().add(p, n, now)),
+                now.saturating_add(4 * demand_span(p)),
+            ),
+        };
+        g.demand = demand.map_or(0, |d| d.per_mille(p, now));
         // As lease.lua: the average is stored only with a grant (decay needs no write).
         let (rate, forget_at) = match g.granted {
             0 => (old.and_then(|e| e.1), old.map_or(0, |e| e.2)),
@@ -177,6 +192,8 @@ impl MemoryCoordinator {
             forget_at,
             holds,
             returns,
+            demand,
+            demand_until,
         };
         match tats.get_mut(key) {
             Some(slot) => *slot = entry,
@@ -210,6 +227,8 @@ impl MemoryCoordinator {
                     forget_at: 0,
                     holds: Holds::default(),
                     returns: Returns::default(),
+                    demand: None,
+                    demand_until: 0,
                 };
                 tats.insert(key.into(), entry);
             }
@@ -245,6 +264,14 @@ struct Entry {
     /// The returnable run and the returns taken (`returns.rs`). A swept key loses it:
     /// its next call finds no key, which breaks the run and starts a new one.
     returns: Returns,
+    /// The key's demand (`fair.rs`), forgotten at `demand_until` (ns).
+    demand: Option<Demand>,
+    demand_until: Nanos,
+}
+
+/// When `key`'s demand is forgotten (0: absent).
+fn old_until(tats: &HashMap<Box<str>, Entry>, key: &str) -> Nanos {
+    tats.get(key).map_or(0, |e| e.demand_until)
 }
 
 /// Drop keys that are full again at `now` and whose grant rate is forgotten (absent
@@ -252,7 +279,11 @@ struct Entry {
 /// their holds can no longer bind and their run is over (as Redis keeps `~ret:`).
 fn drop_full(tats: &mut HashMap<Box<str>, Entry>, now: Nanos) {
     tats.retain(|_, e| {
-        e.full_at > now || e.forget_at > now || e.holds.binds(now) || e.returns.kept(now)
+        e.full_at > now
+            || e.forget_at > now
+            || e.demand_until > now
+            || e.holds.binds(now)
+            || e.returns.kept(now)
     });
 }
 

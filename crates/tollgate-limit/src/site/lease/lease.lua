@@ -9,6 +9,7 @@
 -- KEYS[4]: its returnable run (returns.rs): "since_us|state|at_us:n,at_us:n,...|id,id,..."
 -- (the run's start, KEYS[1]'s value as this script last left it, the returns taken in the
 -- window, the ids of the last returns taken: a call sent again is not taken twice).
+-- KEYS[5]: its demand (fair.rs): "count:at_us", the requests nodes reported, decayed.
 -- ARGV[1]: op ("lease"), then interval_us (T), tolerance_us (burst * T), lead_us (how far
 -- ahead granted cells may conform: the horizon, or 0 for a slow node), want, span_us (the
 -- grant-rate time constant), long (long cells wanted instead, or 0), hold_us (how long a
@@ -17,13 +18,16 @@
 -- return_cells (M: the budget, 0 = no returns), return_window_us, return_busy (per mille:
 -- grants are returnable from this grant rate), returned (cells given back), returned_at_us
 -- (when the earliest of them was granted: a reply's now_us), returned_id (the return's id,
--- 0 for none).
+-- 0 for none), demand (requests the node counted since its last call), demand_span_us
+-- (the demand's time constant).
 -- Reply: granted, frontier_us (tat - tolerance - now after the grant, rounded up: the
 -- conform time of the last cell granted, relative to now), now_us, busy (cells granted
 -- over the last span, decayed, this grant included, per mille of what the rate allows in
 -- the time the average has lived: busy.rs `busy`; without KEYS[2], always 1000),
 -- long (1 when the cells granted are long cells), returnable (1 when the cells granted live
--- lease_ttl less return_cells * T and may be given back).
+-- lease_ttl less return_cells * T and may be given back), demand (the key's, this call's
+-- report included, per mille of what the rate allows over its span: fair.rs; 0 without
+-- KEYS[5]).
 --
 -- Time is Redis TIME, so nodes with skewed clocks agree; each node maps the frontier onto
 -- its own clock from the moment the reply arrived, which can only make a cell conform later.
@@ -229,4 +233,22 @@ if count then
   -- Nothing seen at all (no average, nothing granted): the cautious 1000.
   if count == 0 and unseen == 1 then busy = 1000 end
 end
-return {granted, math.ceil(tat + held * T - tau - now - EPS), now, busy, is_long, returnable}
+-- The key's demand (fair.rs): stored only with a report, forgotten after four spans.
+local demand = 0
+local dspan = tonumber(ARGV[18])
+if KEYS[5] and dspan and dspan > 0 then
+  local dc, da = 0, now
+  local d = redis.call('GET', KEYS[5])
+  if d then
+    local c, a = string.match(d, '^([^:]+):([^:]+)$')
+    if c and tonumber(c) and tonumber(a) then dc, da = tonumber(c), tonumber(a) end
+  end
+  dc = dc * math.exp(-math.max(0, now - da) / dspan)
+  local reported = tonumber(ARGV[17]) or 0
+  if reported > 0 then
+    dc = dc + reported
+    redis.call('SET', KEYS[5], string.format('%.4f:%d', dc, now), 'PX', math.floor(4 * dspan / 1000) + 1)
+  end
+  demand = math.floor(dc * T / dspan * 1000 + 0.5)
+end
+return {granted, math.ceil(tat + held * T - tau - now - EPS), now, busy, is_long, returnable, demand}

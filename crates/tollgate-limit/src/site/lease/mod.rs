@@ -14,6 +14,7 @@
 //! - `calm.rs`: whether a key's grant rate leaves room to ask generously, as a node sees it;
 //! - `hold.rs`: long cells, and the holds that keep them within the bound;
 //! - `returns.rs`: cells given back under overload, and the run that keeps them within it;
+//! - `fair.rs`: the key's demand and a node's share of a contended key;
 //! - `books.rs`: every book of this node, in lock shards bounded by `max_keys`;
 //! - `site.rs`: what a request does with the books (take, wait, give back);
 //! - `refill.rs`: one coordinator call, settled in its book even if its request is gone.
@@ -25,6 +26,7 @@ mod books;
 mod busy;
 mod calm;
 mod check;
+mod fair;
 mod grant;
 mod hold;
 mod params;

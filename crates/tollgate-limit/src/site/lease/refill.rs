@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::ask::RefillAsk;
 use super::busy::busy_span;
+use super::fair::demand_span;
 use super::grant::Grant;
 use super::hold::{LONG_BUSY, LONG_KEEP};
 use super::params::LeaseParams;
@@ -84,7 +85,8 @@ impl LeaseSite {
                 let rate = side_key(store, "~busy:", &it.key, &key);
                 let hold = side_key(store, "~hold:", &it.key, &key);
                 let run = side_key(store, "~ret:", &it.key, &key);
-                let keys = [key, rate, hold, run];
+                let want = side_key(store, "~want:", &it.key, &key);
+                let keys = [key, rate, hold, run, want];
                 // Not before the store has counted what the fallback spent
                 // (`store/debts.rs`).
                 match store.settle(keys[..1].iter().map(String::as_str)).await {
@@ -133,8 +135,9 @@ impl LeaseSite {
 }
 
 /// `lease.lua`'s `ARGV[2..]` for `ask` on a key of `p` (its header names them), times in
-/// µs: the quota, the ask, the grant-rate span, the long-cell rule and the returns.
-pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 15] {
+/// µs: the quota, the ask, the grant-rate span, the long-cell rule, the returns and the
+/// demand report.
+pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 17] {
     let us = |ticks: i128| p.ns_ceil(ticks) as f64 / 1_000.0;
     [
         us(p.interval()),
@@ -154,6 +157,8 @@ pub fn script_args(p: &LeaseParams, ask: RefillAsk) -> [f64; 15] {
         (ask.returned.granted_at / 1_000) as f64,
         // 52 bits: exact.
         ask.returned.id as f64,
+        f64::from(ask.demand),
+        demand_span(p) as f64 / 1_000.0,
     ]
 }
 
@@ -175,8 +180,8 @@ impl Drop for Unsettled<'_> {
 }
 
 /// The store key of `key`'s grant-rate average (`lease.lua`'s `KEYS[2]`, `kind`
-/// `~busy:`), long-cell holds (`KEYS[3]`, `~hold:`) or returnable run (`KEYS[4]`,
-/// `~ret:`): `~busy:key` after the store
+/// `~busy:`), long-cell holds (`KEYS[3]`, `~hold:`), returnable run (`KEYS[4]`,
+/// `~ret:`) or demand (`KEYS[5]`, `~want:`): `~busy:key` after the store
 /// prefix, or on a cluster, where a script touches one slot and `main` (the key's state)
 /// decides it, `~busy:{tag}key` with a hash tag of `main`'s slot (the plain form when the
 /// key prefix's own hash tag decides both).
@@ -200,16 +205,17 @@ fn side_key(store: &RedisStore, kind: &str, key: &str, main: &str) -> String {
         .unwrap_or(plain)
 }
 
-/// `granted, frontier_us, now_us, busy, long, returnable`.
+/// `granted, frontier_us, now_us, busy, long, returnable, demand`.
 fn decode(reply: &[i64]) -> Result<Grant, StoreError> {
     match reply {
-        [granted, frontier, now, busy, long, returnable] => Ok(Grant {
+        [granted, frontier, now, busy, long, returnable, demand] => Ok(Grant {
             granted: u32::try_from(*granted).unwrap_or(0),
             frontier: frontier.saturating_mul(1_000),
             busy: u32::try_from(*busy).unwrap_or(u32::MAX),
             long: *long == 1,
             returnable: *returnable == 1,
             at: u64::try_from(*now).unwrap_or(0).saturating_mul(1_000),
+            demand: u32::try_from(*demand).unwrap_or(0),
         }),
         other => Err(StoreError::Reply(format!(
             "lease script: {} values",
