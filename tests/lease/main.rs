@@ -8,6 +8,7 @@ mod common;
 mod idle_beats;
 mod lease_batches;
 mod lease_book;
+mod lease_books_leave;
 mod lease_bounds;
 mod lease_calm;
 mod lease_fair;

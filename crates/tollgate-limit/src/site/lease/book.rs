@@ -356,6 +356,23 @@ impl LeaseBook {
         self.batches.is_empty() && self.in_flight == 0 && now >= self.blocked_until
     }
 
+    /// Drop the cells expired by `now` (their returns, if returnable, wait for the next
+    /// call), as a take would.
+    pub(super) fn drop_expired(&mut self, p: &LeaseParams, now: Nanos) {
+        self.expire(p, ticks(p, now), p.interval());
+    }
+
+    /// True when this book may leave memory at `now` (`books.rs`' sweep): idle, no return
+    /// owed (expired returnable cells are given back with the next call, by their grant's
+    /// time and an id: a book dropped with them would lose the return), and not in debt to
+    /// its fair share (a new book would start with none and ask past it, `fair.rs`). What
+    /// a new book does not remember (its demand averages, its calm verdict) only makes it
+    /// ask less at first. The requests it counted since its last call go unreported: the
+    /// key's demand is an average that the other nodes' reports keep.
+    pub fn is_spent(&self, p: &LeaseParams, now: Nanos) -> bool {
+        self.is_idle(now) && self.returned.cells == 0 && !self.fair.owes(p, now)
+    }
+
     /// `k`: how many cells one call asks for, within 1..=`lease_max`. While the key's
     /// bucket has slack, a TTL's demand with margin (`size::slack_batch`: cells that expire
     /// cost nothing then, and a thin node makes about one call per TTL it is busy instead of

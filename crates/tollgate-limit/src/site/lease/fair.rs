@@ -181,6 +181,11 @@ impl Fair {
         })
     }
 
+    /// In debt to its share at `now`: a contended key's cells taken past its allowance.
+    pub(super) fn owes(&self, p: &LeaseParams, now: Nanos) -> bool {
+        self.contended() && self.allowance_at(p, now) < 0.0
+    }
+
     /// This node's fair rate in cells per ns: its share of the key's demand, of the key's
     /// rate, [`SLACK`] over.
     fn rate(&self, p: &LeaseParams, now: Nanos) -> f64 {

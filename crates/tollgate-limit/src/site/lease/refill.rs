@@ -117,7 +117,7 @@ impl LeaseSite {
             let mut shard = self.books.lock(&it.key);
             match &reply {
                 Ok(g) => {
-                    let (book, n) = shard.book(it.policy, &it.key, it.cap(), now);
+                    let (book, n) = shard.book(it.policy, &it.key, &it.params, it.cap(), now);
                     evicted = n;
                     book.on_grant(&it.params, ask, *g, now);
                 }

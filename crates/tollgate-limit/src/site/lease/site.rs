@@ -266,7 +266,7 @@ impl LeaseSite {
     fn step(&self, it: &LeaseItem, first: bool, waiting: Pin<&mut Notified<'_>>) -> Step {
         let now = self.now();
         let mut shard = self.books.lock(&it.key);
-        let (book, evicted) = shard.book(it.policy, &it.key, it.cap(), now);
+        let (book, evicted) = shard.book(it.policy, &it.key, &it.params, it.cap(), now);
         let taken = if first {
             book.take(&it.params, it.cost, now)
         } else {
