@@ -166,17 +166,17 @@ impl LeaseBook {
         if calm && self.in_flight > 0 {
             return None;
         }
-        // A contended key's node wants more than its share: its requests spend what it
-        // holds as soon as each cell conforms, so it reserves from a thinner demand
-        // (`fair.rs`), on the same terms as the nodes that reserve anyway. Not for a
-        // single cell while the key is in a returnable run: the spare below serves it in
-        // fewer calls (reserving one cell at a time, 32 equal nodes at twice the limit made
-        // 0.525 calls a request in the simulator instead of 0.378).
+        // A contended key's node with a fair part of its demand reserves ahead from a
+        // thinner demand than usual (`fair.rs`), on the same terms as the nodes that
+        // reserve anyway. Not for a single cell while the key is in a returnable run: the
+        // spare below serves it in fewer calls (reserving one cell at a time, 32 equal
+        // nodes at twice the limit made 0.525 calls a request in the simulator instead of
+        // 0.378).
         let per_ttl = self.per_ttl(p);
-        let owed = self.fair.contended()
+        let owed = self.fair.reserves(self.rate(p))
             && per_ttl >= SPARE_FROM
             && (!self.returnable || contended_batch(per_ttl) >= 2);
-        let reserve = (self.per_ttl(p) >= RESERVE_FROM || owed) && !self.slack;
+        let reserve = (per_ttl >= RESERVE_FROM || owed) && !self.slack;
         let lead = if reserve { p.horizon } else { 0 };
         if self.in_flight > 0 && lead == 0 {
             return None;
@@ -188,13 +188,8 @@ impl LeaseBook {
         let held = self.held().saturating_add(self.pending);
         let long = long_batch(p, self.calm.per_ttl(p));
         let returned = self.returned;
-        // A contended key: no more than this node's share allows (`fair.rs`).
-        let fair = self.fair.cap(p, now);
-        if fair == Some(0) {
-            return None;
-        }
         let demand = self.fair.unreported();
-        let ask = (f64::from(held) < in_two_trips.max(1.0)).then(|| match calm {
+        (f64::from(held) < in_two_trips.max(1.0)).then(|| match calm {
             true => RefillAsk {
                 want: (calm_batch(self.calm.per_ttl(p)) as u32).clamp(1, calm_cap(p)),
                 lead: p.horizon,
@@ -225,14 +220,6 @@ impl LeaseBook {
                 returned,
                 demand,
             },
-        })?;
-        Some(match fair {
-            Some(cap) => RefillAsk {
-                want: ask.want.min(cap),
-                long: 0,
-                ..ask
-            },
-            None => ask,
         })
     }
 
@@ -246,6 +233,11 @@ impl LeaseBook {
             f64::from(self.window.saturating_sub(1))
         };
         demand * p.ttl as f64 / p.target as f64
+    }
+
+    /// This node's demand over the key's limit: its requests per emission interval.
+    fn rate(&self, p: &LeaseParams) -> f64 {
+        self.per_ttl(p) * p.ns_ceil(p.interval()) as f64 / p.ttl.max(1) as f64
     }
 
     /// `ask` is out since `now`.
@@ -276,10 +268,7 @@ impl LeaseBook {
         let room = (-p.ticks(g.frontier)).max(0) / t;
         self.slack = room * 4 > 3 * i128::from(p.burst);
         self.calm.on_grant(g, now);
-        let ordinary = if g.long { 0 } else { g.granted };
-        let room_left = u32::try_from(room).unwrap_or(u32::MAX);
-        self.fair
-            .on_grant(p, ask.demand, ordinary, &g, room_left, now);
+        self.fair.on_grant(&g);
         self.returnable = g.returnable;
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);
@@ -362,15 +351,15 @@ impl LeaseBook {
         self.expire(p, ticks(p, now), p.interval());
     }
 
-    /// True when this book may leave memory at `now` (`books.rs`' sweep): idle, no return
-    /// owed (expired returnable cells are given back with the next call, by their grant's
-    /// time and an id: a book dropped with them would lose the return), and not in debt to
-    /// its fair share (a new book would start with none and ask past it, `fair.rs`). What
-    /// a new book does not remember (its demand averages, its calm verdict) only makes it
-    /// ask less at first. The requests it counted since its last call go unreported: the
-    /// key's demand is an average that the other nodes' reports keep.
-    pub fn is_spent(&self, p: &LeaseParams, now: Nanos) -> bool {
-        self.is_idle(now) && self.returned.cells == 0 && !self.fair.owes(p, now)
+    /// True when this book may leave memory at `now` (`books.rs`' sweep): idle, and no
+    /// return owed (expired returnable cells are given back with the next call, by their
+    /// grant's time and an id: a book dropped with them would lose the return). What a new
+    /// book does not remember (its demand averages, its calm verdict, its share of a
+    /// contended key's demand) only makes it ask less at first. The requests it counted
+    /// since its last call go unreported: the key's demand is an average that the other
+    /// nodes' reports keep.
+    pub fn is_spent(&self, now: Nanos) -> bool {
+        self.is_idle(now) && self.returned.cells == 0
     }
 
     /// `k`: how many cells one call asks for, within 1..=`lease_max`. While the key's

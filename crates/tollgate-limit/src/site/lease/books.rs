@@ -68,7 +68,7 @@ impl Shard {
             } else if *fresh > books.len() / 4 + SWEEP_SLACK {
                 books.retain(|_, b| {
                     b.drop_expired(p, now);
-                    !b.is_spent(p, now)
+                    !b.is_spent(now)
                 });
                 *fresh = 0;
             }
