@@ -268,7 +268,7 @@ impl LeaseBook {
         let room = (-p.ticks(g.frontier)).max(0) / t;
         self.slack = room * 4 > 3 * i128::from(p.burst);
         self.calm.on_grant(g, now);
-        self.fair.on_grant(&g);
+        self.fair.on_grant(p, ask.demand, &g, now);
         self.returnable = g.returnable;
         if g.granted > 0 {
             let last = now_t + p.ticks(g.frontier);

@@ -45,13 +45,14 @@ const DEMAND_SPANS: u64 = 1;
 pub(super) const CONTENDED: u32 = 1_200;
 
 /// The least share of a contended key's demand from which a node reserves ahead: a
-/// quarter, so up to four comparable nodes (three with room for noise). On the
-/// simulator's matrix, with every contended node reserving (an earlier form of the rule)
-/// the default trace made 0.050 calls a request instead of 0.046 and the node-loss trace
-/// lost 0.8 % instead of 0.4 %; from a fifth the Zipf trace made 0.0882 instead of 0.0866
-/// (its second node's share, a seventh, reads a fifth at times); from a quarter no trace
-/// of the matrix, nor the default, Zipf and 32-node traces on seeds 1 to 5, makes more
-/// calls than without the rule.
+/// quarter, so three comparable nodes (four, a quarter each, only while noise puts them
+/// over it). On the simulator's matrix, with every contended node reserving (an earlier
+/// form of the rule) the default trace made 0.050 calls a request instead of 0.046 and
+/// the node-loss trace lost 0.8 % instead of 0.4 %; from a fifth the Zipf trace made
+/// 0.0882 instead of 0.0866 (its second node, a seventh of the demand, reads a fifth at
+/// times); from 0.22, which keeps four equal nodes within 12 % of their share, 0.0867.
+/// From a quarter no trace of the matrix, nor the default, Zipf and 32-node traces on
+/// seeds 1 to 5, makes more calls than without the rule.
 pub(super) const RESERVE_SHARE: f64 = 0.25;
 
 /// The demand average's time constant (ns).
@@ -99,6 +100,10 @@ pub(super) struct Fair {
     unreported: u32,
     /// The key's demand as the last grant reported it (per mille of its limit).
     key: u32,
+    /// This node's requests as its answered calls reported them, decayed as the key's.
+    own: Demand,
+    /// The other nodes' part of `key`: `key` less `own` at that grant.
+    others: u32,
 }
 
 impl Fair {
@@ -122,21 +127,28 @@ impl Fair {
         self.unreported = self.unreported.saturating_add(cells);
     }
 
-    /// `g` arrived: the key's demand as of this call.
-    pub(super) fn on_grant(&mut self, g: &Grant) {
+    /// `g`, the answer to a call that reported `cells`, arrived at `now`.
+    pub(super) fn on_grant(&mut self, p: &LeaseParams, cells: u32, g: &Grant, now: Nanos) {
+        self.own = self.own.add(p, cells, now);
         self.key = g.demand;
+        self.others = g.demand.saturating_sub(self.own.per_mille(p, now));
     }
 
     /// Whether the last grant found the key contended (its demand over [`CONTENDED`]) and
     /// this node's share of that demand is [`RESERVE_SHARE`] or more: it reserves ahead.
     /// `rate`: the node's own demand over the key's limit (the book's moving average of
-    /// its requests, per emission interval). (Its share read from its own reports instead,
-    /// decayed as the key's, a thin node back from a back-off reported many requests at
-    /// once and read several times its share: on the default trace's seeds 2, 4 and 5 the
-    /// rule then made 0.0462, 0.0445 and 0.0447 calls a request instead of 0.0457, 0.0436
-    /// and 0.0435.)
+    /// its requests, per emission interval); its share, that over the sum of it and the
+    /// other nodes' part of the key's demand. Both parts matter: a node back from a
+    /// back-off reports many requests at once. (Its share read from its reports alone, a
+    /// thin node then read several times its share, and on the default trace's seeds 2, 4
+    /// and 5 the rule made 0.0462, 0.0445 and 0.0447 calls a request instead of 0.0457,
+    /// 0.0436 and 0.0435; its rate over the key's whole demand, an equal node's own report
+    /// swelled the key's demand, its share read under a quarter, it asked only for cells
+    /// that conform now, found none, and backed off again: three equal nodes with Poisson
+    /// arrivals, one admitted nothing for 2 s.)
     pub(super) fn reserves(&self, rate: f64) -> bool {
-        self.key >= CONTENDED && rate * 1000.0 >= RESERVE_SHARE * f64::from(self.key)
+        let own = rate * 1000.0;
+        self.key >= CONTENDED && own >= RESERVE_SHARE * (own + f64::from(self.others))
     }
 }
 
