@@ -12,11 +12,13 @@
 //! The rule: every call reports the requests the node counted since its last call; the
 //! coordinator keeps their decayed sum over [`demand_span`] (`grant.rs`, `lease.lua`) and
 //! reports it with every grant, per mille of what the key's limit allows (`Grant::demand`).
-//! A node's share is its own demand (the book's moving average) over the key's. While the key's demand is over [`CONTENDED`] per mille, a node with at least
-//! [`RESERVE_SHARE`] of it reserves up to the horizon as the busy nodes do (`book.rs`,
-//! `size::contended_batch`): each node's next cells wait in the coordinator's queue in
-//! the order of asks, one batch per node, instead of going to whoever asks first once
-//! they conform, and no node meets the empty answers that sent it away.
+//! A node's share is its own demand (the book's moving average) over that and the other
+//! nodes' part of the key's (`Fair::reserves`). While the key's demand is over
+//! [`CONTENDED`] per mille, a node with at least [`RESERVE_SHARE`] of it reserves up to
+//! the horizon as the busy nodes do (`book.rs`, `size::contended_batch`): each node's
+//! next cells wait in the coordinator's queue in the order of asks, one batch per node,
+//! instead of going to whoever asks first once they conform, and no node meets the empty
+//! answers that sent it away.
 //!
 //! A smaller share stays out: such a node shares the key with busier ones, whose
 //! reserved batches are many cells a call, and every cell it took from them would cost
@@ -24,7 +26,8 @@
 //! the simulator's default trace (8 nodes, 40/20/10/10/5/5/5/5 % at twice the limit) the
 //! rule for every share gave the 5 % nodes 8–13 % of their requests instead of 2–5 %,
 //! but at 0.050 store calls a request instead of 0.046. So the rule makes a few
-//! comparable gateways fair and leaves skewed fleets as they were.
+//! comparable gateways fair and leaves skewed fleets as they were (`docs/src/
+//! decision-sites.md`, "Where leases are weak").
 //!
 //! Only the asks change: the coordinator's grant rule, and so the over-admission bound
 //! proved in `grant.rs`, are the same.
