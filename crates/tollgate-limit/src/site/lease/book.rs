@@ -77,8 +77,8 @@ pub struct LeaseBook {
     returnable: bool,
     /// Returnable cells that expired unspent since the last call: given back with it.
     returned: Returned,
-    /// The key's demand as reported, this node's, and its allowance while the key is
-    /// contended (`fair.rs`).
+    /// The requests not yet reported, and the key's demand and this node's part of it as
+    /// the last grant left them: whether it reserves for its share (`fair.rs`).
     fair: Fair,
 }
 
