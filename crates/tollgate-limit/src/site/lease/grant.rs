@@ -60,7 +60,8 @@ pub struct Grant {
     pub at: Nanos,
     /// The key's demand: the requests all nodes reported (`RefillAsk::demand`, this call's
     /// included), decayed over `fair::demand_span`, per mille of what its limit allows in
-    /// that time. From `fair::CONTENDED` a node with a fair part of it reserves ahead (`fair.rs`).
+    /// that time. From `fair::CONTENDED` a node with a fair part of it reserves ahead
+    /// (`fair.rs`).
     pub demand: u32,
 }
 
