@@ -17,7 +17,7 @@ use tollgate::limit::local::{CheckItem, LocalStore};
 use tollgate::limit::metrics::PolicyGauges;
 use tollgate::limit::policy::PolicyRuntime;
 
-fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
+pub(super) fn policy(name: &str, algorithm: AlgorithmName, burst: u32) -> Policy {
     Policy {
         name: name.into(),
         key: vec![KeyPart::Ip],

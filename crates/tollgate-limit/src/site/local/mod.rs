@@ -299,8 +299,9 @@ impl LocalStore {
         // overlaps the hashing instead of stalling the critical section behind the lock's
         // atomic (perf: a sixth of a hot-key check's samples sat on it). A thread that read it earlier may
         // lock after one that read it later; every algorithm takes such a `now` as the
-        // state's own time, which can only under-admit (`tests/limits/prop_stale_now.rs`).
-        let now = self.clock.now();
+        // state's own time, which can only under-admit (`tests/limits/prop_stale_now.rs`),
+        // and a refusal is decided again at a `now` read under the lock (below).
+        let mut now = self.clock.now();
         let hash = self.hash(&it.key);
         // Looked up before the lock, and the header figures computed after it: the
         // critical section is the probe, the verdict and the write.
@@ -314,7 +315,20 @@ impl LocalStore {
             // case: a busy key); a new key, or one back to idle, takes `write`'s path.
             let found = shard.tables[table].find_mut(hash, |e| *e.key == *it.key);
             let before = found.as_ref().map(|e| e.state);
-            let (verdict, after) = alg.admit(before, it.cost, now);
+            let (mut verdict, mut after) = alg.admit(before, it.cost, now);
+            if !verdict.admits() {
+                // A refusal may come of a stale `now` (this thread was descheduled between
+                // its clock read and the lock while another spent at a later one): an
+                // under-admission, a wrong 429. Read under the lock, the clock is at least
+                // the `now` of every write this state has seen, so the decision is the one
+                // a serial order would make (`tests/limits/local_stale_now.rs`). Only
+                // refusals pay the second read; the allowed path is unchanged.
+                let fresh = self.clock.now();
+                if fresh > now {
+                    now = fresh;
+                    (verdict, after) = alg.admit(before, it.cost, now);
+                }
+            }
             let committed = keep(&verdict);
             if committed {
                 match found {
