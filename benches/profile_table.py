@@ -3,12 +3,17 @@
 (KEEP_PROFILES=DIR): a loaded run and the idle run of the same binary.
 
     benches/profile_table.py DIR/new.plain.cg DIR/new.idle.cg REQUESTS [TOP]
+    benches/profile_table.py --diff DIR/new.local.cg N DIR/new.plain.cg M DIR/new.idle.cg [TOP]
 
 Each function's self cost (instructions executed in it, not in what it calls) in the loaded
 run, less the idle run's, over REQUESTS (the row's request count, in instructions.sh's log):
 the per-request cost of that function. Prints two markdown tables: the TOP (10) functions,
 and every function grouped by the crate (or library) its symbol names, each with its share
 of the request's instructions. Reads callgrind_annotate's output (valgrind's own tool).
+
+With --diff: where one row's instructions over another's go (the local row over plain:
+what the limit step costs), each function's per-request self cost in the first profile
+less that in the second, the TOP (30) largest differences either way.
 """
 import re
 import subprocess
@@ -51,7 +56,26 @@ def group_of(name):
     return "other (libc, vdso, unresolved)"
 
 
+def diff(args):
+    """`--diff A N B M IDLE [TOP]`: per-request self costs of A less B's."""
+    a, n, b, m, idle = args[0], int(args[1]), args[2], int(args[3]), self_costs(args[4])
+    top = int(args[5]) if len(args) > 5 else 30
+    per = lambda path, k: {f: (c - idle.get(f, 0)) / k for f, c in self_costs(path).items()}
+    pa, pb = per(a, n), per(b, m)
+    d = {f: pa.get(f, 0) - pb.get(f, 0) for f in set(pa) | set(pb)}
+    print(f"{sum(d.values()):,.0f} instructions a request more in the first profile\n")
+    print("| # | function (self cost) | first | second | difference |")
+    print("| ---: | --- | ---: | ---: | ---: |")
+    for i, (f, c) in enumerate(sorted(d.items(), key=lambda x: -abs(x[1]))[:top], 1):
+        short = f if len(f) <= 110 else f[:107] + "..."
+        print(f"| {i} | `{short}` | {pa.get(f, 0):,.0f} | {pb.get(f, 0):,.0f} | {c:+,.0f} |")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--diff":
+        if len(sys.argv) < 7:
+            sys.exit(__doc__)
+        return diff(sys.argv[2:])
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     loaded, idle = self_costs(sys.argv[1]), self_costs(sys.argv[2])
