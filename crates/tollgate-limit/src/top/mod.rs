@@ -12,7 +12,8 @@
 //! limits (`view.rs`). A query merges the window's minutes (`merge.rs`).
 //!
 //! What it costs a request: every decision hashes its key once and writes two atomics
-//! (`seen.rs`); an allowed decision of an enforcing policy then reads one more atomic and
+//! (`seen.rs`; one when its thread's last decision of the policy was the same key in the
+//! same minute); an allowed decision of an enforcing policy then reads one more atomic and
 //! returns unless the policy denied something this minute; then, and on every denial, the
 //! key is looked up under the policy's lock (no allocation unless a denied key enters the
 //! table). Requests of shadow policies are all counted.

@@ -11,7 +11,13 @@
 //! Distinct keys: the first [`EXACT`] hashes of a minute sit in an open-addressing set
 //! (exact); past that the minute says so and its HyperLogLog estimates. A window is exact
 //! while none of its minutes overflowed.
+//!
+//! Each thread remembers the last key it noted (which summary, minute and hash): the same
+//! key again in the same minute on the same thread (a busy client on its connection's
+//! worker) is already in both sets, so only its allowed count is written. Nothing is
+//! lost: adding a hash a set holds changes nothing.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -46,11 +52,31 @@ impl Default for SeenMinute {
 }
 
 /// Sixteen minutes of every decision of one policy.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Seen {
     minutes: [SeenMinute; RING],
     /// Held while a slot is emptied for a new minute.
     turn: Mutex<()>,
+    /// This summary among every one the process made (never 0, never reused, unlike an
+    /// address): what [`LAST`] names it by.
+    id: u64,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Seen {
+            minutes: Default::default(),
+            turn: Mutex::new(()),
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+thread_local! {
+    /// The last key this thread noted, as (summary id, minute, hash): in that minute's
+    /// sets already (see the module).
+    static LAST: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
 }
 
 /// A window's decisions.
@@ -79,10 +105,15 @@ impl Seen {
         if allowed {
             slot.allowed.fetch_add(1, Ordering::Relaxed);
         }
+        let last = (self.id, minute, hash);
+        if LAST.get() == last {
+            return;
+        }
         slot.distinct.insert(hash);
         if !slot.overflow.load(Ordering::Relaxed) && !slot.insert_exact(hash.max(1)) {
             slot.overflow.store(true, Ordering::Relaxed);
         }
+        LAST.set(last);
     }
 
     /// The minutes of `[now - back, now]`.
@@ -135,5 +166,31 @@ impl SeenMinute {
             }
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread's memory of its last key skips only what a set already holds: the same
+    /// key in another summary, or in the next minute, is counted there.
+    #[test]
+    fn a_key_noted_again_is_counted_once_per_summary_and_minute() {
+        let (a, b) = (Seen::default(), Seen::default());
+        for _ in 0..3 {
+            a.note(7, 42, true);
+        }
+        b.note(7, 42, false);
+        a.note(8, 42, true);
+        let (wa, wb) = (a.window(7, 0), b.window(7, 0));
+        assert_eq!((wa.allowed, wa.keys, wa.keys_exact), (3, 1, true));
+        assert_eq!((wb.allowed, wb.keys), (0, 1));
+        let next = a.window(8, 0);
+        assert_eq!((next.allowed, next.keys), (1, 1));
+        // Two keys in turn, then the first again: both held.
+        a.note(8, 43, true);
+        a.note(8, 42, true);
+        assert_eq!(a.window(8, 0).keys, 2);
     }
 }
