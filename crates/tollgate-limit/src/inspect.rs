@@ -82,16 +82,16 @@ impl Limiter {
         // A tiered policy: the variant these key parts' request would be asked under.
         let (index, key, headroom) = self.query_key(index, query)?;
         let p = &self.sites().policies[index];
-        let (site, _) = site_of(&p.spec, self.central().is_some());
+        let (site, _) = site_of(&p.spec, self.sites().central.is_some());
         let (source, remaining, reset_after) = match site {
             Site::Central | Site::Lease => self.in_store(index, &key, headroom, reset).await?,
             Site::Owner => self.at_owner(index, &key, headroom, reset).await?,
             Site::Local | Site::Split | Site::Gossip => {
                 if reset {
-                    self.local().remove(index, &key);
+                    self.sites().local.remove(index, &key);
                 }
                 let split = site == Site::Split;
-                let snap = self.local().peek(index, &key, headroom, split);
+                let snap = self.sites().local.peek(index, &key, headroom, split);
                 ("local".to_string(), snap.remaining, snap.reset_after)
             }
         };
@@ -190,7 +190,7 @@ impl Limiter {
         reset: bool,
     ) -> Result<(String, u64, Nanos), InspectError> {
         let p = &self.sites().policies[index];
-        let Some(site) = self.central() else {
+        let Some(site) = self.sites().central.as_ref() else {
             // The memory store: central keys are local state, leased ones the in-process
             // coordinator's, which is not readable here.
             return Err(InspectError::Unavailable(
@@ -219,9 +219,9 @@ impl Limiter {
         let owner = fleet.ring.owner(key);
         if owner == fleet.ring.me() {
             if reset {
-                self.local().remove(index, key);
+                self.sites().local.remove(index, key);
             }
-            let snap = self.local().peek(index, key, headroom, false);
+            let snap = self.sites().local.peek(index, key, headroom, false);
             return Ok(("local".to_string(), snap.remaining, snap.reset_after));
         }
         let item = |cost| KeyItem {

@@ -265,12 +265,14 @@ impl Limiter {
         store.warm(&scripts, within).await
     }
 
-    /// The local site, for tests and diagnostics.
+    /// The local site, for tests and benches (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn local(&self) -> &Arc<LocalStore> {
         &self.sites.local
     }
 
-    /// The central site, when the store is Redis.
+    /// The central site, when the store is Redis: for tests (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn central(&self) -> Option<&Arc<CentralSite>> {
         self.sites.central.as_ref()
     }
@@ -285,7 +287,8 @@ impl Limiter {
         self.sites.fleet.as_ref()
     }
 
-    /// The lease site.
+    /// The lease site: for tests (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn lease(&self) -> &Arc<LeaseSite> {
         &self.sites.lease
     }
