@@ -1,8 +1,9 @@
 //! The matcher and the loader on README examples 1–11 of envoyproxy/ratelimit (which rule:
 //! `examples_rules.rs`; which stats and counter keys: `examples_keys.rs`) and on its test
-//! corpus's trickier cases (`corpus.rs`).
+//! corpus's trickier cases (`corpus.rs`, its stats keys `corpus_stats.rs`).
 
 mod corpus;
+mod corpus_stats;
 mod examples_keys;
 mod examples_rules;
 
