@@ -1,6 +1,7 @@
 //! Real upstream processes for the backend tests (`backend.py`: a Python HTTP server that
 //! answers as its mode says — healthy, slow, failing — and counts what it answered):
-//! started on a free loopback port, killed by pid on drop.
+//! started on a free loopback port, killed by pid on drop; and an example's own `backend.py`
+//! (`ExampleBackend`).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -58,6 +59,44 @@ impl Backend {
 }
 
 impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A stand-in backend of an example (`python3 backend.py 0`), killed by pid on drop: what
+/// the examples' running tests and the docs' shown answers (`tests/config/docs/shown/`) start.
+pub struct ExampleBackend {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl ExampleBackend {
+    pub fn start(script: &std::path::Path) -> ExampleBackend {
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg("0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs (scripts/test.sh installs it)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "... on http://127.0.0.1:PORT"
+        let addr = line
+            .trim()
+            .rsplit("http://")
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("{} printed {line:?}", script.display()));
+        ExampleBackend { child, addr }
+    }
+}
+
+impl Drop for ExampleBackend {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -2,10 +2,7 @@
 //! an example's stand-in backend, a header's value, a request that may not hang, and
 //! concurrent clients on one key counting what the gateways admit.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,42 +12,7 @@ use hyper::body::Incoming;
 
 use crate::common::send_h1;
 
-/// A stand-in backend of an example (`python3 backend.py 0`), killed by pid on drop.
-pub struct Backend {
-    child: Child,
-    pub addr: SocketAddr,
-}
-
-impl Backend {
-    pub fn start(script: &Path) -> Backend {
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg("0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs (scripts/test.sh installs it)");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        // "... on http://127.0.0.1:PORT"
-        let addr = line
-            .trim()
-            .rsplit("http://")
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("{} printed {line:?}", script.display()));
-        Backend { child, addr }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use crate::common::backend::ExampleBackend as Backend;
 
 pub fn header(resp: &Response<Incoming>, name: &str) -> String {
     resp.headers()

@@ -2,45 +2,11 @@
 //! the right one locked out too, and the fail-closed 503 once Redis is gone; from the
 //! example's own config, backend and a real `redis-server`, as `curl` prints them.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
+use crate::common::backend::ExampleBackend;
 use crate::common::process::{spawn_serve_with_env, temp_file};
 use crate::common::redis::RedisServer;
 use crate::common::shown::{ID, Mask, assert_text};
 use crate::common::*;
-
-/// The example's `backend.py` on a free port; killed on drop.
-struct Backend(Child, std::net::SocketAddr);
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn backend() -> Backend {
-    let mut child = Command::new("python3")
-        .arg(repo_path("examples/login/backend.py"))
-        .arg("0")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs (scripts/test.sh installs it)");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "... on http://127.0.0.1:PORT"
-    let addr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    Backend(child, addr)
-}
 
 /// `curl -si -H 'X-Login-User: USER' -d 'username=USER&password=PASSWORD'`, its answer.
 async fn login(addr: std::net::SocketAddr, user: &str, password: &str) -> String {
@@ -59,11 +25,11 @@ async fn login(addr: std::net::SocketAddr, user: &str, password: &str) -> String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_login_examples_lockout_and_fail_closed() {
     let mut redis = RedisServer::start();
-    let backend = backend();
+    let backend = ExampleBackend::start(&repo_path("examples/login/backend.py"));
     let toml = std::fs::read_to_string(repo_path("examples/login/tollgate.toml"))
         .unwrap()
         .replace("redis://127.0.0.1:6379", &redis.url())
-        .replace("http://127.0.0.1:3000", &format!("http://{}", backend.1))
+        .replace("http://127.0.0.1:3000", &format!("http://{}", backend.addr))
         .replace("\"127.0.0.1:8080\"", "\"127.0.0.1:0\"")
         .replace("\"127.0.0.1:9901\"", "\"127.0.0.1:0\"")
         // A 10 ms store timeout on a busy test machine would turn a slow Redis into the
