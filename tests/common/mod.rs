@@ -22,6 +22,7 @@ pub mod temp;
 pub mod tls_backend;
 pub mod wire;
 pub mod words;
+pub mod xds;
 
 use std::convert::Infallible;
 use std::future::Future;
