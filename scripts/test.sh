@@ -40,10 +40,11 @@ python3 -c 'import grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb
 
 # Envoy's rate limit service is tested with the protos Envoy publishes (PyPI xds-protos) and
 # grpcio, in a virtual environment of their own: xds-protos ships opentelemetry.proto modules
-# that shadow opentelemetry-proto's above (tests/common/xds.rs finds it).
+# that shadow opentelemetry-proto's above (tests/common/xds.rs finds it). PyYAML: the book's
+# Envoy YAML snippets are loaded and parsed into Envoy's messages (tests/common/envoy_yaml.py).
 xds_venv=target/venv/xds
-"$xds_venv/bin/python" -c 'import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc' 2>/dev/null || {
-  echo "test.sh: installing xds-protos and grpcio in $xds_venv (the Envoy rate limit service's tests)" >&2
+"$xds_venv/bin/python" -c 'import grpc, yaml, envoy.service.ratelimit.v3.rls_pb2_grpc' 2>/dev/null || {
+  echo "test.sh: installing xds-protos, grpcio and PyYAML in $xds_venv (the Envoy rate limit service's tests)" >&2
   rm -rf "$xds_venv"
   python3 -m venv "$xds_venv" 2>/dev/null || {
     rm -rf "$xds_venv"
@@ -51,8 +52,8 @@ xds_venv=target/venv/xds
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq python3-venv >/dev/null
     python3 -m venv "$xds_venv"
   }
-  "$xds_venv/bin/pip" install --quiet xds-protos grpcio
-  "$xds_venv/bin/python" -c 'import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc' || { echo "test.sh: xds-protos or grpcio is still missing in $xds_venv" >&2; exit 1; }
+  "$xds_venv/bin/pip" install --quiet xds-protos grpcio pyyaml
+  "$xds_venv/bin/python" -c 'import grpc, yaml, envoy.service.ratelimit.v3.rls_pb2_grpc' || { echo "test.sh: xds-protos, grpcio or PyYAML is still missing in $xds_venv" >&2; exit 1; }
 }
 
 command -v kubernetes-validate >/dev/null 2>&1 || {

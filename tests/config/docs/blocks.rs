@@ -69,6 +69,17 @@ fn check_block(markdown: &Path, index: usize, block: &TomlBlock) -> Result<(), S
         String::from_utf8_lossy(&out.stderr)
     )
     .replace(&*file.0.to_string_lossy(), "config.toml");
+    if block.rls_pending {
+        return match out.status.success() {
+            true => {
+                Err("`[rls]` is known now: drop `rls-pending` from this block's info string".into())
+            }
+            false if said.contains("unknown field `rls`") => Ok(()),
+            false => Err(format!(
+                "marked rls-pending, but check failed otherwise:\n{said}"
+            )),
+        };
+    }
     match (&block.expect_failure, out.status.success()) {
         (None, true) => Ok(()),
         (None, false) => Err(format!("check failed:\n{said}")),
