@@ -18,7 +18,8 @@
 #
 # Rows: tollgate local (site = "local"), tollgate central (site = "central", on a
 # redis-server this script starts on a free port), Limitador (memory storage, its own limits
-# file with the same numbers) when LIMITADOR_BIN is set; each with one and ten descriptors.
+# file with the same numbers; not run where this was written, which had no Limitador build)
+# when LIMITADOR_BIN is set; each with one and ten descriptors.
 # Ratios: tollgate local / Limitador, central / local. Goals (issue 49): local ≥ 1.5×
 # Limitador per CPU-second, never below 1.0×; central ≥ 0.8× local.
 #
@@ -80,9 +81,13 @@ free_port() {
 # ticks PID: the process's utime + stime, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 HZ="$(getconf CLK_TCK)"
-wait_port() { # wait_port PORT PID
+wait_port() { # wait_port PORT PID LOG
     for _ in $(seq 200); do
-        kill -0 "$2" 2>/dev/null || die "the server (pid $2) exited; its log: $(tail -5 "$TMP"/*.log 2>/dev/null)"
+        if ! kill -0 "$2" 2>/dev/null; then
+            log "pid $2 exited before it listened on 127.0.0.1:$1; its output:"
+            tail -5 "$3" >&2
+            exit 1
+        fi
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
         sleep 0.05
     done
@@ -117,10 +122,12 @@ descriptors:
           unit: second
           requests_per_unit: 1000000000
 EOF
-# Limitador's: the same limit on each of ten descriptors (its conditions name a descriptor by
-# its place in the request).
-for i in $(seq 0 9); do
-    cat <<EOF
+# Limitador's: the same limit on each descriptor of the request (its conditions name a
+# descriptor by its place, so the one- and ten-descriptor rows get files of their own, lest a
+# condition name a descriptor the request lacks).
+for n in 1 10; do
+    for i in $(seq 0 $((n - 1))); do
+        cat <<EOF
 - namespace: bench
   max_value: 1000000000
   seconds: 1
@@ -129,7 +136,8 @@ for i in $(seq 0 9); do
   variables:
     - "descriptors[$i]['user_id']"
 EOF
-done >"$TMP/limitador.yaml"
+    done >"$TMP/limitador$n.yaml"
+done
 
 TEMPLATE="$TMP/template.toml"
 if [ -n "${TOLLGATE_TOML:-}" ]; then
@@ -204,21 +212,21 @@ start_tollgate() { # start_tollgate SITE REDIS_URL: sets SPID SPORT SADMIN
     RUST_LOG=warn "$BIN" serve -c "$TMP/tollgate-$1.toml" >"$TMP/tollgate-$1.log" 2>&1 &
     SPID=$!
     PIDS+=("$SPID")
-    wait_port "$SPORT" "$SPID"
+    wait_port "$SPORT" "$SPID" "$TMP/tollgate-$1.log"
 }
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
 
 REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis.log" 2>&1 &
 PIDS+=("$!")
-wait_port "$REDIS_PORT" "$!"
+wait_port "$REDIS_PORT" "$!" "$TMP/redis.log"
 
 if [ -n "${RLS_STUB:-}" ]; then
     SPORT=$(free_port)
-    "$PY" "$ROOT/benches/rls_stub.py" "$SPORT" "$TMP/stub.count" &
+    "$PY" "$ROOT/benches/rls_stub.py" "$SPORT" "$TMP/stub.count" >"$TMP/stub.log" 2>&1 &
     SPID=$!
     PIDS+=("$SPID")
-    wait_port "$SPORT" "$SPID"
+    wait_port "$SPORT" "$SPID" "$TMP/stub.log"
     for n in 1 10; do check_one "$SPORT" "$n"; run_row stub "$SPID" "$SPORT" "$n" ""; done
     stop "$SPID"
     read -r calls descs <"$TMP/stub.count"
@@ -235,14 +243,17 @@ else
     done
 fi
 if [ -n "${LIMITADOR_BIN:-}" ]; then
-    SPORT=$(free_port)
-    RUST_LOG=warn "$LIMITADOR_BIN" --rls-ip 127.0.0.1 --rls-port "$SPORT" --http-ip 127.0.0.1 \
-        --http-port "$(free_port)" "$TMP/limitador.yaml" memory >"$TMP/limitador.log" 2>&1 &
-    SPID=$!
-    PIDS+=("$SPID")
-    wait_port "$SPORT" "$SPID"
-    for n in 1 10; do check_one "$SPORT" "$n"; run_row limitador "$SPID" "$SPORT" "$n" ""; done
-    stop "$SPID"
+    for n in 1 10; do
+        SPORT=$(free_port)
+        RUST_LOG=warn "$LIMITADOR_BIN" --rls-ip 127.0.0.1 --rls-port "$SPORT" --http-ip 127.0.0.1 \
+            --http-port "$(free_port)" "$TMP/limitador$n.yaml" memory >"$TMP/limitador$n.log" 2>&1 &
+        SPID=$!
+        PIDS+=("$SPID")
+        wait_port "$SPORT" "$SPID" "$TMP/limitador$n.log"
+        check_one "$SPORT" "$n"
+        run_row limitador "$SPID" "$SPORT" "$n" ""
+        stop "$SPID"
+    done
 fi
 
 echo "## benches/rls.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
