@@ -21,17 +21,13 @@ fn toml_files(dir: &str) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn every_invalid_fixture_fails_with_its_message() {
-    for file in toml_files("tests/common/fixtures/invalid") {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let expect = text
-            .lines()
-            .find_map(|l| l.strip_prefix("# expect: "))
+    for fixture in config_fixtures::config_fixtures("invalid") {
+        let file = &fixture.path;
+        let expect = fixture
+            .expect
+            .as_deref()
             .unwrap_or_else(|| panic!("{} has no `# expect:` line", file.display()));
-        let out = tollgate()
-            .args(["check", "--config"])
-            .arg(&file)
-            .output()
-            .unwrap();
+        let out = fixture.check();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", file.display());
         // `# expect: KEY: FRAGMENT` — some line says `FILE: KEY: …FRAGMENT…`.

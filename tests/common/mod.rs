@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod browser;
 pub mod config;
+pub mod config_fixtures;
 pub mod drop_reply;
 pub mod faulty;
 pub mod grpc;

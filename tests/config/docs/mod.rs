@@ -3,7 +3,8 @@
 //! an anchor, at a heading that exists; every ```toml block passes `tollgate check`; and
 //! ARCHITECTURE.md names every source file and no path that does not exist (`architecture.rs`);
 //! and every output block marked `shown=NAME` is what the binary prints (`shown/`); the
-//! decision sites' table is what the simulator measures (`site_table.rs`).
+//! decision sites' table is what the simulator measures (`site_table.rs`); every row of the
+//! reference's "`check` prints" tables is what check prints for a fixture (`check_tables.rs`).
 //!
 //! Why a test and not only `mdbook build`: mdBook builds a book with a broken link without a
 //! word, and the README and examples are outside the book. This reads the Markdown with
@@ -238,6 +239,7 @@ fn is_external(dest: &str) -> bool {
 
 mod architecture;
 mod blocks;
+mod check_tables;
 mod commands;
 mod envoy_yaml;
 mod links;
