@@ -1,6 +1,7 @@
 //! Whole answers the book shows, head and body, as `curl -si` prints them: the 429s of
-//! getting started, the login chapter and the API chapter, the login chapter's 401, and the
-//! proxy chapter's 400 body. Each from the page's own config, in-process on a manual clock
+//! getting started, the login chapter and the API chapter, the login chapter's 401 and its
+//! loop's six statuses, the security chapter's canonical paths and the proxy chapter's 400
+//! body. Each from the page's own config, in-process on a manual clock
 //! (so a `Retry-After` is the same every run); what a run varies is masked: the request id
 //! and the `date` header.
 
@@ -87,14 +88,15 @@ fn login_attempt(account: Option<&str>) -> String {
 async fn the_login_chapters_429_and_401() {
     let clock = ManualClock::new();
     let gw = serve(&page_toml("docs/src/login.md", 0), &clock).await;
-    for _ in 0..5 {
-        assert_eq!(status(&curl_si(&gw, &login_attempt(None)).await), 200);
+    // "make six attempts in a row from one address": the statuses the loop prints, then
+    // the sixth answer whole.
+    let mut answers = Vec::new();
+    for _ in 0..6 {
+        answers.push(curl_si(&gw, &login_attempt(None)).await);
     }
-    assert_text(
-        "login-429",
-        &curl_si(&gw, &login_attempt(None)).await,
-        &[ID, DATE],
-    );
+    let statuses: Vec<String> = answers.iter().map(|a| status(a).to_string()).collect();
+    assert_text("login-six-attempts", &statuses.join(" "), &[]);
+    assert_text("login-429", &answers[5], &[ID, DATE]);
 
     // "Per account, too": the policy added and listed on the route.
     let toml = format!(
@@ -129,6 +131,31 @@ async fn the_api_chapters_429() {
     }
     let refused = refused.expect("a request past the burst of 20 is refused");
     assert_text("api-429", &refused, &[ID, DATE]);
+}
+
+/// The security chapter's paths that all reach its `login` route (each line as its curl loop
+/// prints it: the path sent as is, the status), then the body of the request refused for
+/// its `;`, as `curl -s` prints it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_security_chapters_canonical_paths() {
+    let gw = serve(&page_toml("docs/src/security.md", 0), &ManualClock::new()).await;
+    let mut printed = String::new();
+    for p in [
+        "//api/login",
+        "/api//login",
+        "/api/./login",
+        "/x/../api/login",
+        "/api/%6Cogin",
+        "/%61pi/login",
+        "/api/%2e/login",
+    ] {
+        let answer = curl_si(&gw, &format!("POST {p} HTTP/1.1\r\nHost: x\r\n\r\n")).await;
+        printed.push_str(&format!("{p} {}\n", status(&answer)));
+    }
+    let refused = curl_si(&gw, "POST /api;/login HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(status(&refused), 400, "{refused}");
+    printed.push_str(refused.split_once("\n\n").unwrap().1);
+    assert_text("security-canonical-paths", &printed, &[ID]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

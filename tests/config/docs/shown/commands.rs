@@ -119,6 +119,19 @@ fn a_self_signed_ca_as_ca_file() {
     );
 }
 
+/// The API chapter's config, saved as `api.toml`, passes: `check` says so on stdout.
+#[test]
+fn the_api_chapters_config_is_ok() {
+    let dir = TempDir::new("shown-check");
+    dir.file(
+        "api.toml",
+        super::page_toml("docs/src/api-limits.md", 0).as_bytes(),
+    );
+    let (out, said) = run(&dir, &["check", "-c", "api.toml"]);
+    assert!(out.status.success(), "{said}");
+    assert_text("api-check-ok", &said, &[]);
+}
+
 #[test]
 fn replay_of_a_missing_file() {
     let dir = TempDir::new("shown-replay");

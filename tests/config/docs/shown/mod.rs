@@ -31,6 +31,8 @@ const PRODUCED: &[&str] = &[
     // answers.rs
     "getting-started-429",
     "login-429",
+    "login-six-attempts",
+    "security-canonical-paths",
     "login-401",
     "api-429",
     "proxy-400-body",
@@ -40,6 +42,7 @@ const PRODUCED: &[&str] = &[
     "check-skippable-policy",
     "check-problem-line",
     "check-ca-file-warning",
+    "api-check-ok",
     "replay-missing-file",
     // demo.rs
     "demo",
