@@ -119,13 +119,31 @@ const FLATTENED: &[&str] = &["match"];
 #[test]
 fn config_view_shows_every_key_or_the_chapter_says_it_leaves_it_out() {
     let structs = config_structs();
-    let top = &structs["RawConfig"];
-    let tables: Vec<String> = top.fields.iter().map(|f| f.names[0].clone()).collect();
+    let tables: Vec<String> = structs["RawConfig"]
+        .fields
+        .iter()
+        .map(|f| f.names[0].clone())
+        .collect();
     let server = view_keys("server", &tables).unwrap_or_default();
     assert!(
         server.len() > 15 && server.contains("request_id_header"),
         "the view's [server] keys were not read from src/admin/views.rs: {server:?}"
     );
+    let missing = unshown_keys(|table| view_keys(table, &tables));
+    assert!(
+        missing.is_empty(),
+        "keys GET /config does not show (src/admin/views.rs) and docs/src/operating.md's \
+         section on /config does not say it leaves out:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Every key of the config (the walk's) that `view` (a top-level table's keys in `/config`,
+/// `None`: the table is not in it) does not show and the operating chapter's section on
+/// `/config` does not name as left out, as `[table] section.key`.
+pub(crate) fn unshown_keys(view: impl Fn(&str) -> Option<BTreeSet<String>>) -> Vec<String> {
+    let structs = config_structs();
+    let top = &structs["RawConfig"];
     let left_out = left_out_names();
     assert!(
         left_out.contains("[telemetry]"),
@@ -137,24 +155,16 @@ fn config_view_shows_every_key_or_the_chapter_says_it_leaves_it_out() {
         if left_out.contains(&format!("[{name}]")) || left_out.contains(&format!("[{name}.*]")) {
             continue;
         }
-        let Some(view) = view_keys(name, &tables) else {
+        let Some(view) = view(name) else {
             missing.push(format!("[{name}]"));
             continue;
-        };
-        let shown = |key: &str| {
-            view.contains(key)
-                || key.strip_suffix("_env").is_some_and(|k| view.contains(k))
-                || NESTED.iter().any(|n| {
-                    key.strip_prefix(n)
-                        .is_some_and(|k| view.contains(k) && view.contains(n.trim_end_matches('_')))
-                })
-                || RENAMED.iter().any(|(k, v)| *k == key && view.contains(*v))
         };
         let mut seen = BTreeSet::new();
         let mut keys = Vec::new();
         for s in referenced(&table.ty, &structs) {
             walk(s, None, &structs, &mut seen, &mut keys);
         }
+        let shown = |key: &str| shows(&view, key);
         // A nested table the view flattens (a route's `match`) is shown when its keys are.
         let flattened = |section: &str| {
             if !FLATTENED.contains(&section) {
@@ -176,10 +186,17 @@ fn config_view_shows_every_key_or_the_chapter_says_it_leaves_it_out() {
             }
         }
     }
-    assert!(
-        missing.is_empty(),
-        "keys GET /config does not show (src/admin/views.rs) and docs/src/operating.md's \
-         section on /config does not say it leaves out:\n{}",
-        missing.join("\n")
-    );
+    missing
+}
+
+/// `view` (one table's keys in `/config`) shows the config's `key`: as written, without its
+/// `_env` (the masked secret it names), nested under its first word, or renamed.
+pub(crate) fn shows(view: &BTreeSet<String>, key: &str) -> bool {
+    view.contains(key)
+        || key.strip_suffix("_env").is_some_and(|k| view.contains(k))
+        || NESTED.iter().any(|n| {
+            key.strip_prefix(n)
+                .is_some_and(|k| view.contains(k) && view.contains(n.trim_end_matches('_')))
+        })
+        || RENAMED.iter().any(|(k, v)| *k == key && view.contains(*v))
 }

@@ -30,8 +30,13 @@
 //! `structs` (the serde structs of `src/config/` and their keys, walked from a field's type),
 //! `page` (a reference page's tables, read with pulldown-cmark) and `tests`; `config_view`
 //! holds `GET /config` to the same keys (each shown, or named by the operating chapter as
-//! left out).
+//! left out), read from the view's source; `config_served` asks a running gateway's
+//! `/config` the same, and that what the chapter calls not shown is not.
 
+#[path = "../common/mod.rs"]
+mod common;
+
+mod config_served;
 mod config_view;
 mod page;
 mod structs;
