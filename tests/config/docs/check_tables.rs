@@ -11,22 +11,64 @@
 //! folder is shown as `/etc/tollgate/` (the rows name files of a config in
 //! `/etc/tollgate/`; the fixtures keep files of those names beside them).
 //!
-//! Two kinds of row have no message of their own: "see the block below" (the message is in
-//! the page's next `toml,check-fails` block, which `blocks.rs` checks; here the block must
-//! name the row's key), and the one row of what `serve` prints ([`FROM_SERVE`]).
+//! Two kinds of row are not a `check` line of a fixture: "see the block below" (the message
+//! is in the page's next `toml,check-fails` block, which `blocks.rs` checks; here the block
+//! must name the row's key), and the one row of what `serve` prints ([`FROM_SERVE`]: run
+//! here with `serve` on a config it refuses so).
 
 use pulldown_cmark::Options;
 
 use super::*;
 use crate::common::config_fixtures::{ConfigFixture, config_fixtures};
 
-/// Rows whose message `serve`, not `check`, prints, by page and key, with why they are not
-/// produced here: each must still be a row of its page.
+/// Rows whose message `serve`, not `check`, prints (a file `check` finds fine that `serve`
+/// cannot open), by page and key, with a config `serve` refuses so. Its access log is in
+/// `/sys`, where no one, root included, creates a file (tests may run as root, whom no file
+/// mode refuses); the path and the system's words for the failure (`Permission denied`, or
+/// a read-only file system's) are masked ([`mask_open_failure`]).
 const FROM_SERVE: &[(&str, &str, &str)] = &[(
     "reference/server.md",
     "access_log",
-    "a file that exists but cannot be opened: tests run as root, whom no file mode refuses",
+    "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"/sys/tollgate-access.log\"\n",
 )];
+
+/// `cannot open `PATH`: WHY` → `cannot open `<PATH>`: <WHY>`.
+fn mask_open_failure(line: &str) -> String {
+    match line.split_once("cannot open `") {
+        Some((head, rest)) if rest.contains("`: ") => format!("{head}cannot open `<PATH>`: <WHY>"),
+        _ => line.to_string(),
+    }
+}
+
+/// What `tollgate serve -c config` prints before it exits, its exit code, the file's name
+/// dropped as check's is; a serve that is still running after a minute fails the test.
+fn serve_refuses(config: &str) -> (Option<i32>, Vec<String>) {
+    let dir = crate::common::temp::TempDir::new("check-tables-serve");
+    dir.file("config.toml", config.as_bytes());
+    let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["serve", "-c", "config.toml"])
+        .current_dir(&dir.0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            panic!("serve did not refuse {config:?}: it was still running after a minute");
+        }
+    };
+    let lines = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.starts_with('{'))
+        .map(|l| l.strip_prefix("config.toml: ").unwrap_or(l).to_string())
+        .collect();
+    (out.status.code(), lines)
+}
 
 /// What a row says `check` prints.
 enum Printed {
@@ -35,7 +77,7 @@ enum Printed {
     /// "see the block below".
     BlockBelow,
     /// A message followed by a note (`(from `serve`, exit 2)`).
-    Noted,
+    Noted(String),
 }
 
 struct Row {
@@ -91,7 +133,9 @@ fn rows() -> Vec<Row> {
                     let printed = match printed.as_slice() {
                         [(true, line)] => Printed::Line(line.clone()),
                         [(false, see), ..] if see.starts_with("see ") => Printed::BlockBelow,
-                        [(true, _), rest @ ..] if !rest.is_empty() => Printed::Noted,
+                        [(true, line), rest @ ..] if !rest.is_empty() => {
+                            Printed::Noted(line.clone())
+                        }
                         _ => panic!(
                             "{page}:{row_line}: a `check` prints cell is one code span, \
                              or says \"see the block below\""
@@ -237,14 +281,23 @@ fn every_check_table_row_is_what_check_prints_for_its_fixture() {
                     ));
                 }
             }
-            Printed::Noted => {
-                if !FROM_SERVE
+            Printed::Noted(line) => {
+                let Some((_, _, config)) = FROM_SERVE
                     .iter()
-                    .any(|(page, key, _)| *page == row.page && *key == row.key)
-                {
+                    .find(|(page, key, _)| *page == row.page && *key == row.key)
+                else {
                     problems.push(format!(
                         "{here}: a message with a note after it is not `check`'s: make it one \
-                         code span, or list the row in FROM_SERVE with why no test produces it"
+                         code span, or list the row in FROM_SERVE with a config serve refuses so"
+                    ));
+                    continue;
+                };
+                let (code, said) = serve_refuses(config);
+                let want = mask_open_failure(line);
+                if code != Some(2) || !said.iter().any(|l| mask_open_failure(l) == want) {
+                    problems.push(format!(
+                        "{here}: serve exited {code:?} and printed\n  {}\nnot (masked)\n  {want}",
+                        said.join("\n  ")
                     ));
                 }
             }
@@ -253,7 +306,7 @@ fn every_check_table_row_is_what_check_prints_for_its_fixture() {
     for (page, key, _) in FROM_SERVE {
         if !rows
             .iter()
-            .any(|r| r.page == *page && r.key == *key && matches!(r.printed, Printed::Noted))
+            .any(|r| r.page == *page && r.key == *key && matches!(r.printed, Printed::Noted(_)))
         {
             problems.push(format!(
                 "FROM_SERVE names {page} `{key}`, which has no such row"
