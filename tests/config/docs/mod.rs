@@ -4,7 +4,9 @@
 //! ARCHITECTURE.md names every source file and no path that does not exist (`architecture.rs`);
 //! and every output block marked `shown=NAME` is what the binary prints (`shown/`); the
 //! decision sites' table is what the simulator measures (`site_table.rs`); every row of the
-//! reference's "`check` prints" tables is what check prints for a fixture (`check_tables.rs`).
+//! reference's "`check` prints" tables is what check prints for a fixture (`check_tables.rs`);
+//! a comment of an `sh` block that states an output is checked by a named test
+//! (`sh_comments.rs`).
 //!
 //! Why a test and not only `mdbook build`: mdBook builds a book with a broken link without a
 //! word, and the README and examples are outside the book. This reads the Markdown with
@@ -244,5 +246,6 @@ mod commands;
 mod envoy_yaml;
 mod links;
 mod problems;
+mod sh_comments;
 mod shown;
 mod site_table;

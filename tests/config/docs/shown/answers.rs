@@ -135,10 +135,16 @@ async fn the_api_chapters_429() {
 
 /// The security chapter's paths that all reach its `login` route (each line as its curl loop
 /// prints it: the path sent as is, the status), then the body of the request refused for
-/// its `;`, as `curl -s` prints it.
+/// its `;`, as `curl -s` prints it; behind the page's `examples/echo-backend.py`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_security_chapters_canonical_paths() {
-    let gw = serve(&page_toml("docs/src/security.md", 0), &ManualClock::new()).await;
+    // The page's backend: `examples/echo-backend.py`, 200 to anything.
+    let backend =
+        crate::common::backend::ExampleBackend::start(&repo_path("examples/echo-backend.py"));
+    let toml = page_toml("docs/src/security.md", 0)
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("http://127.0.0.1:3000", &format!("http://{}", backend.addr));
+    let gw = Gateway::start_with_clock(&toml, Arc::new(ManualClock::new())).await;
     let mut printed = String::new();
     for p in [
         "//api/login",
