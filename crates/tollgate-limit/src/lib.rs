@@ -34,7 +34,7 @@ pub use admission::{Admission, Admitted, Answer, Decision, Outcome, PolicyReport
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
 pub use handle::LimiterHandle;
-pub use limiter::{At, Checked, Limiter, LimiterError};
+pub use limiter::{At, Checked, KeyAsk, KeyAskError, KeyResult, Keyed, Limiter, LimiterError};
 pub(crate) mod deny_cache;
 pub mod membership;
 pub mod peer;

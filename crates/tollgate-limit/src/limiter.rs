@@ -27,10 +27,12 @@ use super::top::{Seed, TopKeys};
 
 mod asks;
 mod decide;
+mod given;
 mod nodes;
 mod status;
 use crate::spec::{Exempt, LimiterSpec, StoreKind};
 pub use decide::{At, Checked};
+pub use given::{KeyAsk, KeyAskError, KeyResult, Keyed};
 pub use status::{DecisionTotals, FleetView};
 
 /// Why the limiter could not be built.
@@ -43,6 +45,9 @@ pub enum LimiterError {
     /// A reload asks for what this limiter cannot carry without a fresh budget.
     #[error("{0}")]
     Refused(String),
+    /// A spec the limiter cannot run as written (`limiter/given.rs`).
+    #[error("{0}")]
+    Spec(String),
 }
 
 /// Rate-limits every route's requests.
@@ -76,6 +81,7 @@ impl Limiter {
         registry: &mut Registry,
     ) -> Result<Self, LimiterError> {
         let spec = &spec.into();
+        given::check_spec(spec)?;
         let keys = KeyBuilder::new(&spec.ip_keys, spec.account.clone());
         let policies = build_policies(spec, &keys, spec.expected_nodes)?;
         let names: Vec<Arc<str>> = policies.iter().map(|p| p.name.clone()).collect();
@@ -148,6 +154,7 @@ impl Limiter {
         spec: impl Into<LimiterSpec>,
     ) -> Result<(Limiter, Vec<PolicyCarry>), LimiterError> {
         let spec = &spec.into();
+        given::check_spec(spec)?;
         let keys = KeyBuilder::new(&spec.ip_keys, spec.account.clone());
         let store = self.sites.central.is_some();
         for new in spec.policies.iter().chain(spec.tiers.variants()) {

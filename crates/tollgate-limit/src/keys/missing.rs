@@ -93,6 +93,7 @@ impl KeyBuilder {
             ),
             KeyPart::Json(p) => format!("`{}` in a JSON body (a string or a whole number)", p.name),
             KeyPart::Ip | KeyPart::Route | KeyPart::Method => "its client, route and method".into(),
+            KeyPart::Given => "a key its caller gives".into(),
         }
     }
 }
@@ -110,5 +111,7 @@ pub(super) fn tag(part: &KeyPart) -> &'static str {
         KeyPart::Json(_) => "js",
         // Never missing (see the module doc); untagged in keys.
         KeyPart::Ip | KeyPart::Route | KeyPart::Method => "",
+        // Only ever the whole key, given by the caller, never read from a request.
+        KeyPart::Given => "given",
     }
 }

@@ -438,6 +438,8 @@ impl KeyBuilder {
                     .transpose()?;
                 return hashed(key, "js", field.folded(value.flatten()).as_deref());
             }
+            // The caller's key (`Limiter::check_keys`): no request of the proxy has one.
+            KeyPart::Given => return Ok(false),
         }
         Ok(true)
     }

@@ -35,6 +35,11 @@ pub enum KeyPart {
     Form(BodyField),
     /// A value of a JSON body, by RFC 6901 pointer (`/user/email`).
     Json(BodyField),
+    /// A key the caller states itself (Envoy's rate limit service: a descriptor's values):
+    /// a policy keyed so is the whole key (`key = [Given]`) and is asked only through
+    /// [`Limiter::check_keys`](crate::Limiter::check_keys); a request of the proxy never
+    /// has it, so there the policy does not apply (`limiter/given.rs` checks this).
+    Given,
 }
 
 /// A `form:` field's name or a `json:` pointer, and whether its value is lower-cased
@@ -61,6 +66,7 @@ impl std::fmt::Display for KeyPart {
             KeyPart::Jwt(c) => write!(f, "jwt:{c}"),
             KeyPart::Form(n) => write!(f, "form:{}", n.name),
             KeyPart::Json(p) => write!(f, "json:{}", p.name),
+            KeyPart::Given => f.write_str("given"),
         }
     }
 }
