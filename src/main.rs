@@ -171,7 +171,7 @@ fn main() -> ExitCode {
             };
             // Before logging starts: `[server] access_log` says where the access log goes.
             let cfg = match tollgate::config::load_file(&config) {
-                Ok(c) if !c.has_server => {
+                Ok(c) if !c.has_server && c.rls.is_none() => {
                     eprintln!(
                         "{}: server: missing table [server] with its `listen`: this file configures tower layers only ([layers.NAME]), which a gateway does not serve",
                         config.display()

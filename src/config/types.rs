@@ -53,6 +53,12 @@ pub struct Config {
     pub layers: Vec<RouteSpec>,
     /// `[telemetry]`: where spans are exported; `None`: tracing is off.
     pub telemetry: Option<super::Telemetry>,
+    /// `[server] listen` is set: the proxy runs. Without it (a file of `[rls]` only) the
+    /// server runs the rate limit service and the admin listener, and `server.listen`
+    /// is a default no socket is bound to.
+    pub proxy: bool,
+    /// `[rls]`: Envoy's rate limit service, its YAML read.
+    pub rls: Option<super::Rls>,
 }
 
 impl Config {
@@ -79,8 +85,15 @@ impl From<&Config> for LimiterSpec {
                 shared_ranges: config.client_ip.shared_ranges.clone(),
             },
             account: config.account.clone(),
-            policies: config.policies.clone(),
-            routes: config.routes.iter().map(Route::limits).collect(),
+            // The rate limit service's rules and domains after the config's own: its
+            // routes index the policies so (`config/rls_policies.rs`).
+            policies: (config.policies.iter())
+                .chain(config.rls.iter().flat_map(|r| &r.policies))
+                .cloned()
+                .collect(),
+            routes: (config.routes.iter().map(Route::limits))
+                .chain(config.rls.iter().flat_map(|r| r.routes.iter().cloned()))
+                .collect(),
             store: config.store.clone(),
             expected_nodes: config.expected_nodes,
             cluster: config.cluster.clone(),

@@ -78,6 +78,22 @@ impl RlsConfig {
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
+
+    /// The rules of `domain`, in the order they were read (none for an unknown domain).
+    pub fn domain_rules(&self, domain: &str) -> Vec<&Rule> {
+        fn walk(node: &Node, out: &mut Vec<usize>) {
+            out.extend(node.rule);
+            for child in node.children.values() {
+                walk(child, out);
+            }
+        }
+        let mut found = Vec::new();
+        if let Some(root) = self.domains.get(domain) {
+            walk(root, &mut found);
+        }
+        found.sort_unstable();
+        found.into_iter().map(|i| &self.rules[i]).collect()
+    }
 }
 
 /// `files` (in load order) built into a config; problems pushed to `errors`.

@@ -90,7 +90,7 @@ pub async fn run() -> Result<(), DemoError> {
     // The shipped config names fixed ports and a certificate on disk; the demo must run
     // anywhere, so it binds ephemeral loopback ports and points every upstream at its sample.
     let mut server = raw.server().clone();
-    server.listen = "127.0.0.1:0".into();
+    server.listen = Some("127.0.0.1:0".into());
     server.admin_listen = Some("127.0.0.1:0".into());
     server.tls_listen = None;
     server.tls_cert = None;

@@ -58,6 +58,8 @@ pub struct RawConfig {
     /// Where spans are exported; without it none are recorded.
     #[serde(default)]
     pub telemetry: super::telemetry::RawTelemetry,
+    /// Envoy's rate limit service (`ShouldRateLimit`) over envoyproxy/ratelimit's YAML.
+    pub rls: Option<super::rls::RawRls>,
 }
 
 impl RawConfig {
@@ -76,8 +78,9 @@ impl RawConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
-    /// Plain listener: HTTP/1.1 and h2c with prior knowledge.
-    pub listen: String,
+    /// Plain listener: HTTP/1.1 and h2c with prior knowledge. Required, but in a file
+    /// that runs only the rate limit service (`[rls]`, no routes).
+    pub listen: Option<String>,
     /// Optional TLS listener (ALPN h2 + http/1.1); needs `tls_cert` and `tls_key`.
     pub tls_listen: Option<String>,
     /// PEM certificate chain, relative paths resolved against the config file's folder.

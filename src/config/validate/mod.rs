@@ -85,7 +85,18 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     }
     let layers = v.layers(&raw, &policies, account.as_ref());
     let telemetry = v.telemetry(&raw.telemetry);
-    if raw.server.is_none() && layers.is_empty() {
+    let rls = raw.rls.as_ref().and_then(|r| {
+        let around = super::rls::Around {
+            policies: &policies,
+            route_names: routes.iter().map(|r| r.name.as_str()).collect(),
+            peers: cluster.peer_listen.is_some(),
+        };
+        v.rls(r, origin, around)
+    });
+    if let Some(r) = &rls {
+        v.node_periods(&r.policies, cluster.expected_nodes);
+    }
+    if raw.server.is_none() && layers.is_empty() && raw.rls.is_none() {
         v.fail(
             "server",
             "missing table [server] with its `listen` (only a file of [layers.NAME] for the tower layer may leave it out)",
@@ -114,6 +125,8 @@ pub fn validate(raw: RawConfig, origin: &Path) -> Result<Config, ConfigError> {
     Ok(Config {
         origin: origin.to_path_buf(),
         has_server: raw.server.is_some(),
+        proxy: raw.server.as_ref().is_some_and(|s| s.listen.is_some()),
+        rls,
         layers,
         server: server.expect("server is Some when no problems were found"),
         client_ip,
@@ -158,7 +171,7 @@ impl Validator {
         self.problems.push(Problem::new(key, message));
     }
 
-    fn addr(&mut self, key: &str, s: &str) -> Option<SocketAddr> {
+    pub(super) fn addr(&mut self, key: &str, s: &str) -> Option<SocketAddr> {
         SocketAddr::from_str(s)
             .map_err(|_| {
                 self.fail(
@@ -233,7 +246,20 @@ impl Validator {
 
     fn server(&mut self, raw: &RawConfig, origin: &Path) -> Option<Server> {
         let s = raw.server();
-        let listen = self.addr("server.listen", &s.listen);
+        let listen = match &s.listen {
+            Some(l) => self.addr("server.listen", l),
+            // The rate limit service alone: no proxy, no socket bound to this.
+            None if raw.rls.is_some() && raw.routes.is_empty() => {
+                Some(SocketAddr::from(([127, 0, 0, 1], 0)))
+            }
+            None => {
+                self.fail(
+                    "server.listen",
+                    "missing: the proxy's listener (only a file that runs the rate limit service alone, [rls] without routes, may leave it out)",
+                );
+                None
+            }
+        };
         let admin_listen = s
             .admin_listen
             .as_ref()

@@ -1,0 +1,272 @@
+//! `[rls]`: tollgate as Envoy's rate limit service, both passes in one file. The TOML says
+//! where the service listens, where envoyproxy/ratelimit's YAML is (read here, its
+//! problems reported as `check`'s) and how its rules run: each rule one policy
+//! (`rls_policies.rs`), each domain one route of the limiter.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::load::relative_to;
+use super::validate::Validator;
+use super::{AlgorithmName, OnStoreError, Policy, RouteSpec, Site};
+use crate::rls::RlsConfig;
+
+/// `[rls]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRls {
+    /// gRPC, cleartext HTTP/2: `ShouldRateLimit` and `grpc.health.v1`.
+    pub listen: String,
+    /// envoyproxy/ratelimit's YAML: one file or a folder of `*.yaml` / `*.yml`, relative
+    /// paths from the config file's folder.
+    pub config: String,
+    /// `POST /json` as envoyproxy/ratelimit answers it.
+    pub json_listen: Option<String>,
+    /// Where every rule is decided, unless its domain says otherwise.
+    #[serde(default)]
+    pub site: Site,
+    /// The algorithm every rule of N per unit runs as (default: a sliding window of N per
+    /// unit, no edge doubling).
+    #[serde(default = "sliding_window")]
+    pub algorithm: AlgorithmName,
+    /// When the store cannot decide: `open`, `closed` (OVER_LIMIT), `local` (the node's
+    /// share), `error` (gRPC `UNAVAILABLE`: Envoy's `failure_mode_deny` decides).
+    #[serde(default)]
+    pub on_store_error: RlsOnStoreError,
+    /// The draft RateLimit headers in `response_headers_to_add`.
+    #[serde(default)]
+    pub headers: bool,
+    /// Descriptors per request past this are refused (`RESOURCE_EXHAUSTED`).
+    #[serde(default = "max_descriptors")]
+    pub max_descriptors: u64,
+    /// Entries per descriptor past this are refused (`RESOURCE_EXHAUSTED`).
+    #[serde(default = "max_entries")]
+    pub max_entries: u64,
+    /// A longer domain, entry key or value is refused (`INVALID_ARGUMENT`).
+    #[serde(default = "max_value_bytes")]
+    pub max_value_bytes: u64,
+    /// Per domain: `site`, `algorithm`, `on_store_error`.
+    #[serde(default)]
+    pub domains: BTreeMap<String, RawRlsDomain>,
+}
+
+/// `[rls.domains.NAME]`: this domain's rules run so.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRlsDomain {
+    pub site: Option<Site>,
+    pub algorithm: Option<AlgorithmName>,
+    pub on_store_error: Option<RlsOnStoreError>,
+}
+
+fn sliding_window() -> AlgorithmName {
+    AlgorithmName::SlidingWindow
+}
+fn max_descriptors() -> u64 {
+    64
+}
+fn max_entries() -> u64 {
+    16
+}
+fn max_value_bytes() -> u64 {
+    1024
+}
+
+/// `[rls] on_store_error`: a route's three, and `error` (the store's trouble is Envoy's to
+/// decide: gRPC `UNAVAILABLE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RlsOnStoreError {
+    #[default]
+    Open,
+    Closed,
+    Local,
+    Error,
+}
+
+impl RlsOnStoreError {
+    /// What the domain's route does: `error` fails closed there, and the service turns
+    /// that refusal into `UNAVAILABLE` instead of `OVER_LIMIT`.
+    pub(super) fn route(self) -> OnStoreError {
+        match self {
+            RlsOnStoreError::Open => OnStoreError::Open,
+            RlsOnStoreError::Closed | RlsOnStoreError::Error => OnStoreError::Closed,
+            RlsOnStoreError::Local => OnStoreError::Local,
+        }
+    }
+}
+
+/// `[rls]`, validated, with its YAML read.
+#[derive(Debug, Clone)]
+pub struct Rls {
+    pub listen: SocketAddr,
+    pub json_listen: Option<SocketAddr>,
+    /// The YAML's file or folder (resolved), read again on each reload.
+    pub config: PathBuf,
+    pub headers: bool,
+    pub bounds: RlsBounds,
+    /// The YAML, read.
+    pub yaml: Arc<RlsConfig>,
+    /// Every domain of the YAML, by name: what its store errors answer and its route's
+    /// index among the limiter's routes.
+    pub domains: BTreeMap<String, RlsDomain>,
+    /// One policy per counted rule (not `unlimited`, a limit above zero), named as the rule
+    /// (`Rule::policy`): appended to the config's policies in the limiter's spec.
+    pub policies: Vec<Policy>,
+    /// One route per domain, named after it, asking its rules' policies (indexes among the
+    /// config's policies followed by `policies`).
+    pub routes: Vec<RouteSpec>,
+}
+
+/// One domain's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RlsDomain {
+    pub on_store_error: RlsOnStoreError,
+    /// Index of its route among the limiter's routes (the config's routes first).
+    pub route: usize,
+}
+
+/// Bounds on a request's size, each named in the refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RlsBounds {
+    pub max_descriptors: usize,
+    pub max_entries: usize,
+    pub max_value_bytes: usize,
+}
+
+/// Where `[rls]` meets the rest of the config: the config's own policies and routes
+/// (names are shared with them) and the fleet a site needs.
+pub(super) struct Around<'a> {
+    pub policies: &'a [Policy],
+    pub route_names: Vec<&'a str>,
+    pub peers: bool,
+}
+
+impl Validator {
+    pub(super) fn rls(&mut self, raw: &RawRls, origin: &Path, around: Around<'_>) -> Option<Rls> {
+        let listen = self.addr("rls.listen", &raw.listen);
+        let json_listen = raw
+            .json_listen
+            .as_ref()
+            .map(|a| self.addr("rls.json_listen", a));
+        let bounds = self.rls_bounds(raw);
+        let path = relative_to(origin, &raw.config);
+        let yaml = match RlsConfig::load(&path) {
+            Ok(yaml) => Some(yaml),
+            Err(errors) => {
+                for e in errors.0 {
+                    self.fail("rls.config", e.to_string());
+                }
+                None
+            }
+        };
+        self.rls_algorithm("rls.algorithm", raw.algorithm);
+        self.rls_site("rls.site", raw.site, around.peers);
+        for (name, d) in &raw.domains {
+            let at = |k: &str| format!("rls.domains.{name}.{k}");
+            if let Some(a) = d.algorithm {
+                self.rls_algorithm(&at("algorithm"), a);
+            }
+            if let Some(s) = d.site {
+                self.rls_site(&at("site"), s, around.peers);
+            }
+            if yaml
+                .as_ref()
+                .is_some_and(|y| !y.domains().any(|n| n == name))
+            {
+                self.fail(
+                    &format!("rls.domains.{name}"),
+                    format!(
+                        "no domain `{name}` in the rate limit config `{}`",
+                        path.display()
+                    ),
+                );
+            }
+        }
+        let yaml = yaml?;
+        let built =
+            super::rls_policies::build(raw, &yaml, around.policies.len(), around.route_names.len());
+        for name in built.domains.keys() {
+            if let Some(i) = around.route_names.iter().position(|r| r == name) {
+                self.fail(
+                    "rls.config",
+                    format!(
+                        "domain `{name}` has the name of routes[{i}]: decisions are counted by route name, rename one"
+                    ),
+                );
+            }
+        }
+        for p in &built.policies {
+            if around.policies.iter().any(|o| o.name == p.name) {
+                self.fail(
+                    "rls.config",
+                    format!(
+                        "rule `{}` has the name of [policies.{}]: rename one",
+                        p.name, p.name
+                    ),
+                );
+            }
+        }
+        Some(Rls {
+            listen: listen?,
+            json_listen: json_listen.map_or(Some(None), |a| a.map(Some))?,
+            config: path,
+            headers: raw.headers,
+            bounds: bounds?,
+            yaml: Arc::new(yaml),
+            domains: built.domains,
+            policies: built.policies,
+            routes: built.routes,
+        })
+    }
+
+    fn rls_bounds(&mut self, raw: &RawRls) -> Option<RlsBounds> {
+        let mut bound = |key: &str, v: u64, max: u64| match v {
+            1.. if v <= max => Some(v as usize),
+            _ => {
+                self.fail(
+                    &format!("rls.{key}"),
+                    format!("{v} is out of range: use 1 to {max}"),
+                );
+                None
+            }
+        };
+        let max_descriptors = bound("max_descriptors", raw.max_descriptors, 4096);
+        let max_entries = bound("max_entries", raw.max_entries, 256);
+        let max_value_bytes = bound("max_value_bytes", raw.max_value_bytes, 65_536);
+        Some(RlsBounds {
+            max_descriptors: max_descriptors?,
+            max_entries: max_entries?,
+            max_value_bytes: max_value_bytes?,
+        })
+    }
+
+    /// The service answers at once: no leaky bucket's delay, no concurrency's release.
+    fn rls_algorithm(&mut self, key: &str, a: AlgorithmName) {
+        if matches!(a, AlgorithmName::LeakyBucket | AlgorithmName::Concurrency) {
+            self.fail(
+                key,
+                format!(
+                    "\"{}\" cannot answer Envoy's rate limit service (it answers at once, with no request end): use sliding_window, gcra or token_bucket",
+                    a.name()
+                ),
+            );
+        }
+    }
+
+    fn rls_site(&mut self, key: &str, site: Site, peers: bool) {
+        if matches!(site, Site::Owner | Site::Gossip) && !peers {
+            self.fail(
+                key,
+                format!(
+                    "\"{}\" needs the fleet's peer transport: set [cluster] peer_listen and peer_secret_env",
+                    site.name()
+                ),
+            );
+        }
+    }
+}

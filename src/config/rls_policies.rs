@@ -1,0 +1,89 @@
+//! `[rls]`'s YAML as the limiter runs it: each counted rule one policy named as the rule
+//! (`DOMAIN.key_value.subkey`, ratelimit's stats key), N per unit at the domain's site and
+//! algorithm, shadow when the rule says `shadow_mode`, keyed by the key the service gives
+//! (`key = [Given]`: a descriptor's values); each domain one route named after it.
+
+use std::collections::BTreeMap;
+use std::num::{NonZeroU32, NonZeroUsize};
+
+use super::raw::defaults;
+use super::rls::{RawRls, RlsDomain};
+use super::{KeyPart, LeaseKnobs, Mode, Policy, RouteSpec};
+use crate::rls::RlsConfig;
+
+/// What [`build`] makes.
+pub(super) struct Built {
+    pub domains: BTreeMap<String, RlsDomain>,
+    pub policies: Vec<Policy>,
+    pub routes: Vec<RouteSpec>,
+}
+
+/// The policies and routes of `yaml`, after `policies_before` policies and `routes_before`
+/// routes of the config's own. A rule that counts nothing — `unlimited`, or a limit of 0,
+/// which refuses every request (ratelimit's README, example 3) — is no policy: the service
+/// answers it without asking the limiter.
+pub(super) fn build(
+    raw: &RawRls,
+    yaml: &RlsConfig,
+    policies_before: usize,
+    routes_before: usize,
+) -> Built {
+    let mut names: Vec<&str> = yaml.domains().collect();
+    names.sort_unstable();
+    let (mut domains, mut policies, mut routes) = (BTreeMap::new(), Vec::new(), Vec::new());
+    for name in names {
+        let own = raw.domains.get(name);
+        let site = own.and_then(|d| d.site).unwrap_or(raw.site);
+        let algorithm = own.and_then(|d| d.algorithm).unwrap_or(raw.algorithm);
+        let on_store_error = own
+            .and_then(|d| d.on_store_error)
+            .unwrap_or(raw.on_store_error);
+        let mut asked = Vec::new();
+        for rule in yaml.domain_rules(name) {
+            let Some(limit) = rule.limit else { continue };
+            let Some(n) = NonZeroU32::new(limit.requests_per_unit) else {
+                continue;
+            };
+            asked.push(policies_before + policies.len());
+            policies.push(Policy {
+                name: rule.policy.clone(),
+                key: vec![KeyPart::Given],
+                algorithm,
+                limit: n,
+                period: limit.period(),
+                burst: n,
+                cost: NonZeroU32::MIN,
+                max_delay: std::time::Duration::ZERO,
+                mode: rule.shadow_mode.then_some(Mode::Shadow),
+                max_keys: NonZeroUsize::new(defaults::max_keys() as usize)
+                    .unwrap_or(NonZeroUsize::MIN),
+                site,
+                local_first: false,
+                lease: LeaseKnobs::default(),
+                spend: Default::default(),
+                on_missing_key: None,
+                show_values: Vec::new(),
+            });
+        }
+        let route = routes_before + routes.len();
+        routes.push(RouteSpec {
+            name: name.to_owned(),
+            policies: asked,
+            mode: Mode::Enforce,
+            on_store_error: on_store_error.route(),
+            require_account: false,
+        });
+        domains.insert(
+            name.to_owned(),
+            RlsDomain {
+                on_store_error,
+                route,
+            },
+        );
+    }
+    Built {
+        domains,
+        policies,
+        routes,
+    }
+}
