@@ -32,7 +32,7 @@ pub use error::{ConfigError, Problem};
 pub use health::HealthCheck;
 pub use key_body::{KeyBodyRules, OnLargeKeyBody};
 pub use load::{load_file, parse_str};
-pub use rls::{Rls, RlsBounds, RlsDomain, RlsOnStoreError};
+pub use rls::Rls;
 pub use telemetry::Telemetry;
 pub use types::*;
 pub use upstream_tls::UpstreamTls;

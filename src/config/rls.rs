@@ -14,6 +14,7 @@ use super::load::relative_to;
 use super::validate::Validator;
 use super::{AlgorithmName, OnStoreError, Policy, RouteSpec, Site};
 use crate::rls::RlsConfig;
+use crate::rls::service::{Bounds, OnStoreError as RlsOnStoreError, Served};
 
 /// `[rls]` as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,27 +77,13 @@ fn max_value_bytes() -> u64 {
     1024
 }
 
-/// `[rls] on_store_error`: a route's three, and `error` (the store's trouble is Envoy's to
-/// decide: gRPC `UNAVAILABLE`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RlsOnStoreError {
-    #[default]
-    Open,
-    Closed,
-    Local,
-    Error,
-}
-
-impl RlsOnStoreError {
-    /// What the domain's route does: `error` fails closed there, and the service turns
-    /// that refusal into `UNAVAILABLE` instead of `OVER_LIMIT`.
-    pub(super) fn route(self) -> OnStoreError {
-        match self {
-            RlsOnStoreError::Open => OnStoreError::Open,
-            RlsOnStoreError::Closed | RlsOnStoreError::Error => OnStoreError::Closed,
-            RlsOnStoreError::Local => OnStoreError::Local,
-        }
+/// What a domain's route does when the store cannot decide: `error` fails closed there,
+/// and the service turns that refusal into `UNAVAILABLE` instead of `OVER_LIMIT`.
+pub(super) fn route_on_store_error(e: RlsOnStoreError) -> OnStoreError {
+    match e {
+        RlsOnStoreError::Open => OnStoreError::Open,
+        RlsOnStoreError::Closed | RlsOnStoreError::Error => OnStoreError::Closed,
+        RlsOnStoreError::Local => OnStoreError::Local,
     }
 }
 
@@ -107,35 +94,14 @@ pub struct Rls {
     pub json_listen: Option<SocketAddr>,
     /// The YAML's file or folder (resolved), read again on each reload.
     pub config: PathBuf,
-    pub headers: bool,
-    pub bounds: RlsBounds,
-    /// The YAML, read.
-    pub yaml: Arc<RlsConfig>,
-    /// Every domain of the YAML, by name: what its store errors answer and its route's
-    /// index among the limiter's routes.
-    pub domains: BTreeMap<String, RlsDomain>,
+    /// What the service answers from: the YAML, each domain's settings, the bounds.
+    pub served: Served,
     /// One policy per counted rule (not `unlimited`, a limit above zero), named as the rule
     /// (`Rule::policy`): appended to the config's policies in the limiter's spec.
     pub policies: Vec<Policy>,
     /// One route per domain, named after it, asking its rules' policies (indexes among the
     /// config's policies followed by `policies`).
     pub routes: Vec<RouteSpec>,
-}
-
-/// One domain's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RlsDomain {
-    pub on_store_error: RlsOnStoreError,
-    /// Index of its route among the limiter's routes (the config's routes first).
-    pub route: usize,
-}
-
-/// Bounds on a request's size, each named in the refusal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RlsBounds {
-    pub max_descriptors: usize,
-    pub max_entries: usize,
-    pub max_value_bytes: usize,
 }
 
 /// Where `[rls]` meets the rest of the config: the config's own policies and routes
@@ -188,8 +154,7 @@ impl Validator {
             }
         }
         let yaml = yaml?;
-        let built =
-            super::rls_policies::build(raw, &yaml, around.policies.len(), around.route_names.len());
+        let built = super::rls_policies::build(raw, &yaml, around.policies.len());
         for name in built.domains.keys() {
             if let Some(i) = around.route_names.iter().position(|r| r == name) {
                 self.fail(
@@ -215,16 +180,18 @@ impl Validator {
             listen: listen?,
             json_listen: json_listen.map_or(Some(None), |a| a.map(Some))?,
             config: path,
-            headers: raw.headers,
-            bounds: bounds?,
-            yaml: Arc::new(yaml),
-            domains: built.domains,
+            served: Served {
+                yaml: Arc::new(yaml),
+                domains: built.domains,
+                bounds: bounds?,
+                headers: raw.headers,
+            },
             policies: built.policies,
             routes: built.routes,
         })
     }
 
-    fn rls_bounds(&mut self, raw: &RawRls) -> Option<RlsBounds> {
+    fn rls_bounds(&mut self, raw: &RawRls) -> Option<Bounds> {
         let mut bound = |key: &str, v: u64, max: u64| match v {
             1.. if v <= max => Some(v as usize),
             _ => {
@@ -238,7 +205,7 @@ impl Validator {
         let max_descriptors = bound("max_descriptors", raw.max_descriptors, 4096);
         let max_entries = bound("max_entries", raw.max_entries, 256);
         let max_value_bytes = bound("max_value_bytes", raw.max_value_bytes, 65_536);
-        Some(RlsBounds {
+        Some(Bounds {
             max_descriptors: max_descriptors?,
             max_entries: max_entries?,
             max_value_bytes: max_value_bytes?,

@@ -7,27 +7,22 @@ use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroUsize};
 
 use super::raw::defaults;
-use super::rls::{RawRls, RlsDomain};
+use super::rls::{RawRls, route_on_store_error};
 use super::{KeyPart, LeaseKnobs, Mode, Policy, RouteSpec};
 use crate::rls::RlsConfig;
+use crate::rls::service::Domain;
 
 /// What [`build`] makes.
 pub(super) struct Built {
-    pub domains: BTreeMap<String, RlsDomain>,
+    pub domains: BTreeMap<String, Domain>,
     pub policies: Vec<Policy>,
     pub routes: Vec<RouteSpec>,
 }
 
-/// The policies and routes of `yaml`, after `policies_before` policies and `routes_before`
-/// routes of the config's own. A rule that counts nothing — `unlimited`, or a limit of 0,
+/// The policies and routes of `yaml`, after `policies_before` policies of the config's own. A rule that counts nothing — `unlimited`, or a limit of 0,
 /// which refuses every request (ratelimit's README, example 3) — is no policy: the service
 /// answers it without asking the limiter.
-pub(super) fn build(
-    raw: &RawRls,
-    yaml: &RlsConfig,
-    policies_before: usize,
-    routes_before: usize,
-) -> Built {
+pub(super) fn build(raw: &RawRls, yaml: &RlsConfig, policies_before: usize) -> Built {
     let mut names: Vec<&str> = yaml.domains().collect();
     names.sort_unstable();
     let (mut domains, mut policies, mut routes) = (BTreeMap::new(), Vec::new(), Vec::new());
@@ -65,21 +60,14 @@ pub(super) fn build(
                 show_values: Vec::new(),
             });
         }
-        let route = routes_before + routes.len();
         routes.push(RouteSpec {
             name: name.to_owned(),
             policies: asked,
             mode: Mode::Enforce,
-            on_store_error: on_store_error.route(),
+            on_store_error: route_on_store_error(on_store_error),
             require_account: false,
         });
-        domains.insert(
-            name.to_owned(),
-            RlsDomain {
-                on_store_error,
-                route,
-            },
-        );
+        domains.insert(name.to_owned(), Domain { on_store_error });
     }
     Built {
         domains,

@@ -8,13 +8,15 @@
 //! as go-yaml v2 gives them, `scalar.rs`); `tree.rs` builds the domains' descriptor trees and
 //! refuses what ratelimit refuses; `matcher.rs` finds a descriptor's rule; `apply.rs` weighs
 //! a request's descriptors together (`replaces`); `unit.rs` is a limit's unit and period;
-//! `error.rs` every problem, with file, line and descriptor path.
+//! `error.rs` every problem, with file, line and descriptor path. `service/` answers
+//! Envoy's `ShouldRateLimit` from it on the gateway's limiter.
 
 mod apply;
 mod error;
 mod load;
 mod matcher;
 mod scalar;
+pub mod service;
 mod tree;
 mod unit;
 mod yaml;

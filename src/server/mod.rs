@@ -86,7 +86,11 @@ pub enum ServerError {
 /// The addresses actually bound (port 0 resolved).
 #[derive(Debug, Clone, Copy)]
 pub struct Addrs {
+    /// The proxy's listener; in a config without one (`[rls]` alone), `0.0.0.0:0`: no
+    /// socket is bound to it.
     pub listen: SocketAddr,
+    /// Envoy's rate limit service (`[rls] listen`).
+    pub rls_listen: Option<SocketAddr>,
     pub tls_listen: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
 }
@@ -95,8 +99,10 @@ pub struct Addrs {
 pub struct Server {
     /// The validated config it was built from.
     config: Config,
-    /// Public plain listener.
-    plain: TcpListener,
+    /// Public plain listener; `None` when the config runs no proxy (`[rls]` alone).
+    plain: Option<TcpListener>,
+    /// Envoy's rate limit service (`[rls] listen`).
+    rls: Option<TcpListener>,
     /// Public TLS listener and its acceptor.
     tls: Option<(TcpListener, TlsAcceptor)>,
     /// Admin listener (health, metrics).
@@ -161,7 +167,14 @@ impl Server {
             &mut registry,
         );
         crate::admin::register(&mut registry);
-        let plain = bind("listen", config.server.listen).await?;
+        let plain = match config.proxy {
+            true => Some(bind("listen", config.server.listen).await?),
+            false => None,
+        };
+        let rls = match &config.rls {
+            Some(r) => Some(bind("rls.listen", r.listen).await?),
+            None => None,
+        };
         let tls = match &config.server.tls {
             Some(t) => Some((
                 bind("tls_listen", t.listen).await?,
@@ -189,6 +202,7 @@ impl Server {
             sample_on_timer: true,
             config,
             plain,
+            rls,
             tls,
             admin,
             peer,
@@ -232,7 +246,8 @@ impl Server {
     pub fn addrs(&self) -> Addrs {
         let local = |l: &TcpListener| l.local_addr().expect("a bound listener has an address");
         Addrs {
-            listen: local(&self.plain),
+            listen: (self.plain.as_ref()).map_or(SocketAddr::from(([0, 0, 0, 0], 0)), local),
+            rls_listen: self.rls.as_ref().map(local),
             tls_listen: self.tls.as_ref().map(|(l, _)| local(l)),
             admin_listen: self.admin.as_ref().map(local),
         }
@@ -288,7 +303,18 @@ impl Server {
             workers: workers.clone(),
             places: places.clone(),
         };
-        tasks.spawn(listener(self.plain, None).run(Shutdown::new(notify.subscribe())));
+        if let Some(plain) = self.plain {
+            tasks.spawn(listener(plain, None).run(Shutdown::new(notify.subscribe())));
+        }
+        if let (Some(l), Some(state)) = (self.rls, self.reloader.rls.clone()) {
+            let mut stop = Shutdown::new(notify.subscribe());
+            tasks.spawn(async move {
+                let served = crate::rls::service::serve(l, state, async move { stop.recv().await });
+                if let Err(e) = served.await {
+                    tracing::error!(error = %e, "the rate limit service stopped");
+                }
+            });
+        }
         if let Some((l, acceptor)) = self.tls {
             tasks.spawn(listener(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
         }
@@ -332,7 +358,15 @@ impl Server {
         self.ready.store(true, Ordering::Release);
         // Addresses as text, absent when not listening (no Rust `Debug` in a JSON line).
         let shown = |a: Option<std::net::SocketAddr>| a.map(tracing::field::display);
-        info!(listen = %addrs.listen, tls_listen = shown(addrs.tls_listen), admin_listen = shown(addrs.admin_listen), workers = self.workers, "tollgate listening");
+        let listen = self.config.proxy.then_some(addrs.listen);
+        info!(
+            listen = shown(listen),
+            tls_listen = shown(addrs.tls_listen),
+            rls_listen = shown(addrs.rls_listen),
+            admin_listen = shown(addrs.admin_listen),
+            workers = self.workers,
+            "tollgate listening"
+        );
         shutdown.await;
         info!("shutting down");
         self.ready.store(false, Ordering::Release);

@@ -33,6 +33,7 @@ use crate::proxy::trace::Tracing;
 use crate::proxy::upstream::UpstreamSlots;
 use crate::proxy::upstream::health::{self, HealthMetrics};
 use crate::proxy::upstream::metrics::UpstreamMetrics;
+use crate::rls::service::RlsState;
 
 /// Builds one worker's request path for the running config.
 type MakeGateway = dyn Fn() -> Gateway + Send + Sync;
@@ -146,6 +147,8 @@ pub(crate) struct Reloader {
     /// the server runs; each reload replaces them).
     health: HealthMetrics,
     checks: Mutex<Option<Vec<JoinHandle<()>>>>,
+    /// Envoy's rate limit service's state (`[rls]`): its YAML follows each reload.
+    pub rls: Option<Arc<RlsState>>,
 }
 
 /// Sections a reload may not change, and why.
@@ -180,7 +183,9 @@ impl Reloader {
             &slots,
             tracing.as_ref(),
         ));
+        let rls = (config.rls.as_ref()).map(|r| RlsState::new(limiter.clone(), r.served.clone()));
         Arc::new(Reloader {
+            rls,
             running: Mutex::new((config, slots)),
             limiter,
             views,
@@ -259,8 +264,18 @@ impl Reloader {
                 changed.join(", ")
             )));
         }
+        let listeners = |c: &Config| c.rls.as_ref().map(|r| (r.listen, r.json_listen));
+        if listeners(old) != listeners(&new) {
+            return Err(ReloadError::Refused(format!(
+                "{}: changes [rls] listen or json_listen (the rate limit service's sockets are bound once at start; restart to change them)",
+                new.origin.display()
+            )));
+        }
         // Built at this node's N and swapped in, in step with N (the handle's business).
         let (limiter, carried) = self.limiter.reload(&new)?;
+        if let (Some(state), Some(r)) = (&self.rls, &new.rls) {
+            state.reload(r.served.clone());
+        }
         let slots = slots.reloaded(&old.upstreams, &new.upstreams);
         // The request path first, the admin views last: once `/routes` shows the new
         // config, every request that starts after it is served by the new config.

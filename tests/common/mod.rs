@@ -16,6 +16,7 @@ pub mod readers;
 pub mod redis;
 pub mod reload;
 pub mod returns;
+pub mod rls;
 pub mod sentinel;
 pub mod shown;
 pub mod simulate;

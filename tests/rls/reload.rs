@@ -1,0 +1,38 @@
+//! A reload (`POST /reload`) re-reads the YAML: a rule whose meaning did not change keeps
+//! its counters; a new rule answers at once.
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::Empty;
+
+use crate::common::rls::{codes, request};
+use crate::common::{send_h1, text};
+use crate::{MESSAGING, served};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_keeps_the_counters_of_unchanged_rules() {
+    let s = served("", MESSAGING).await;
+    let mut c = s.client().await;
+    let address = request("messaging", &[&[("remote_address", "10.0.0.1")]]);
+    assert_eq!(codes(&c.answer(address.clone()).await), [("OK".into(), 1)]);
+    let added = format!(
+        "{MESSAGING}  - key: added\n    rate_limit:\n      unit: hour\n      requests_per_unit: 7\n"
+    );
+    s.write_yaml(&added);
+    let admin = s.admin.expect("admin listener");
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{admin}/reload"))
+        .header("host", admin.to_string())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send_h1(admin, req).await;
+    let status = resp.status();
+    let body = text(resp).await;
+    assert!(status.is_success(), "{status}: {body}");
+    // The unchanged rule kept its count: one left, not two.
+    assert_eq!(codes(&c.answer(address.clone()).await), [("OK".into(), 0)]);
+    assert_eq!(codes(&c.answer(address).await)[0].0, "OVER_LIMIT");
+    let r = c.answer(request("messaging", &[&[("added", "x")]])).await;
+    assert_eq!(codes(&r), [("OK".into(), 6)]);
+}
