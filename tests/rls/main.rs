@@ -9,6 +9,7 @@ mod answers;
 mod bad_input;
 mod central;
 mod reload;
+mod store_errors;
 
 use std::sync::Arc;
 
