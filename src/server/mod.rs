@@ -22,6 +22,7 @@ pub(crate) mod listener;
 mod otel;
 mod reload;
 mod reload_request;
+mod rls_json;
 mod shadow_report;
 mod stall;
 mod tls;
@@ -91,6 +92,8 @@ pub struct Addrs {
     pub listen: SocketAddr,
     /// Envoy's rate limit service (`[rls] listen`).
     pub rls_listen: Option<SocketAddr>,
+    /// Its JSON listener (`[rls] json_listen`).
+    pub rls_json_listen: Option<SocketAddr>,
     pub tls_listen: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
 }
@@ -103,6 +106,8 @@ pub struct Server {
     plain: Option<TcpListener>,
     /// Envoy's rate limit service (`[rls] listen`).
     rls: Option<TcpListener>,
+    /// Its JSON listener (`[rls] json_listen`).
+    rls_json: Option<TcpListener>,
     /// Public TLS listener and its acceptor.
     tls: Option<(TcpListener, TlsAcceptor)>,
     /// Admin listener (health, metrics).
@@ -175,6 +180,10 @@ impl Server {
             Some(r) => Some(bind("rls.listen", r.listen).await?),
             None => None,
         };
+        let rls_json = match config.rls.as_ref().and_then(|r| r.json_listen) {
+            Some(a) => Some(bind("rls.json_listen", a).await?),
+            None => None,
+        };
         let tls = match &config.server.tls {
             Some(t) => Some((
                 bind("tls_listen", t.listen).await?,
@@ -203,6 +212,7 @@ impl Server {
             config,
             plain,
             rls,
+            rls_json,
             tls,
             admin,
             peer,
@@ -248,6 +258,7 @@ impl Server {
         Addrs {
             listen: (self.plain.as_ref()).map_or(SocketAddr::from(([0, 0, 0, 0], 0)), local),
             rls_listen: self.rls.as_ref().map(local),
+            rls_json_listen: self.rls_json.as_ref().map(local),
             tls_listen: self.tls.as_ref().map(|(l, _)| local(l)),
             admin_listen: self.admin.as_ref().map(local),
         }
@@ -305,6 +316,11 @@ impl Server {
         };
         if let Some(plain) = self.plain {
             tasks.spawn(listener(plain, None).run(Shutdown::new(notify.subscribe())));
+        }
+        if let (Some(l), Some(state)) = (self.rls_json, self.reloader.rls.clone()) {
+            let stop = Shutdown::new(notify.subscribe());
+            let cuts = self.cuts.clone();
+            tasks.spawn(rls_json::run(l, state, timeouts, cuts, stop));
         }
         if let (Some(l), Some(state)) = (self.rls, self.reloader.rls.clone()) {
             let mut stop = Shutdown::new(notify.subscribe());

@@ -19,6 +19,8 @@ use super::temp::TempDir;
 /// A tollgate serving a config file with `[rls]`, on `clock`.
 pub struct RlsServed {
     pub rls: SocketAddr,
+    /// `[rls] json_listen`, when the config sets it.
+    pub json: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
     pub dir: TempDir,
     pub config: PathBuf,
@@ -45,6 +47,7 @@ impl RlsServed {
         }));
         RlsServed {
             rls: addrs.rls_listen.expect("[rls] listen is bound"),
+            json: addrs.rls_json_listen,
             admin: addrs.admin_listen,
             config,
             dir,

@@ -8,6 +8,7 @@ mod common;
 mod answers;
 mod bad_input;
 mod central;
+mod json;
 mod reload;
 mod store_errors;
 
