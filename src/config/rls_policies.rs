@@ -75,3 +75,71 @@ pub(super) fn build(raw: &RawRls, yaml: &RlsConfig, policies_before: usize) -> B
         routes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{AlgorithmName, OnStoreError, Site};
+
+    const YAML: &str = r#"
+domain: messaging
+descriptors:
+  - key: to_number
+    rate_limit: {unit: day, requests_per_unit: 100}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+"#;
+
+    fn raw(toml: &str) -> RawRls {
+        toml::from_str(&format!("listen = \"127.0.0.1:0\"\nconfig = \"x\"\n{toml}")).unwrap()
+    }
+
+    /// Each counted rule one policy named as the rule, keyed by the caller; unlimited and
+    /// zero rules none; the domain a route of them, after the config's own policies.
+    #[test]
+    fn each_counted_rule_is_a_given_key_policy_of_its_domains_route() {
+        let yaml = RlsConfig::from_texts(&[(PathBuf::from("a.yaml"), YAML.into())]).unwrap();
+        let built = build(&raw(""), &yaml, 3);
+        let names: Vec<&str> = built.policies.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["messaging.to_number", "messaging.shadow"]);
+        let p = &built.policies[0];
+        assert_eq!(p.key, [KeyPart::Given]);
+        assert_eq!(
+            (p.limit.get(), p.period),
+            (100, Duration::from_secs(86_400))
+        );
+        assert_eq!(p.algorithm, AlgorithmName::SlidingWindow);
+        assert_eq!((p.site, p.mode), (Site::Local, None));
+        assert_eq!(built.policies[1].mode, Some(Mode::Shadow));
+        assert_eq!(built.routes.len(), 1);
+        assert_eq!(built.routes[0].name, "messaging");
+        assert_eq!(built.routes[0].policies, [3, 4]);
+        assert_eq!(built.routes[0].on_store_error, OnStoreError::Open);
+    }
+
+    /// A domain's own settings win over `[rls]`'s; `error` fails closed on the route.
+    #[test]
+    fn a_domain_table_overrides_the_sections_settings() {
+        let yaml = RlsConfig::from_texts(&[(PathBuf::from("a.yaml"), YAML.into())]).unwrap();
+        let raw = raw(
+            "site = \"split\"\n[domains.messaging]\nalgorithm = \"gcra\"\non_store_error = \"error\"\n",
+        );
+        let built = build(&raw, &yaml, 0);
+        let p = &built.policies[0];
+        assert_eq!((p.site, p.algorithm), (Site::Split, AlgorithmName::Gcra));
+        assert_eq!(built.routes[0].on_store_error, OnStoreError::Closed);
+        let domain = built.domains["messaging"];
+        assert_eq!(
+            domain.on_store_error,
+            crate::rls::service::OnStoreError::Error
+        );
+    }
+}

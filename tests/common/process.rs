@@ -68,7 +68,9 @@ pub fn try_spawn_serve_with_env(
             Err(_) => continue,
         };
         if v["message"] == "tollgate listening" {
-            let addr = v["listen"].as_str().unwrap().parse().unwrap();
+            // Absent when no proxy runs (a file of `[rls]` alone): the unspecified address.
+            let addr = (v["listen"].as_str())
+                .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |s| s.parse().unwrap());
             // admin_listen is the address as text, absent without an admin listener.
             let admin = v["admin_listen"].as_str().map(|s| s.parse().unwrap());
             break (addr, admin);

@@ -10,6 +10,7 @@ mod bad_input;
 mod central;
 mod json;
 mod reload;
+mod serve;
 mod store_errors;
 
 use std::sync::Arc;

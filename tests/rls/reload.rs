@@ -36,3 +36,33 @@ async fn a_reload_keeps_the_counters_of_unchanged_rules() {
     let r = c.answer(request("messaging", &[&[("added", "x")]])).await;
     assert_eq!(codes(&r), [("OK".into(), 6)]);
 }
+
+/// The service's sockets are bound once: a reload that moves `[rls] listen` is refused and
+/// the running YAML stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_moves_the_listener_is_refused() {
+    let s = served("", MESSAGING).await;
+    let mut c = s.client().await;
+    let toml = std::fs::read_to_string(&s.config).unwrap();
+    let moved = toml.replace(
+        "listen = \"127.0.0.1:0\"\nconfig",
+        "listen = \"127.0.0.1:1\"\nconfig",
+    );
+    assert_ne!(moved, toml);
+    std::fs::write(&s.config, moved).unwrap();
+    s.write_yaml("domain: messaging\ndescriptors: []\n");
+    let admin = s.admin.expect("admin listener");
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{admin}/reload"))
+        .header("host", admin.to_string())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send_h1(admin, req).await;
+    let status = resp.status();
+    let body = text(resp).await;
+    assert!(!status.is_success(), "{status}: {body}");
+    assert!(body.contains("[rls] listen"), "{body}");
+    let address = request("messaging", &[&[("remote_address", "10.0.0.1")]]);
+    assert_eq!(codes(&c.answer(address).await), [("OK".into(), 1)]);
+}
