@@ -53,6 +53,11 @@ pub struct RawRls {
     /// Per domain: `site`, `algorithm`, `on_store_error`.
     #[serde(default)]
     pub domains: BTreeMap<String, RawRlsDomain>,
+    /// PEM certificate chain: `listen` speaks TLS (h2 by ALPN); with `tls_key`. The same
+    /// keys as `[server]`'s, paths relative to the config file's folder.
+    pub tls_cert: Option<String>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<String>,
 }
 
 /// `[rls.domains.NAME]`: this domain's rules run so.
@@ -94,6 +99,8 @@ pub struct Rls {
     pub json_listen: Option<SocketAddr>,
     /// The YAML's file or folder (resolved), read again on each reload.
     pub config: PathBuf,
+    /// `tls_cert` and `tls_key`: `listen` speaks TLS.
+    pub tls: Option<(PathBuf, PathBuf)>,
     /// What the service answers from: the YAML, each domain's settings, the bounds.
     pub served: Served,
     /// One policy per counted rule (not `unlimited`, a limit above zero), named as the rule
@@ -120,6 +127,7 @@ impl Validator {
             .as_ref()
             .map(|a| self.addr("rls.json_listen", a));
         let bounds = self.rls_bounds(raw);
+        let tls = self.rls_tls(raw, origin);
         let path = relative_to(origin, &raw.config);
         let yaml = match RlsConfig::load(&path) {
             Ok(yaml) => Some(yaml),
@@ -180,6 +188,7 @@ impl Validator {
             listen: listen?,
             json_listen: json_listen.map_or(Some(None), |a| a.map(Some))?,
             config: path,
+            tls: tls?,
             served: Served {
                 yaml: Arc::new(yaml),
                 domains: built.domains,
@@ -189,6 +198,27 @@ impl Validator {
             policies: built.policies,
             routes: built.routes,
         })
+    }
+
+    /// `Some(None)` without TLS, `None` when its files are broken.
+    fn rls_tls(&mut self, raw: &RawRls, origin: &Path) -> Option<Option<(PathBuf, PathBuf)>> {
+        let (cert, key) = match (&raw.tls_cert, &raw.tls_key) {
+            (None, None) => return Some(None),
+            (Some(c), Some(k)) => (c, k),
+            (Some(_), None) => {
+                self.fail("rls.tls_key", "required when tls_cert is set");
+                return None;
+            }
+            (None, Some(_)) => {
+                self.fail("rls.tls_cert", "required when tls_key is set");
+                return None;
+            }
+        };
+        let cert = self.readable("rls.tls_cert", origin, cert);
+        let key = self.readable("rls.tls_key", origin, key);
+        let cert = cert.filter(|p| self.pem("rls.tls_cert", p, true));
+        let key = key.filter(|p| self.pem("rls.tls_key", p, false));
+        Some(Some((cert?, key?)))
     }
 
     fn rls_bounds(&mut self, raw: &RawRls) -> Option<Bounds> {

@@ -104,8 +104,8 @@ pub struct Server {
     config: Config,
     /// Public plain listener; `None` when the config runs no proxy (`[rls]` alone).
     plain: Option<TcpListener>,
-    /// Envoy's rate limit service (`[rls] listen`).
-    rls: Option<TcpListener>,
+    /// Envoy's rate limit service (`[rls] listen`), and its TLS (`[rls] tls_cert`).
+    rls: Option<(TcpListener, Option<TlsAcceptor>)>,
     /// Its JSON listener (`[rls] json_listen`).
     rls_json: Option<TcpListener>,
     /// Public TLS listener and its acceptor.
@@ -177,7 +177,13 @@ impl Server {
             false => None,
         };
         let rls = match &config.rls {
-            Some(r) => Some(bind("rls.listen", r.listen).await?),
+            Some(r) => Some((
+                bind("rls.listen", r.listen).await?,
+                match &r.tls {
+                    Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+                    None => None,
+                },
+            )),
             None => None,
         };
         let rls_json = match config.rls.as_ref().and_then(|r| r.json_listen) {
@@ -257,7 +263,7 @@ impl Server {
         let local = |l: &TcpListener| l.local_addr().expect("a bound listener has an address");
         Addrs {
             listen: (self.plain.as_ref()).map_or(SocketAddr::from(([0, 0, 0, 0], 0)), local),
-            rls_listen: self.rls.as_ref().map(local),
+            rls_listen: self.rls.as_ref().map(|(l, _)| local(l)),
             rls_json_listen: self.rls_json.as_ref().map(local),
             tls_listen: self.tls.as_ref().map(|(l, _)| local(l)),
             admin_listen: self.admin.as_ref().map(local),
@@ -322,10 +328,11 @@ impl Server {
             let cuts = self.cuts.clone();
             tasks.spawn(rls_json::run(l, state, timeouts, cuts, stop));
         }
-        if let (Some(l), Some(state)) = (self.rls, self.reloader.rls.clone()) {
+        if let (Some((l, tls)), Some(state)) = (self.rls, self.reloader.rls.clone()) {
             let mut stop = Shutdown::new(notify.subscribe());
             tasks.spawn(async move {
-                let served = crate::rls::service::serve(l, state, async move { stop.recv().await });
+                let stopped = async move { stop.recv().await };
+                let served = crate::rls::service::serve(l, tls, state, stopped);
                 if let Err(e) = served.await {
                     tracing::error!(error = %e, "the rate limit service stopped");
                 }

@@ -264,10 +264,11 @@ impl Reloader {
                 changed.join(", ")
             )));
         }
-        let listeners = |c: &Config| c.rls.as_ref().map(|r| (r.listen, r.json_listen));
+        let listeners =
+            |c: &Config| (c.rls.as_ref()).map(|r| (r.listen, r.json_listen, r.tls.clone()));
         if listeners(old) != listeners(&new) {
             return Err(ReloadError::Refused(format!(
-                "{}: changes [rls] listen or json_listen (the rate limit service's sockets are bound once at start; restart to change them)",
+                "{}: changes [rls] listen, json_listen, tls_cert or tls_key (the rate limit service's sockets and TLS are made once at start; restart to change them)",
                 new.origin.display()
             )));
         }

@@ -82,9 +82,19 @@ impl Drop for RlsClient {
 
 impl RlsClient {
     pub async fn start(addr: SocketAddr) -> RlsClient {
+        Self::spawn(addr, None)
+    }
+
+    /// A client over TLS that trusts the certificate in `ca` for `localhost`.
+    pub async fn start_tls(addr: SocketAddr, ca: &std::path::Path) -> RlsClient {
+        Self::spawn(addr, Some(ca))
+    }
+
+    fn spawn(addr: SocketAddr, ca: Option<&std::path::Path>) -> RlsClient {
         let mut child = Command::new(super::xds::python())
             .arg(super::repo_path("tests/common/rls_client.py"))
             .arg(addr.to_string())
+            .args(ca)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

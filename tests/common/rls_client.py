@@ -8,6 +8,9 @@ JSON answer per line on its stdout:
       or {"error": {"code": "INVALID_ARGUMENT", "details": "..."}}
   {"call": "health", "service": ""}
       -> {"status": "SERVING"} (grpc.health.v1.Health/Check)
+
+With a second argument, a PEM certificate file, it calls over TLS and trusts that
+certificate, for the name `localhost`.
 """
 
 import json
@@ -36,7 +39,14 @@ def health_status(reply):
 
 
 def main():
-    channel = grpc.insecure_channel(sys.argv[1])
+    if len(sys.argv) > 2:
+        with open(sys.argv[2], "rb") as f:
+            roots = f.read()
+        credentials = grpc.ssl_channel_credentials(root_certificates=roots)
+        options = [("grpc.ssl_target_name_override", "localhost")]
+        channel = grpc.secure_channel(sys.argv[1], credentials, options)
+    else:
+        channel = grpc.insecure_channel(sys.argv[1])
     stub = rls_pb2_grpc.RateLimitServiceStub(channel)
     check = channel.unary_unary(
         "/grpc.health.v1.Health/Check",

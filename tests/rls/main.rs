@@ -12,6 +12,7 @@ mod json;
 mod reload;
 mod serve;
 mod store_errors;
+mod tls;
 
 use std::sync::Arc;
 

@@ -6,13 +6,14 @@
 //! the bound); `answer.rs` matches each descriptor (`RlsConfig::apply`), asks the limiter
 //! for every counted one at once (`Limiter::check_keys`: all or nothing) and writes the
 //! answer per descriptor; `server.rs` serves it, with `grpc.health.v1`, on one cleartext
-//! HTTP/2 port until shutdown; `json.rs` answers `POST /json` on `[rls] json_listen` as
+//! HTTP/2 port (or over TLS, `tls.rs`) until shutdown; `json.rs` answers `POST /json` on `[rls] json_listen` as
 //! envoyproxy/ratelimit does.
 
 mod answer;
 mod bounds;
 mod json;
 mod server;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

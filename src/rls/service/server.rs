@@ -11,6 +11,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
@@ -29,9 +30,11 @@ impl RateLimitService for Service {
     }
 }
 
-/// Serve `state` on `listener` until `shutdown` resolves (calls in flight finish).
+/// Serve `state` on `listener` (over TLS with `tls`) until `shutdown` resolves (calls in
+/// flight finish).
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     state: Arc<RlsState>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
@@ -41,9 +44,16 @@ pub async fn serve(
         .await;
     let max = state.served.load().bounds.max_message_bytes();
     let rls = RateLimitServiceServer::new(Service(state)).max_decoding_message_size(max);
-    tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .add_service(health_service)
-        .add_service(rls)
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
-        .await
+        .add_service(rls);
+    match tls {
+        Some(acceptor) => {
+            let incoming = super::tls::incoming(listener, acceptor);
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+        None => (router.serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)).await,
+    }
 }
