@@ -14,7 +14,7 @@ use super::load::relative_to;
 use super::validate::Validator;
 use super::{AlgorithmName, OnStoreError, Policy, RouteSpec, Site};
 use crate::rls::RlsConfig;
-use crate::rls::service::{Bounds, OnStoreError as RlsOnStoreError, Served};
+use crate::rls::{Bounds, OnStoreError as RlsOnStoreError, Served};
 
 /// `[rls]` as written.
 #[derive(Debug, Clone, Deserialize)]

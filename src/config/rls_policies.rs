@@ -9,8 +9,8 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use super::raw::defaults;
 use super::rls::{RawRls, route_on_store_error};
 use super::{KeyPart, LeaseKnobs, Mode, Policy, RouteSpec};
+use crate::rls::Domain;
 use crate::rls::RlsConfig;
-use crate::rls::service::Domain;
 
 /// What [`build`] makes.
 pub(super) struct Built {
@@ -137,9 +137,6 @@ descriptors:
         assert_eq!((p.site, p.algorithm), (Site::Split, AlgorithmName::Gcra));
         assert_eq!(built.routes[0].on_store_error, OnStoreError::Closed);
         let domain = built.domains["messaging"];
-        assert_eq!(
-            domain.on_store_error,
-            crate::rls::service::OnStoreError::Error
-        );
+        assert_eq!(domain.on_store_error, crate::rls::OnStoreError::Error);
     }
 }

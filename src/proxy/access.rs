@@ -1,5 +1,6 @@
 //! Step 7 of the request path, *observe*: the access-log line, written last so it sees the
 //! final status (target `tollgate::access`; `telemetry` buffers it and picks its file).
+//! Envoy's rate limit service writes its calls' lines here too (`rls/service/log.rs`).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use tracing::info;
 use crate::limit::Decision;
 
 /// What one access-log line says about a request.
-pub(super) struct Access<'a> {
+pub(crate) struct Access<'a> {
     pub route: &'a str,
     pub method: &'a http::Method,
     /// The canonical path, or the raw one when the request was refused before it was made
@@ -36,7 +37,7 @@ fn duration_ms(took: Duration) -> f64 {
 /// One access-log line: the request, its answer, and what the limit step decided
 /// (`decision`, the deciding `policy` and its `key`, the other deciding policies' `keys`
 /// space-separated, `retry_after` in whole seconds as the header says it).
-pub(super) fn access_log(a: &Access<'_>) {
+pub(crate) fn access_log(a: &Access<'_>) {
     let decision = a.decision;
     let retry_after = decision
         .and_then(|d| d.retry_after)

@@ -16,7 +16,7 @@
 //! 6. **respond** — any error of steps 2–5 becomes an HTTP answer in one place;
 //! 7. **observe** — metrics and the access-log line, last, so they see the final status.
 
-mod access;
+pub(crate) mod access;
 mod canonical;
 pub mod client_ip;
 mod decide;

@@ -8,14 +8,16 @@
 //! as go-yaml v2 gives them, `scalar.rs`); `tree.rs` builds the domains' descriptor trees and
 //! refuses what ratelimit refuses; `matcher.rs` finds a descriptor's rule; `apply.rs` weighs
 //! a request's descriptors together (`replaces`); `unit.rs` is a limit's unit and period;
-//! `error.rs` every problem, with file, line and descriptor path. `service/` answers
-//! Envoy's `ShouldRateLimit` from it on the gateway's limiter.
+//! `error.rs` every problem, with file, line and descriptor path. `served.rs` is what the
+//! service answers from (the YAML and `[rls]`'s settings); `service/` answers Envoy's
+//! `ShouldRateLimit` from it on the gateway's limiter.
 
 mod apply;
 mod error;
 mod load;
 mod matcher;
 mod scalar;
+mod served;
 pub mod service;
 mod tree;
 mod unit;
@@ -27,5 +29,6 @@ mod tests;
 pub use apply::Applied;
 pub use error::{Problem, RlsError, RlsErrors};
 pub use matcher::{Descriptor, Entry, Match};
+pub use served::{Bounds, Domain, OnStoreError, Served};
 pub use tree::{RlsConfig, Rule};
 pub use unit::{Limit, Unit};

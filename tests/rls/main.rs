@@ -9,6 +9,7 @@ mod answers;
 mod bad_input;
 mod central;
 mod json;
+mod log;
 mod reload;
 mod serve;
 mod store_errors;

@@ -18,35 +18,36 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use tonic::Status;
 
-use super::{OnStoreError, RlsState, Served, bounds};
+use super::{RlsState, bounds};
 use crate::limit::clock::Nanos;
 use crate::limit::spec::Mode;
-use crate::limit::{Answer, KeyAsk, KeyAskError, KeyResult, Keyed};
+use crate::limit::{Answer, Decision, KeyAsk, KeyAskError, KeyResult, Keyed};
 use crate::rls::{Applied, Descriptor, Entry, Unit};
+use crate::rls::{OnStoreError, Served};
 
 /// Logged once per process: Envoy sent a descriptor `limit` override, which is not applied.
 static OVERRIDE_WARNED: AtomicBool = AtomicBool::new(false);
 
 impl RlsState {
-    /// The answer to `req`, or the gRPC error it gets.
-    pub(super) async fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+    /// The answer to `req`, or the gRPC error it gets; and what the limiter decided, for the
+    /// access log (`None` when it was not asked).
+    pub(super) async fn decide(&self, req: &RateLimitRequest) -> Decided {
         // A reload swaps the limiter, then the YAML: a call between the two may find a rule
         // the limiter does not have yet (or no longer), and is asked again on both new.
         match self.decide_once(req).await {
-            Err(Retry) => self.decide_once(req).await.map_err(|Retry| {
-                Status::unavailable("the rate limit config is being reloaded: try again")
-            })?,
-            Ok(answer) => answer,
+            Err(Retry) => self.decide_once(req).await.unwrap_or_else(|Retry| {
+                let status =
+                    Status::unavailable("the rate limit config is being reloaded: try again");
+                (Err(status), None)
+            }),
+            Ok(decided) => decided,
         }
     }
 
-    async fn decide_once(
-        &self,
-        req: &RateLimitRequest,
-    ) -> Result<Result<RateLimitResponse, Status>, Retry> {
+    async fn decide_once(&self, req: &RateLimitRequest) -> Result<Decided, Retry> {
         let served = self.served.load_full();
         if let Err(status) = bounds::check(req, &served.bounds) {
-            return Ok(Err(status));
+            return Ok((Err(status), None));
         }
         let entries: Vec<Vec<Entry<'_>>> = (req.descriptors.iter())
             .map(|d| {
@@ -114,10 +115,11 @@ impl RlsState {
         let unavailable = keyed
             .as_ref()
             .is_some_and(|k| matches!(k.admission.answer, Answer::Unavailable { .. }));
+        let decision = keyed.as_ref().map(|k| k.admission.decision.clone());
         if unavailable && domain.is_some_and(|d| d.on_store_error == OnStoreError::Error) {
-            return Ok(Err(Status::unavailable(
-                "the store could not decide (on_store_error = \"error\")",
-            )));
+            let status =
+                Status::unavailable("the store could not decide (on_store_error = \"error\")");
+            return Ok((Err(status), decision));
         }
         let result = |i: usize| {
             let at = asks.iter().position(|(d, _)| *d == i)?;
@@ -126,7 +128,7 @@ impl RlsState {
         let statuses: Vec<DescriptorStatus> = (applied.iter().enumerate())
             .map(|(i, a)| status(a, result(i), unavailable))
             .collect();
-        Ok(Ok(response(statuses, &served)))
+        Ok((Ok(response(statuses, &served)), decision))
     }
 
     /// The limiter's decision on `asks` (the descriptors' indexes beside them).
@@ -143,6 +145,9 @@ impl RlsState {
 
 /// The limiter and the YAML disagreed (a reload between them): ask again.
 struct Retry;
+
+/// A call's answer (or gRPC error) and the limiter's decision, when it was asked.
+pub(super) type Decided = (Result<RateLimitResponse, Status>, Option<Decision>);
 
 /// One descriptor's status: `result` is its ask's, when it was asked; `unavailable`: the
 /// store could not decide and the domain fails closed.

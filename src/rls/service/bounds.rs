@@ -7,7 +7,7 @@
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tonic::Status;
 
-use super::Bounds;
+use crate::rls::Bounds;
 
 /// `Ok` when `req` may be answered.
 pub(super) fn check(req: &RateLimitRequest, bounds: &Bounds) -> Result<(), Status> {

@@ -28,6 +28,7 @@ impl RlsState {
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
+        let started = std::time::Instant::now();
         if req.uri().path() != "/json" {
             return plain(StatusCode::NOT_FOUND, "not found: POST /json");
         }
@@ -52,7 +53,8 @@ impl RlsState {
                 );
             }
         };
-        match self.decide(&request).await {
+        let (answer, decision) = self.decide(&request).await;
+        let resp = match answer {
             Ok(answer) => {
                 let status = match Code::try_from(answer.overall_code) {
                     Ok(Code::Ok) => StatusCode::OK,
@@ -68,7 +70,17 @@ impl RlsState {
                 resp
             }
             Err(status) => plain(StatusCode::INTERNAL_SERVER_ERROR, status.message()),
-        }
+        };
+        super::log::log(&super::log::Call {
+            domain: &request.domain,
+            path: "/json",
+            status: resp.status().as_u16(),
+            started,
+            client: None,
+            request_id: "",
+            decision: decision.as_ref(),
+        });
+        resp
     }
 }
 

@@ -26,7 +26,19 @@ impl RateLimitService for Service {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        self.0.decide(request.get_ref()).await.map(Response::new)
+        let started = std::time::Instant::now();
+        let (answer, decision) = self.0.decide(request.get_ref()).await;
+        let request_id = request.metadata().get("x-request-id");
+        super::log::log(&super::log::Call {
+            domain: &request.get_ref().domain,
+            path: super::log::GRPC_PATH,
+            status: 200,
+            started,
+            client: request.remote_addr(),
+            request_id: request_id.and_then(|v| v.to_str().ok()).unwrap_or(""),
+            decision: decision.as_ref(),
+        });
+        answer.map(Response::new)
     }
 }
 
