@@ -1,5 +1,5 @@
 //! `GET` and `DELETE /limits/{policy}?ip=…&account=…&route=…&method=…&path=…&header.NAME=…
-//! &query.NAME=…&cookie.NAME=…&jwt.CLAIM=…`: one key's state, and resetting it (what
+//! &query.NAME=…&cookie.NAME=…&jwt.CLAIM=…&key=…`: one key's state, and resetting it (what
 //! redis-cell and envoy ratelimit users ask for). The key is built from the same parts a
 //! request brings, by the limiter's own code (`limit/inspect.rs`); the answer is JSON.
 //! `query.` and `cookie.` take the decoded value, `jwt.` the claim's value (an operator
@@ -50,6 +50,8 @@ fn parse(query: &str) -> Result<KeyQuery, String> {
                 q.ip = Some(ip);
             }
             "account" => q.account = Some(value),
+            // A rate limit service rule's key (a `[Given]` policy's).
+            "key" => q.given = Some(value),
             "route" => q.route = Some(value),
             "method" => {
                 let m = Method::from_bytes(value.as_bytes())
@@ -90,7 +92,7 @@ fn parse(query: &str) -> Result<KeyQuery, String> {
 fn unknown(name: &str) -> String {
     format!(
         "unknown parameter `{name}` (ip, account, route, method, path, header.NAME, query.NAME, \
-         cookie.NAME, jwt.CLAIM, form.NAME, json.POINTER)"
+         cookie.NAME, jwt.CLAIM, form.NAME, json.POINTER, key)"
     )
 }
 

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin;
 mod answers;
 mod bad_input;
 mod central;

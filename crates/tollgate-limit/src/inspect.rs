@@ -41,6 +41,9 @@ pub struct KeyQuery {
     /// `jwt:CLAIM` parts: the claim's value as text (`42` for a number), standing for a
     /// verified token's claim (an operator has the claim, not a token).
     pub claims: Vec<(String, String)>,
+    /// The key a caller gives, for a policy keyed `[Given]` (Envoy's rate limit service:
+    /// the descriptor's counting key, as `/limits/{policy}/top` lists it).
+    pub given: Option<String>,
 }
 
 /// What an operator sees of one key.
@@ -118,6 +121,18 @@ impl Limiter {
         let p = &self.sites().policies[index];
         let bad = |m: String| InspectError::BadKey(m);
         let needs = |part: &KeyPart| p.key.contains(part);
+        if needs(&KeyPart::Given) {
+            let Some(given) = &q.given else {
+                return Err(bad(
+                    "this policy's key is given by its caller: give key=".into()
+                ));
+            };
+            return Ok((
+                index,
+                format!("{}:{given}", p.name),
+                std::num::NonZeroU32::MIN,
+            ));
+        }
         if needs(&KeyPart::Ip) && q.ip.is_none() {
             return Err(bad("this policy's key has an ip part: give ip=".into()));
         }
