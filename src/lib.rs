@@ -12,13 +12,16 @@
 #![forbid(unsafe_code)]
 
 mod admin;
-mod body;
+/// The response body every answer is sent in (`tollgate_limit::layer::body`).
+use tollgate_limit::layer::body;
 #[cfg(feature = "dev-certs")]
 pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod layer;
-pub mod normalize;
+/// The path canonicalizer, the first step of every request (`tollgate_limit::layer::path`:
+/// the layer's `path` keys read the same canonical path).
+pub use tollgate_limit::layer::path as normalize;
 mod proxy;
 mod respond;
 pub mod rls;

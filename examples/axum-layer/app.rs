@@ -1,21 +1,24 @@
-//! The example's router, apart from `main` so that `tests/layer/` serves the very same app.
+//! The example's router, apart from `main` so that `tests/layer/` serves the very same app
+//! (there behind layers built from `tollgate.toml` by the gateway's `tollgate::layer`).
 
 use axum::Router;
 use axum::routing::{get, post};
-use tollgate::layer::{LayerError, Limits};
+use tollgate_limit::layer::RateLimitLayer;
 
-/// `GET /api/hello` behind `[layers.api]`, `POST /login` behind `[layers.login]`, and the
-/// limiter's metrics at `GET /metrics` (behind no layer).
-pub fn router(limits: &Limits) -> Result<Router, LayerError> {
+/// `GET /api/hello` behind `api`, `POST /login` behind `login`, and the limiter's metrics
+/// (`metrics`: the Prometheus text) at `GET /metrics` (behind no layer).
+pub fn router<M>(api: RateLimitLayer, login: RateLimitLayer, metrics: M) -> Router
+where
+    M: Fn() -> String + Clone + Send + Sync + 'static,
+{
     let api = Router::new()
         .route("/api/hello", get(|| async { "hello\n" }))
-        .layer(limits.layer("api")?);
+        .layer(api);
     let login = Router::new()
         .route("/login", post(|| async { "welcome\n" }))
-        .layer(limits.layer("login")?);
-    let metrics = limits.clone();
-    Ok(Router::new().merge(api).merge(login).route(
-        "/metrics",
-        get(move || async move { metrics.metrics_text() }),
-    ))
+        .layer(login);
+    Router::new()
+        .merge(api)
+        .merge(login)
+        .route("/metrics", get(move || async move { metrics() }))
 }

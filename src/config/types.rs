@@ -161,12 +161,8 @@ pub struct ClientIp {
     pub forwarded_header: ForwardedHeader,
 }
 
-/// `[response]`, typed.
-#[derive(Debug, Clone, Copy)]
-pub struct Response {
-    pub headers: HeadersWhere,
-    pub legacy_headers: bool,
-}
+/// `[response]`, typed: the limiter's layer answers with it too.
+pub use tollgate_limit::layer::ResponseHeaders as Response;
 
 /// One `[upstreams.NAME]`.
 #[derive(Debug, Clone)]

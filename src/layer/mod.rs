@@ -1,37 +1,27 @@
-//! The limiter as a tower `Layer`: the gateway's limit step (`limit/`) and its answers
-//! (`respond/`) in front of any tower service — an axum router, a tonic server, a hyper
-//! service — instead of in front of an upstream.
+//! The limiter's tower layer (`tollgate_limit::layer`), built from a tollgate TOML file: a
+//! `[layers.NAME]` table stands where a route stood (its `policies`, `mode`,
+//! `on_store_error`, `require_account`), and the file's `[policies.NAME]`, `[store]`,
+//! `[account]`, `[exempt]`, `[response]` and `[client_ip]` mean what they mean to the
+//! gateway. The layer itself — what a request goes through, its answers, [`ClientAddr`] —
+//! is the library's; this module only loads the file, builds the one limiter and hands out
+//! a [`RateLimitLayer`] per table, so an app that builds its limiter in code needs only
+//! `tollgate-limit` (feature `tower`).
 //!
 //! Its place in the request walk of ARCHITECTURE.md: steps 1, 4 and 6 (client, limit,
 //! respond) without the rest.
-//! The service's own router already chose a handler, so there is no canonical path, no
-//! route and no forwarding; a `[layers.NAME]` table stands where a route stood (its
-//! `policies`, `mode`, `on_store_error`, `require_account`), and the file's
-//! `[policies.NAME]`, `[store]`, `[account]`, `[exempt]`, `[response]` and `[client_ip]`
-//! mean what they mean to the gateway. So the sites are the gateway's too: `local` and
-//! `split` in this process, `central` and `lease` in Redis — two services (or a service and
-//! a gateway) on one store and one `key_prefix` spend one budget.
-//!
-//! [`Limits`] reads the file and builds the one limiter; [`Limits::layer`] hands out a
-//! [`RateLimitLayer`] per table (`service.rs`: what a request goes through); [`ClientAddr`]
-//! (`client.rs`) says where the client's address comes from.
-
-mod client;
-mod service;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use crate::config::{self, Config, ConfigError, Response as ResponseConfig};
+use crate::config::{self, Config, ConfigError};
 use crate::limit::clock::{Clock, SystemClock};
+use crate::limit::layer::TrustedProxies;
 use crate::limit::spec::LimiterSpec;
-use crate::limit::{Limiter, LimiterError};
-use crate::proxy::client_ip::TrustedProxies;
+use crate::limit::{LimiterError, LimiterHandle};
 
-pub use client::ClientAddr;
-pub use service::{RateLimit, RateLimitLayer};
+pub use crate::limit::layer::{ClientAddr, RateLimit, RateLimitLayer};
 
 /// Why [`Limits`] could not be built, or a layer not handed out. Printed, each names the
 /// file and the key as `tollgate check` does.
@@ -65,15 +55,12 @@ pub struct Limits {
 }
 
 /// What every layer of one [`Limits`] decides with.
-pub(crate) struct Shared {
-    pub(crate) limiter: Limiter,
-    /// `[response]`: which rate-limit headers answers carry.
-    pub(crate) response: ResponseConfig,
-    /// `[client_ip]`: whose forwarding headers name the client.
-    pub(crate) trusted: TrustedProxies,
+struct Shared {
+    limiter: Arc<LimiterHandle>,
     /// `tollgate_*` metrics (decisions, store, keys), for [`Limits::metrics_text`].
     registry: Registry,
-    /// The validated file: a new clock rebuilds the limiter from it.
+    /// The validated file: a new clock rebuilds the limiter from it, and its `[response]`,
+    /// `[client_ip]` and `[server]` path rules go to every layer.
     config: Config,
 }
 
@@ -109,18 +96,14 @@ impl Limits {
         // `[[routes]]` (if it is a gateway's file too) are not this process's to decide.
         let mut spec = LimiterSpec::from(&config);
         spec.routes = config.layers.clone();
-        let limiter =
-            Limiter::new(spec, clock, &mut registry).map_err(|source| LayerError::Limiter {
+        let limiter = LimiterHandle::new(spec, clock, &mut registry).map_err(|source| {
+            LayerError::Limiter {
                 file: config.origin.clone(),
                 source,
-            })?;
+            }
+        })?;
         let shared = Shared {
-            limiter,
-            response: config.response,
-            trusted: TrustedProxies::new(
-                config.client_ip.trusted_proxies.clone(),
-                config.client_ip.forwarded_header,
-            ),
+            limiter: Arc::new(limiter),
             registry,
             config,
         };
@@ -132,11 +115,12 @@ impl Limits {
     /// The layer of table `[layers.NAME]`. Layers of one `Limits` share its limiter: a
     /// policy listed by two layers is one budget (keyed with `route` it is two).
     pub fn layer(&self, name: &str) -> Result<RateLimitLayer, LayerError> {
-        let layers = &self.shared.config.layers;
+        let config = &self.shared.config;
+        let layers = &config.layers;
         let Some(index) = layers.iter().position(|l| l.name == name) else {
             let known: Vec<String> = layers.iter().map(|l| format!("`{}`", l.name)).collect();
             return Err(LayerError::NoLayer {
-                file: self.shared.config.origin.clone(),
+                file: config.origin.clone(),
                 name: name.to_owned(),
                 known: if known.is_empty() {
                     "no [layers.NAME] table".into()
@@ -145,7 +129,16 @@ impl Limits {
                 },
             });
         };
-        Ok(RateLimitLayer::new(self.shared.clone(), index, name))
+        let trusted = TrustedProxies::new(
+            config.client_ip.trusted_proxies.clone(),
+            config.client_ip.forwarded_header,
+        );
+        Ok(
+            RateLimitLayer::new(self.shared.limiter.clone(), index, name)
+                .response_headers(config.response)
+                .trusted_proxies(trusted)
+                .path_rules(config.server.paths),
+        )
     }
 
     /// The limiter's metrics (`tollgate_decisions_total` by layer, policy and outcome, the

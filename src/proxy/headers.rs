@@ -61,17 +61,9 @@ pub fn upgrade_request(headers: &HeaderMap, allowed: &[String]) -> Option<Header
     HeaderValue::from_str(&kept.join(", ")).ok()
 }
 
-/// Whether `name` is surely not in `headers`, known without hashing it: a small map's names
-/// are compared one by one (a standard name compares as an enum, a custom one as bytes),
-/// which costs less than a lookup's hash and probe (~115 instructions a `get_all` in
-/// callgrind, seven of them a request for names most requests lack); a larger map answers
-/// "maybe" and the caller looks the name up. The same answer as the lookup, only cheaper.
-pub fn surely_absent(headers: &HeaderMap, name: &HeaderName) -> bool {
-    headers.keys_len() <= SCANNED && !headers.keys().any(|k| k == name)
-}
-
-/// The most names [`surely_absent`] compares before it leaves the answer to a lookup.
-const SCANNED: usize = 8;
+/// Whether `name` is surely not in `headers`, without hashing it (the limiter's layer
+/// reads forwarding headers with it too).
+pub use crate::limit::layer::client_ip::surely_absent;
 
 /// Whether `protocol` (`name` or `name/version`) is one of `allowed` (lower-case names).
 pub fn upgrade_allowed(protocol: &str, allowed: &[String]) -> bool {
@@ -300,27 +292,6 @@ mod tests {
             &"10.0.0.1".parse().unwrap(),
         );
         assert_eq!(h["x-forwarded-for"].as_bytes(), b"\xff, 7.7.7.7, 10.0.0.1");
-    }
-
-    #[test]
-    fn surely_absent_is_the_lookup_answer_or_maybe() {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_static("a"));
-        h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
-        assert!(surely_absent(&h, &header::VIA));
-        assert!(!surely_absent(&h, &header::HOST));
-        assert!(!surely_absent(
-            &h,
-            &HeaderName::from_static("x-forwarded-for")
-        ));
-        // Past the names it compares, it does not know: the caller looks up.
-        for i in 0..SCANNED {
-            h.insert(
-                HeaderName::try_from(format!("x-{i}")).unwrap(),
-                HeaderValue::from_static("v"),
-            );
-        }
-        assert!(!surely_absent(&h, &header::VIA));
     }
 
     #[test]

@@ -18,7 +18,8 @@
 
 pub(crate) mod access;
 mod canonical;
-pub mod client_ip;
+/// Step 1, who is asking (`tollgate_limit::layer::client_ip`: the layer reads it too).
+pub use crate::limit::layer::client_ip;
 mod decide;
 pub mod headers;
 mod key_body;

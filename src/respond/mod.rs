@@ -5,26 +5,24 @@
 //! Every step of the request path returns a `GatewayError` when it cannot go on; the
 //! gateway's request path and the tower layer each call [`refusal`] once. What an error
 //! tells the client — status, gRPC code, problem kind, detail, extra headers — is written
-//! once, in `answer.rs` ([`GatewayError::answer`]); this file writes it as RFC 9457 problem
-//! details, so clients get one machine-readable shape for every error tollgate makes
-//! itself, and `grpc.rs` writes it as gRPC.
+//! once, in `answer.rs` ([`GatewayError::answer`]); the limiter's `layer::answer` writes it
+//! as RFC 9457 problem details, so clients get one machine-readable shape for every error
+//! tollgate makes itself, or as gRPC — the writers the tower layer answers with too.
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{Response, StatusCode};
 
 mod answer;
-mod grpc;
-pub mod ratelimit;
 
-pub use grpc::{error_response_grpc, is_grpc};
+/// The rate-limit headers and the 429's body (`tollgate_limit::layer::answer::headers`).
+pub use crate::limit::layer::answer::headers as ratelimit;
+pub use crate::limit::layer::answer::is_grpc;
 
-use answer::ProblemBody;
-
-use crate::body::{ResponseBody, full};
+use crate::body::ResponseBody;
 use crate::config::Response as ResponseConfig;
 use crate::limit::keys::MissingKey;
+use crate::limit::layer::answer::{self as write, Refusal};
 use crate::limit::{Admitted, Answer, PolicyReport};
 
 /// Why the gateway answers a request itself instead of forwarding it.
@@ -87,6 +85,27 @@ fn retry_after_secs(n: crate::limit::clock::Nanos) -> u64 {
     ratelimit::ceil_secs(n).max(1)
 }
 
+impl From<Refusal> for GatewayError {
+    /// The limit step's refusal, as the gateway's error of the same name.
+    fn from(refusal: Refusal) -> GatewayError {
+        match refusal {
+            Refusal::BadRequest(why) => GatewayError::BadRequest(why),
+            Refusal::Unauthenticated => GatewayError::Unauthenticated,
+            Refusal::MissingCredential(m) => GatewayError::MissingCredential(m),
+            Refusal::MissingKey(m) => GatewayError::MissingKey(m),
+            Refusal::RateLimited(report) => GatewayError::RateLimited(report),
+            Refusal::NoClientAddress => GatewayError::NoClientAddress,
+            Refusal::StoreUnavailable {
+                retry_after,
+                policies,
+            } => GatewayError::StoreUnavailable {
+                retry_after,
+                policies,
+            },
+        }
+    }
+}
+
 impl GatewayError {
     /// The HTTP status it is answered with (a gRPC call's answer is counted as it):
     /// [`GatewayError::answer`]'s.
@@ -113,24 +132,10 @@ impl GatewayError {
 }
 
 /// The limit step's answer: an admitted request goes on to be forwarded; every other
-/// outcome is the error that answers it. The one place each outcome is answered (no
-/// wildcard arm: a new outcome does not compile until it is answered here).
+/// outcome is the error that answers it (the limiter's `layer::answer::refused` decides
+/// which, for the gateway and the tower layer alike).
 pub fn admitted(answer: Answer) -> Result<Admitted, GatewayError> {
-    match answer {
-        Answer::Admit(admitted) => Ok(admitted),
-        Answer::Deny { report } => Err(GatewayError::RateLimited(report)),
-        Answer::Unavailable {
-            retry_after,
-            policies,
-        } => Err(GatewayError::StoreUnavailable {
-            retry_after,
-            policies,
-        }),
-        Answer::Unauthenticated => Err(GatewayError::Unauthenticated),
-        Answer::Ambiguous(why) => Err(GatewayError::BadRequest(why)),
-        Answer::MissingCredential(m) => Err(GatewayError::MissingCredential(m)),
-        Answer::MissingKey(m) => Err(GatewayError::MissingKey(m)),
-    }
+    write::refused(answer).map_err(GatewayError::from)
 }
 
 /// The answer to a request the limit step or the gateway refused, as its client reads it:
@@ -157,66 +162,19 @@ pub fn error_response(
     cfg: &ResponseConfig,
     request_id: Option<&str>,
 ) -> Response<ResponseBody> {
-    let answer = err.answer();
-    let (status, retry_after) = (answer.status, answer.retry_after);
-    let policies = match answer.body {
-        ProblemBody::QuotaExceeded { report } => {
-            return ratelimit::too_many_requests(report, retry_after, cfg, request_id);
-        }
-        ProblemBody::ReducedCapacity { policies } => Some(policies),
-        ProblemBody::Plain => None,
-    };
-    let mut body = serde_json::json!({
-        "type": format!("https://tollgate.dev/problems/{}", answer.kind),
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "detail": answer.detail,
-    });
-    if let Some(policies) = policies {
-        body["type"] = ratelimit::TEMPORARY_REDUCED_CAPACITY.into();
-        body["violated-policies"] = policies.iter().map(|p| p.to_string()).collect();
-    }
-    if let Some(id) = request_id {
-        body["request_id"] = id.into();
-    }
-    let mut resp = problem(status, body);
-    if answer.challenge {
-        resp.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
-    if let Some(secs) = retry_after {
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    resp
+    write::problem_response(&err.answer(), cfg, request_id)
 }
 
-/// A `application/problem+json` response with the given status and JSON body.
-pub fn problem(status: StatusCode, body: serde_json::Value) -> Response<ResponseBody> {
-    problem_of(status, &body)
-}
-
-/// [`problem`] of any serializable body.
-pub fn problem_of(status: StatusCode, body: &impl serde::Serialize) -> Response<ResponseBody> {
-    // A struct of strings and numbers serializes without failing. Written on the stack and
-    // copied once: `to_vec` grew its buffer twice for a usual 429 body, and the `Vec` with
-    // spare room cost `Bytes` a shared header (`benches/allocations.rs`, the abuse row).
-    let mut bytes = smallvec::SmallVec::<[u8; 512]>::new();
-    if serde_json::to_writer(&mut bytes, body).is_err() {
-        bytes.clear();
-    }
-    let mut resp = Response::new(full(Bytes::copy_from_slice(&bytes)));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    resp
+/// `err` as a gRPC answer (HTTP 200, trailers-only, `grpc-status` and `grpc-message`),
+/// written from [`GatewayError::answer`].
+pub fn error_response_grpc(err: &GatewayError, cfg: &ResponseConfig) -> Response<ResponseBody> {
+    write::grpc_response(&err.answer(), cfg)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header;
 
     #[test]
     fn problem_bodies_hide_error_chains() {

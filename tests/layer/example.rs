@@ -19,6 +19,17 @@ use crate::{get_with, sample, serve};
 #[path = "../../examples/axum-layer/app.rs"]
 mod app;
 
+/// The example's router behind the layers of `limits` (`[layers.api]`, `[layers.login]`),
+/// its metrics at `/metrics`.
+fn router(limits: &Limits) -> axum::Router {
+    let metrics = limits.clone();
+    app::router(
+        limits.layer("api").unwrap(),
+        limits.layer("login").unwrap(),
+        move || metrics.metrics_text(),
+    )
+}
+
 const EXAMPLE_CONFIG: &str = "examples/axum-layer/tollgate.toml";
 
 fn check(path: &Path) -> (bool, String, String) {
@@ -42,7 +53,7 @@ fn the_example_config_passes_check() {
 #[tokio::test]
 async fn the_example_serves_and_limits_its_login() {
     let limits = Limits::from_file(repo_path(EXAMPLE_CONFIG)).unwrap();
-    let addr = serve(app::router(&limits).unwrap()).await;
+    let addr = serve(router(&limits)).await;
 
     let hello = get_with(addr, "/api/hello", &[]).await;
     assert_eq!(hello.status(), 200);
@@ -92,8 +103,8 @@ async fn two_copies_on_redis_share_the_login_budget() {
     );
     let path = crate::common::process::temp_file("axum-layer.toml", &shared);
     let copies = [
-        serve(app::router(&Limits::from_file(&path).unwrap()).unwrap()).await,
-        serve(app::router(&Limits::from_file(&path).unwrap()).unwrap()).await,
+        serve(router(&Limits::from_file(&path).unwrap())).await,
+        serve(router(&Limits::from_file(&path).unwrap())).await,
     ];
     let mut statuses = Vec::new();
     for addr in [copies[0], copies[1], copies[0], copies[1]] {

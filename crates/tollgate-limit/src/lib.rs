@@ -16,8 +16,11 @@ pub mod clock;
 mod cost;
 mod counted;
 mod handle;
+mod in_code;
 pub mod inspect;
 pub mod keys;
+#[cfg(feature = "tower")]
+pub mod layer;
 pub mod limiter;
 pub mod metrics;
 pub mod permit;
@@ -34,6 +37,7 @@ pub use admission::{Admission, Admitted, Answer, Decision, Outcome, PolicyReport
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
 pub use handle::LimiterHandle;
+pub use in_code::SpecError;
 pub use limiter::{At, Checked, KeyAsk, KeyAskError, KeyResult, Keyed, Limiter, LimiterError};
 pub(crate) mod deny_cache;
 pub mod membership;

@@ -1,5 +1,5 @@
 //! The replay's core: each [`Record`] walks the gateway's own steps — canonical path
-//! (`normalize.rs`), route (`router.rs`), limit (`Limiter::check`) — on a virtual clock set
+//! (`tollgate::normalize`), route (`router.rs`), limit (`Limiter::check`) — on a virtual clock set
 //! from the log, and the outcome is counted in the [`Tally`].
 //!
 //! One process decides for the whole log, so the config is first made local: every policy

@@ -44,18 +44,8 @@ impl Default for RawResponse {
     }
 }
 
-/// `response.headers`
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HeadersWhere {
-    /// On every response of a route with policies.
-    #[default]
-    All,
-    /// Only on 429s.
-    Denied,
-    /// Never.
-    None,
-}
+/// `response.headers` (the limiter's layer reads it too).
+pub use tollgate_limit::layer::HeadersWhere;
 
 /// `[policies.NAME]`
 #[derive(Debug, Clone, Deserialize)]

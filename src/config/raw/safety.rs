@@ -6,17 +6,8 @@ use serde::Deserialize;
 
 pub use crate::normalize::{EscapedSlashes, PathParameters};
 
-/// `client_ip.forwarded_header`: the one forwarding header believed from trusted proxies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-pub enum ForwardedHeader {
-    /// `X-Forwarded-For` (what most load balancers append).
-    #[default]
-    #[serde(rename = "x-forwarded-for")]
-    XForwardedFor,
-    /// `Forwarded: for=…` (RFC 7239).
-    #[serde(rename = "forwarded")]
-    Forwarded,
-}
+/// `client_ip.forwarded_header` (the limiter's layer reads it too).
+pub use tollgate_limit::layer::ForwardedHeader;
 
 /// `server.method_override`: what `X-HTTP-Method-Override`, `X-Method-Override` and
 /// `X-HTTP-Method` (in any `_`/`-` spelling) do. Rails, Laravel, Express and ASP.NET run the

@@ -8,13 +8,13 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 
-use super::super::grpc::percent_encode;
 use super::super::{error_response, error_response_grpc};
-use super::{GatewayError, GrpcCode, ProblemBody};
+use super::{GatewayError, GrpcCode};
 use crate::config::{HeadersWhere, Response as ResponseConfig};
 use crate::limit::PolicyReport;
 use crate::limit::algorithm::QuotaInfo;
 use crate::limit::keys::MissingKey;
+use crate::limit::layer::answer::{ProblemBody, percent_encode};
 
 /// The variant after `e`, or `None` after the last. An exhaustive match with no wildcard:
 /// a new variant does not compile until it has an arm here, and that arm puts it in the

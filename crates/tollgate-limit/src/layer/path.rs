@@ -22,8 +22,9 @@
 //!   [`PathParameters::Keep`].
 //!
 //! The rules' enums are config values (`[server] escaped_slashes`, `path_parameters`); they
-//! live here, and `config` re-exports them, so this module depends on nothing of the
-//! gateway's and both `config` (which checks route prefixes) and `proxy` can use it.
+//! live here, in the limiter's layer (whose `path` keys read the canonical path too), and
+//! the gateway re-exports them (`tollgate::normalize`), so both its `config` (which checks
+//! route prefixes) and its `proxy` use this one canonicalizer.
 //!
 //! Hand-written rather than a crate: `percent-encoding` decodes every `%XX` (we must keep
 //! reserved ones encoded) and `url` applies WHATWG rules (a `\` becomes `/`, `%41` is not

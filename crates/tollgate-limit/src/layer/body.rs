@@ -3,16 +3,17 @@
 //! A response body may also carry what its request holds until the answer is sent
 //! (concurrency permits, the upstream connection slot): [`hold`] attaches it, and it is
 //! released — the in-flight slot freed — exactly when the body has been sent or the client
-//! has gone away. This module imports nothing else of tollgate, so every layer may use it.
+//! has gone away. This module imports nothing else of tollgate, so every step may use it (the gateway
+//! re-exports it as `tollgate::body`).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::Response;
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, SizeHint};
 
 /// Errors a body may end with: hyper's, or a body watchdog's (a stalled upstream).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

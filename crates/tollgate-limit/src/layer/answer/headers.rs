@@ -7,11 +7,10 @@
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::problem_of;
-use crate::body::ResponseBody;
-use crate::config::{HeadersWhere, Response as ResponseConfig};
-use crate::limit::PolicyReport;
-use crate::limit::algorithm::{NEVER, QuotaInfo};
-use crate::limit::clock::Nanos;
+use crate::PolicyReport;
+use crate::algorithm::{NEVER, QuotaInfo};
+use crate::clock::Nanos;
+use crate::layer::body::ResponseBody;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
@@ -22,6 +21,38 @@ pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-type
 /// store cannot decide and the route fails closed.
 pub const TEMPORARY_REDUCED_CAPACITY: &str =
     "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
+/// `[response]`: which rate-limit headers answers carry (the gateway's config key; the
+/// layer's too). The default is the draft's two fields on every limited response.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseHeaders {
+    /// Where `RateLimit-Policy` / `RateLimit` appear.
+    pub headers: HeadersWhere,
+    /// Also send `X-RateLimit-Limit` / `-Remaining` / `-Reset` for older clients.
+    pub legacy_headers: bool,
+}
+
+impl Default for ResponseHeaders {
+    fn default() -> Self {
+        ResponseHeaders {
+            headers: HeadersWhere::All,
+            legacy_headers: false,
+        }
+    }
+}
+
+/// `response.headers` (a config key: the names are the user-facing contract).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadersWhere {
+    /// On every response of a route with policies.
+    #[default]
+    All,
+    /// Only on 429s.
+    Denied,
+    /// Never.
+    None,
+}
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -101,7 +132,7 @@ fn sf_int(out: &mut Buf, digits: &mut itoa::Buffer, name: &[u8], n: u64) {
 pub fn add_headers(
     headers: &mut HeaderMap,
     report: &[PolicyReport],
-    cfg: &ResponseConfig,
+    cfg: &ResponseHeaders,
     denied: bool,
 ) {
     if !shown(report, cfg, denied) {
@@ -115,10 +146,10 @@ pub fn add_headers(
 
 /// The draft's two fields of a denial alone, where `[response] headers` allows them: a
 /// gRPC answer's (gRPC clients read headers too; the legacy trio stays HTTP's).
-pub(super) fn add_denied_draft_headers(
+pub(crate) fn add_denied_draft_headers(
     headers: &mut HeaderMap,
     report: &[PolicyReport],
-    cfg: &ResponseConfig,
+    cfg: &ResponseHeaders,
 ) {
     if shown(report, cfg, true) {
         add_draft_headers(headers, report);
@@ -126,7 +157,7 @@ pub(super) fn add_denied_draft_headers(
 }
 
 /// Whether a response carries the rate-limit headers of `report`.
-fn shown(report: &[PolicyReport], cfg: &ResponseConfig, denied: bool) -> bool {
+fn shown(report: &[PolicyReport], cfg: &ResponseHeaders, denied: bool) -> bool {
     !report.is_empty()
         && match cfg.headers {
             HeadersWhere::All => true,
@@ -226,7 +257,7 @@ pub fn retry_after(report: &[PolicyReport]) -> Option<u64> {
 pub fn too_many_requests(
     report: &[PolicyReport],
     retry_after: Option<u64>,
-    cfg: &ResponseConfig,
+    cfg: &ResponseHeaders,
     request_id: Option<&str>,
 ) -> Response<ResponseBody> {
     let names: Vec<&str> = (report.iter())
@@ -332,8 +363,8 @@ mod tests {
         );
     }
 
-    fn all() -> ResponseConfig {
-        ResponseConfig {
+    fn all() -> ResponseHeaders {
+        ResponseHeaders {
             headers: HeadersWhere::All,
             legacy_headers: true,
         }
@@ -393,7 +424,7 @@ mod tests {
         let resp = too_many_requests(
             &r,
             retry_after(&r),
-            &ResponseConfig {
+            &ResponseHeaders {
                 headers: HeadersWhere::None,
                 legacy_headers: false,
             },

@@ -1,4 +1,4 @@
-//! gRPC requests (`content-type: application/grpc…`) get the gateway's own errors as gRPC:
+//! gRPC requests (`content-type: application/grpc…`) get tollgate's own refusals as gRPC:
 //! HTTP 200, a trailers-only answer whose `grpc-status` says what happened (RESOURCE_EXHAUSTED
 //! for a rate limit), `grpc-message` the same detail a problem body would give, and the
 //! rate-limit headers and `Retry-After` of a 429 kept (gRPC clients read headers too). A gRPC
@@ -6,9 +6,9 @@
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
 
-use super::answer::ProblemBody;
-use super::{GatewayError, ResponseConfig, ratelimit};
-use crate::body::{ResponseBody, full};
+use super::headers::{self, ResponseHeaders};
+use super::{ErrorAnswer, ProblemBody};
+use crate::layer::body::{ResponseBody, full};
 
 /// Whether a request is gRPC (its answers must be gRPC too).
 pub fn is_grpc<B>(req: &Request<B>) -> bool {
@@ -18,15 +18,14 @@ pub fn is_grpc<B>(req: &Request<B>) -> bool {
         .is_some_and(|ct| ct.starts_with("application/grpc"))
 }
 
-/// `err` as a gRPC answer (see the module doc), written from [`GatewayError::answer`]: its
-/// code, its detail, and the headers a problem answer would carry that gRPC clients read.
-pub fn error_response_grpc(err: &GatewayError, cfg: &ResponseConfig) -> Response<ResponseBody> {
-    let answer = err.answer();
+/// `answer` as a gRPC answer (see the module doc): its code, its detail, and the headers a
+/// problem answer would carry that gRPC clients read.
+pub fn grpc_response(answer: &ErrorAnswer<'_>, cfg: &ResponseHeaders) -> Response<ResponseBody> {
     let mut resp = Response::new(full(bytes::Bytes::new()));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
     if let ProblemBody::QuotaExceeded { report } = answer.body {
-        ratelimit::add_denied_draft_headers(h, report, cfg);
+        headers::add_denied_draft_headers(h, report, cfg);
     }
     if let Some(secs) = answer.retry_after {
         h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -44,7 +43,7 @@ pub fn error_response_grpc(err: &GatewayError, cfg: &ResponseConfig) -> Response
 
 /// grpc-message's encoding (PROTOCOL-HTTP2.md): bytes outside printable ASCII, and `%`,
 /// as `%XX`.
-pub(super) fn percent_encode(s: &str) -> String {
+pub fn percent_encode(s: &str) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

@@ -1,10 +1,10 @@
-//! What one request goes through in a layer: its peer ([`ClientAddr`]) and client
-//! (`[client_ip]`), the limit step of the gateway (`Limiter::check_request`, the layer's
-//! table standing for a route), then the gateway's own answers (`respond::admitted` turns
-//! the outcome into a refusal or an admission, `respond::refusal` answers a refusal — 429,
-//! 400, 401, 503, a gRPC call's as gRPC). An admitted request goes to the inner service,
-//! and its response gets the `RateLimit` headers the gateway adds and carries the request's
-//! concurrency permits until its body is done, as the gateway's responses do.
+//! What one request goes through in a layer: its peer ([`ClientAddr`]) and client (the
+//! trusted proxies' forwarding header), its canonical path, the limit step
+//! (`Limiter::check_request`, the layer's route), then tollgate's answers ([`refused`]
+//! turns the outcome into a refusal or an admission, `answer/` writes a refusal — 429, 400,
+//! 401, 503, a gRPC call's as gRPC). An admitted request goes to the inner service, and its
+//! response gets the `RateLimit` headers and carries the request's concurrency permits
+//! until its body is done, as the gateway's responses do.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -15,37 +15,57 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, Uri};
+use http_body::Body;
 use http_body_util::BodyExt;
-use hyper::body::Body;
 use tower::{Layer, Service};
 use tower_http::request_id::RequestId;
 
-use super::{ClientAddr, Shared};
-use crate::body::{self, BoxError, ResponseBody};
-use crate::config::Response as ResponseConfig;
-use crate::limit::Admitted;
-use crate::normalize::normalize_path;
-use crate::respond::{self, GatewayError};
+use super::ClientAddr;
+use super::answer::{self, Refusal, ResponseHeaders, refused};
+use super::body::{self, BoxError, ResponseBody};
+use super::client_ip::TrustedProxies;
+use super::path::{PathRules, normalize_path};
+use crate::{Admitted, LimiterHandle};
 
-/// The limiter in front of a service, as `[layers.NAME]` says ([`Limits::layer`]
-/// hands it out). Cheap to clone; every service it wraps decides on one limiter.
-///
-/// [`Limits::layer`]: super::Limits::layer
+/// The limiter in front of a service: one route of its spec, decided for every request the
+/// service gets. Cheap to clone; every service it wraps decides on one limiter.
 #[derive(Clone)]
 pub struct RateLimitLayer {
+    /// The limiter, reloaded or not, and how requests are read and answered.
     shared: Arc<Shared>,
-    /// The table's index: its route in the limiter.
-    index: usize,
-    /// The table's name: the route name keys with `route` and decision counters carry.
+    /// The route's index in the limiter's spec.
+    route: usize,
+    /// The route's name: what keys with `route` and decision counters carry.
     name: Arc<str>,
     client: ClientAddr,
 }
 
+/// What every service of one layer reads and answers with.
+#[derive(Clone)]
+struct Shared {
+    limiter: Arc<LimiterHandle>,
+    /// Which rate-limit headers answers carry.
+    response: ResponseHeaders,
+    /// Whose forwarding headers name the client.
+    trusted: TrustedProxies,
+    /// How the path `path` keys read is made canonical.
+    paths: PathRules,
+}
+
 impl RateLimitLayer {
-    pub(super) fn new(shared: Arc<Shared>, index: usize, name: &str) -> Self {
+    /// The layer of route `route` (its index in the spec's `routes`), named `name` in keys
+    /// and metrics, deciding on `limiter`. Clients are their TCP peer ([`ClientAddr`]), no
+    /// proxy is trusted, paths follow the strict [`PathRules::default`], and every limited
+    /// response carries the `RateLimit` headers; the builder methods below change that.
+    pub fn new(limiter: Arc<LimiterHandle>, route: usize, name: &str) -> Self {
         RateLimitLayer {
-            shared,
-            index,
+            shared: Arc::new(Shared {
+                limiter,
+                response: ResponseHeaders::default(),
+                trusted: TrustedProxies::default(),
+                paths: PathRules::default(),
+            }),
+            route,
             name: Arc::from(name),
             client: ClientAddr::default(),
         }
@@ -54,6 +74,24 @@ impl RateLimitLayer {
     /// Read the peer with `client` instead of [`ClientAddr::default`].
     pub fn client_addr(mut self, client: ClientAddr) -> Self {
         self.client = client;
+        self
+    }
+
+    /// Believe these proxies' forwarding header about who the client is.
+    pub fn trusted_proxies(mut self, trusted: TrustedProxies) -> Self {
+        Arc::make_mut(&mut self.shared).trusted = trusted;
+        self
+    }
+
+    /// Make paths canonical by `rules` before `path` keys read them.
+    pub fn path_rules(mut self, rules: PathRules) -> Self {
+        Arc::make_mut(&mut self.shared).paths = rules;
+        self
+    }
+
+    /// Which rate-limit headers answers carry.
+    pub fn response_headers(mut self, response: ResponseHeaders) -> Self {
+        Arc::make_mut(&mut self.shared).response = response;
         self
     }
 }
@@ -122,7 +160,7 @@ impl RateLimitLayer {
         RB::Error: Into<BoxError>,
     {
         let shared = &*self.shared;
-        let grpc = respond::is_grpc(&req);
+        let grpc = answer::is_grpc(&req);
         // tower-http's `SetRequestIdLayer`, outside this one, names the request: its id is
         // the problem body's `request_id`, as the gateway's own id is.
         let request_id = req
@@ -130,8 +168,13 @@ impl RateLimitLayer {
             .get::<RequestId>()
             .and_then(|id| id.header_value().to_str().ok())
             .map(str::to_owned);
-        let refuse = |err: GatewayError| {
-            respond::refusal(&err, grpc, &shared.response, request_id.as_deref())
+        let refuse = |refusal: Refusal| {
+            let answer = refusal.answer();
+            if grpc {
+                answer::grpc_response(&answer, &shared.response)
+            } else {
+                answer::problem_response(&answer, &shared.response, request_id.as_deref())
+            }
         };
         let Some(peer) = self.client.peer(req.extensions()) else {
             return Ok(no_peer(&self.name, &shared.response));
@@ -141,12 +184,13 @@ impl RateLimitLayer {
         // sees the request as it came); a path that has none is the gateway's 400.
         let uri = match limited_uri(req.uri(), shared) {
             Ok(uri) => uri,
-            Err(why) => return Ok(refuse(GatewayError::BadRequest(why))),
+            Err(why) => return Ok(refuse(Refusal::BadRequest(why))),
         };
-        let admission = shared
-            .limiter
+        // The limiter that decides now: a reload swaps it whole.
+        let limiter = shared.limiter.current();
+        let admission = limiter
             .check_request(
-                self.index,
+                self.route,
                 &self.name,
                 client,
                 req.method(),
@@ -160,7 +204,7 @@ impl RateLimitLayer {
             permits,
             counted,
             ..
-        } = match respond::admitted(admission.answer) {
+        } = match refused(admission.answer) {
             Ok(admitted) => admitted,
             Err(err) => return Ok(refuse(err)),
         };
@@ -172,7 +216,7 @@ impl RateLimitLayer {
         // The head settles `count` and `response_cost_header` policies.
         counted.settle(resp.status().as_u16(), resp.headers());
         let mut resp = resp.map(|b| b.map_err(Into::into).boxed_unsync());
-        respond::ratelimit::add_headers(resp.headers_mut(), &report, &shared.response, false);
+        answer::headers::add_headers(resp.headers_mut(), &report, &shared.response, false);
         // Concurrency permits are given back once the body is sent (or dropped).
         Ok(body::hold(resp, permits))
     }
@@ -180,8 +224,7 @@ impl RateLimitLayer {
 
 /// The request's target with its canonical path, for the limiter's keys.
 fn limited_uri(uri: &Uri, shared: &Shared) -> Result<Uri, String> {
-    let rules = shared.config.server.paths;
-    let path = match normalize_path(uri.path(), rules) {
+    let path = match normalize_path(uri.path(), shared.paths) {
         Ok(Cow::Borrowed(_)) => return Ok(uri.clone()),
         Ok(Cow::Owned(path)) => path,
         Err(e) => return Err(e.to_string()),
@@ -198,10 +241,10 @@ fn limited_uri(uri: &Uri, shared: &Shared) -> Result<Uri, String> {
 /// 500: the layer cannot tell who is asking, so no policy can be asked fairly. A wiring
 /// mistake (the app is served without `ConnectInfo`), said in the body and logged. Problem
 /// details without a `request_id`, to a gRPC call too, as this answer has always been.
-fn no_peer(layer: &str, response: &ResponseConfig) -> Response<ResponseBody> {
+fn no_peer(layer: &str, response: &ResponseHeaders) -> Response<ResponseBody> {
     tracing::error!(
         layer,
         "rate-limit layer: the request carries no peer address (serve the router with `into_make_service_with_connect_info::<SocketAddr>()`, or give the layer a `ClientAddr`)"
     );
-    respond::error_response(&GatewayError::NoClientAddress, response, None)
+    answer::problem_response(&Refusal::NoClientAddress.answer(), response, None)
 }
