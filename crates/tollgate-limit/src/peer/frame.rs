@@ -8,7 +8,7 @@
 //! reader must take its bytes from the server's read budget before allocating them, which a
 //! generic decoder would not let it do.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The reply carries a sealed reply.
@@ -53,8 +53,13 @@ pub async fn read_len<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<usize>
     Ok(r.read_u32().await? as usize)
 }
 
-/// Read a frame body of `len` bytes (its length already read).
-pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize) -> std::io::Result<Bytes> {
+/// Read a frame body of `len` bytes (its length already read): the gateway's tests of the
+/// transport read whole frames with it.
+#[cfg(feature = "test-util")]
+pub async fn read_body<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+) -> std::io::Result<bytes::Bytes> {
     let mut buf = BytesMut::zeroed(len);
     r.read_exact(&mut buf).await?;
     Ok(buf.freeze())

@@ -23,13 +23,19 @@
 //! Within `limit` this is a leaf: it imports nothing of tollgate.
 
 mod client;
+#[cfg(feature = "test-util")]
 pub mod frame;
+#[cfg(not(feature = "test-util"))]
+pub(crate) mod frame;
 mod mac;
 mod metrics;
 mod replay;
 mod server;
 mod waiters;
+#[cfg(feature = "test-util")]
 pub mod wire;
+#[cfg(not(feature = "test-util"))]
+pub(crate) mod wire;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -37,7 +37,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-pub use super::mac::{MAC_LEN, MIN_SECRET_BYTES, Secret};
+pub use super::mac::{MAC_LEN, Secret};
 
 /// The format version (2: the recipient is signed; 3: gossip as one report per policy; 4:
 /// front-coded report entries, `fleet/report.rs`; 5: ask answers carry `next_after`, and the
@@ -159,7 +159,9 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A request, ready to send, and its MAC (which its reply is bound to).
+/// A request, ready to send, and its MAC (which its reply is bound to): the gateway's tests
+/// of the wire seal requests with it (the client seals batches as they leave).
+#[cfg(any(test, feature = "test-util"))]
 pub fn seal_request(
     secret: &Secret,
     sender: &str,
@@ -217,6 +219,8 @@ pub struct OpenedRequest {
     pub sender: String,
     /// The peer address it was sealed for.
     pub to: String,
+    /// Checked when it is opened; read again only by the gateway's tests of the wire.
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     pub timestamp_ms: u64,
     pub items: Vec<Item>,
 }
