@@ -257,7 +257,7 @@ async fn a_concurrency_check_counts_as_its_own_only_all_of_its_cells() {
 /// previous window's count weighs `prev · (P − e) / P`, and a request fits when that plus
 /// the current count and its cost is at most the limit, compared in integers. (The script
 /// added its 1 ns EPS to a *cell count* there: a request a thousandth of a cell over the
-/// bound was admitted, at about one instant in a thousand; `check_script.rs` caught one.)
+/// bound was admitted, at about one instant in a thousand; the library's `tests/scripts/check/` caught one.)
 /// Here the previous window holds 1 of a limit of 1, so a request fits only at the
 /// window's very end; 20 000 calls land about 20 in the last thousandth of a window.
 #[tokio::test]

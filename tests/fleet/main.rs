@@ -1,6 +1,7 @@
 //! Several gateways as a fleet: the `owner` and `gossip` sites on real processes, restarts,
-//! stalls and config skew, request-side features and spend on peer sites, membership
-//! (`membership.lua`, the address book), and the peer transport with its red-team attacks.
+//! stalls and config skew, request-side features and spend on peer sites, membership (the
+//! address book; `membership.lua` alone is the limiter's own test), and the peer transport
+//! with its red-team attacks.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -14,7 +15,6 @@ mod fleet_owner_stop;
 mod fleet_restarts;
 mod fleet_stall;
 mod membership_peers;
-mod membership_script;
 mod peer_transport;
 mod peer_wire_attacks;
 mod spend_fleet;

@@ -2,7 +2,7 @@
 //! their grant, which the coordinator hands out only while the key is well under its
 //! limit, and which hold the key's burst while they can still be spent: the window bound
 //! (`burst + (D + lease_ttl) · rate`) holds with them as without. On explicit timestamps
-//! against the in-process coordinator (the same rule `lease.lua` runs: `lease_script.rs`).
+//! against the in-process coordinator (the same rule `lease.lua` runs: the library's `tests/scripts/lease/`).
 
 use std::num::NonZeroU32;
 use std::time::Duration;

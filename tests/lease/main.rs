@@ -1,6 +1,7 @@
 //! The lease site and the L/N split: node books, batches, calm keys, long cells, returns,
-//! `lease.lua` against the Rust grant rule, faults and outages with real processes, and
-//! the split when membership or a reload changes N.
+//! faults and outages with real processes, and the split when membership or a reload
+//! changes N (`lease.lua` against the Rust grant rule is the limiter's own test:
+//! `crates/tollgate-limit/tests/scripts/`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -20,7 +21,6 @@ mod lease_returns;
 mod lease_returns_fleet;
 mod lease_returns_retry;
 mod lease_returns_script;
-mod lease_script;
 mod lease_split;
 mod lease_split_outage;
 mod split_membership;

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::algorithm::{
+use tollgate_limit::algorithm::{
     Algorithm, Concurrency, Gcra, LeakyBucket, SlidingWindow, TokenBucket, Verdict,
 };
-use tollgate::limit::central::CHECK_LUA;
+use tollgate_limit::central::CHECK_LUA;
 
 const GCRA: f64 = 1.0;
 const TOKEN_BUCKET: f64 = 2.0;

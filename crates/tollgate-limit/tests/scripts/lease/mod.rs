@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::central::CHECK_LUA;
-use tollgate::limit::clock::Nanos;
-use tollgate::limit::lease::LEASE_LUA;
-use tollgate::limit::lease::{Grant, Holds, grant};
-use tollgate::limit::lease::{LeaseParams, RefillAsk};
+use tollgate_limit::central::CHECK_LUA;
+use tollgate_limit::clock::Nanos;
+use tollgate_limit::lease::LEASE_LUA;
+use tollgate_limit::lease::{Grant, Holds, grant};
+use tollgate_limit::lease::{LeaseParams, RefillAsk};
 
 /// 1000/s: one cell every 1000 µs.
 const INTERVAL_US: i64 = 1_000;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::membership::MEMBERSHIP_LUA;
+use tollgate_limit::membership::MEMBERSHIP_LUA;
 
 /// `membership.lua` as membership.rs calls it: the op label, then join/leave, member,
 /// ttl_ms; returns (members, other live members with the same node id, intact).
