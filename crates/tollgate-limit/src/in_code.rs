@@ -1,6 +1,7 @@
 //! A limiter built in code, without a config file: constructors for the spec's parts with
-//! the defaults the gateway's config gives a key left out, each checking what it is given,
-//! so a policy built here is one the gateway's `tollgate check` would accept.
+//! the defaults the gateway's config gives a key left out, each checking what it is given
+//! (`rules.rs` checks the rest: [`LimiterSpec::validate`]), so a policy built here is one
+//! the gateway's `tollgate check` would accept.
 //!
 //! The fields stay public (the gateway's config fills them from a validated file); these
 //! constructors are what a front end without a file (the tower layer in an app, the rate
@@ -12,31 +13,11 @@ use std::time::Duration;
 
 use ipnet::{IpNet, Ipv4Net};
 
+use crate::rules::{SpecError, is_bursty};
 use crate::spec::{
     AlgorithmName, Cluster, FallbackRepay, IpKeys, KeyPart, LeaseKnobs, LimiterSpec, MAX_PERIOD,
     MIN_PERIOD, Mode, OnStoreError, Policy, RouteSpec, Site, Store, StoreKind,
 };
-
-/// Why a spec part could not be built: the message names the policy or route and the
-/// value, as `tollgate check` names the key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SpecError {
-    /// A policy's `limit` is zero.
-    #[error("policies.{policy}.limit: must be at least 1")]
-    ZeroLimit { policy: String },
-    /// A policy's `period` is outside what the algorithms keep exact.
-    #[error("policies.{policy}.period: must be at least 1ms and at most 10 years")]
-    Period { policy: String },
-    /// A concurrency policy was given a period (it limits requests in flight).
-    #[error("policies.{policy}.period: concurrency limits requests in flight and has no period")]
-    Windowless { policy: String },
-    /// A policy's key has no part.
-    #[error("policies.{policy}.key: needs at least one part")]
-    EmptyKey { policy: String },
-    /// A route names a policy the spec does not have.
-    #[error("routes.{route}.policies: no policy named `{policy}`")]
-    NoPolicy { route: String, policy: String },
-}
 
 /// RFC 6598's shared address space: many subscribers behind one address.
 fn cgnat() -> IpNet {
@@ -72,21 +53,21 @@ impl Policy {
         limit: u32,
         period: Duration,
     ) -> Result<Policy, SpecError> {
-        let policy = || name.to_owned();
-        let limit =
-            NonZeroU32::new(limit).ok_or_else(|| SpecError::ZeroLimit { policy: policy() })?;
+        let fail = |field, detail: &str| SpecError::policy(name, field, detail);
+        let limit = NonZeroU32::new(limit).ok_or_else(|| fail("limit", "must be at least 1"))?;
         if key.is_empty() {
-            return Err(SpecError::EmptyKey { policy: policy() });
+            return Err(fail("key", "needs at least one part"));
         }
         let windowless = algorithm == AlgorithmName::Concurrency;
         if windowless && !period.is_zero() {
-            return Err(SpecError::Windowless { policy: policy() });
+            let why = "concurrency limits requests in flight and has no period";
+            return Err(fail("period", why));
         }
         if !windowless && !(MIN_PERIOD..=MAX_PERIOD).contains(&period) {
-            return Err(SpecError::Period { policy: policy() });
+            return Err(fail("period", "must be at least 1ms and at most 10 years"));
         }
         // Only gcra and token_bucket have a burst; the others hold one request's worth.
-        let bursty = matches!(algorithm, AlgorithmName::Gcra | AlgorithmName::TokenBucket);
+        let bursty = is_bursty(algorithm);
         Ok(Policy {
             name: name.to_owned(),
             key,
@@ -194,11 +175,10 @@ impl LimiterSpec {
         let indexes = policies
             .iter()
             .map(|p| {
-                (self.policies.iter().position(|q| q.name == *p)).ok_or_else(|| {
-                    SpecError::NoPolicy {
-                        route: name.to_owned(),
-                        policy: (*p).to_owned(),
-                    }
+                (self.policies.iter().position(|q| q.name == *p)).ok_or_else(|| SpecError {
+                    place: format!("routes.{name}"),
+                    field: "policies",
+                    detail: format!("no policy named `{p}`"),
                 })
             })
             .collect::<Result<Vec<usize>, SpecError>>()?;

@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod permit;
 pub mod policy;
 mod route_limits;
+pub mod rules;
 pub mod shutdown;
 mod site;
 pub mod spec;
@@ -44,8 +45,8 @@ pub use admission::{Admission, Admitted, Answer, Decision, Outcome, PolicyReport
 pub use carry::PolicyCarry;
 pub use counted::{Counted, SentBytes};
 pub use handle::LimiterHandle;
-pub use in_code::SpecError;
 pub use limiter::{At, Checked, KeyAsk, KeyAskError, KeyResult, Keyed, Limiter, LimiterError};
+pub use rules::SpecError;
 pub(crate) mod deny_cache;
 // Membership's Lua, read by the gateway's tests of the script; the handle runs it.
 #[cfg(feature = "test-util")]

@@ -11,6 +11,8 @@ use ipnet::IpNet;
 
 use crate::config::{MAX_PERIOD, MIN_PERIOD};
 
+use tollgate_limit::rules;
+
 use super::Validator;
 use crate::config::LeaseKnobs;
 use crate::config::raw::RawCost;
@@ -200,24 +202,16 @@ impl Validator {
                 None
             }
         };
-        // A cost no full state can pay would deny every request forever.
+        // The limiter's own rules (`tollgate_limit::rules`), each where `check` has always
+        // said it: a cost no full state can pay, `local_first` off central, a peer site's
+        // algorithm.
         let capacity = if bursty { burst } else { limit };
-        if let (Some(c), Some(cap)) = (cost, capacity)
-            && c > cap
-        {
-            let what = if bursty { "burst" } else { "limit" };
-            self.fail(
-                &at("cost"),
-                format!("{c} is more than the {what} ({cap}): no request could ever pass"),
-            );
+        if let (Some(cap), Some(c)) = (capacity, cost) {
+            // The capacity is the burst or the limit, as the algorithm has it.
+            self.rule(&at, rules::cost_fits(p.algorithm, cap, cap, c));
         }
-        if p.local_first && p.site != Site::Central {
-            self.fail(
-                &at("local_first"),
-                "only central policies have a store call to save",
-            );
-        }
-        self.peer_algorithm(&at, p);
+        self.rule(&at, rules::local_first_fits(p.site, p.local_first));
+        self.rule(&at, rules::peer_algorithm_fits(p.site, p.algorithm));
         let show_values = self.show_values(&at("show_values"), &p.show_values, &key);
         let spend = self.spend(&at, p, capacity);
         let lease = self.lease_knobs(&at, p);
@@ -248,26 +242,10 @@ impl Validator {
         })
     }
 
-    /// The peer sites carry whole cells between nodes (an owner's reservation given back, a
-    /// gossiped delta applied): only the rate algorithms can take cells spent elsewhere.
-    fn peer_algorithm(&mut self, at: &dyn Fn(&str) -> String, p: &RawPolicy) {
-        let site = match p.site {
-            Site::Owner | Site::Gossip => p.site.name(),
-            _ => return,
-        };
-        if !matches!(
-            p.algorithm,
-            AlgorithmName::Gcra | AlgorithmName::TokenBucket | AlgorithmName::SlidingWindow
-        ) {
-            self.fail(
-                &at("algorithm"),
-                format!(
-                    "{} cannot be decided at site \"{site}\": only gcra, token_bucket and \
-                     sliding_window can count cells another node spent (a concurrency slot or a \
-                     queued request lives in one process; use site = \"local\" or \"central\")",
-                    p.algorithm.name()
-                ),
-            );
+    /// A broken rule of the limiter's, said at its field of the policy.
+    fn rule(&mut self, at: &dyn Fn(&str) -> String, rule: Result<(), (&'static str, String)>) {
+        if let Err((field, detail)) = rule {
+            self.fail(&at(field), detail);
         }
     }
 
@@ -288,18 +266,7 @@ impl Validator {
             }
             return Some(LeaseKnobs::default());
         }
-        if !matches!(
-            p.algorithm,
-            AlgorithmName::Gcra | AlgorithmName::TokenBucket
-        ) {
-            self.fail(
-                &at("site"),
-                format!(
-                    "{} cannot be leased: leases hand out GCRA cells (use gcra or token_bucket)",
-                    p.algorithm.name()
-                ),
-            );
-        }
+        self.rule(at, rules::lease_algorithm_fits(p.site, p.algorithm));
         let max = p.lease_max.unwrap_or_else(defaults::lease_max);
         let max = match u32::try_from(max).ok().and_then(NonZeroU32::new) {
             Some(m) if m.get() <= 100_000 => Some(m),

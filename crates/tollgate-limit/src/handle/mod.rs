@@ -57,6 +57,20 @@ struct Tasks {
 
 impl LimiterHandle {
     /// The limiter of `spec` (as [`Limiter::new`]), no task started yet.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate_limit::spec::{AlgorithmName, KeyPart, LimiterSpec, Policy};
+    /// use tollgate_limit::{LimiterHandle, clock::SystemClock};
+    ///
+    /// let per_ip = Policy::new("per_ip", vec![KeyPart::Ip], AlgorithmName::Gcra, 10, Duration::from_secs(1))?;
+    /// let spec = LimiterSpec::in_memory(vec![per_ip]).route("api", &["per_ip"])?;
+    /// let registry = &mut prometheus_client::registry::Registry::default();
+    /// let limiter = LimiterHandle::new(spec, Arc::new(SystemClock::new()), registry)?;
+    /// assert_eq!(limiter.nodes().get(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(
         spec: impl Into<LimiterSpec>,
         clock: Arc<dyn Clock>,

@@ -57,6 +57,22 @@ impl RateLimitLayer {
     /// and metrics, deciding on `limiter`. Clients are their TCP peer ([`ClientAddr`]), no
     /// proxy is trusted, paths follow the strict [`PathRules::default`], and every limited
     /// response carries the `RateLimit` headers; the builder methods below change that.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate_limit::layer::RateLimitLayer;
+    /// use tollgate_limit::spec::{AlgorithmName, KeyPart, LimiterSpec, Policy};
+    /// use tollgate_limit::{LimiterHandle, clock::SystemClock};
+    ///
+    /// let per_ip = Policy::new("per_ip", vec![KeyPart::Ip], AlgorithmName::Gcra, 10, Duration::from_secs(1))?;
+    /// let spec = LimiterSpec::in_memory(vec![per_ip]).route("api", &["per_ip"])?;
+    /// let registry = &mut prometheus_client::registry::Registry::default();
+    /// let limiter = LimiterHandle::new(spec, Arc::new(SystemClock::new()), registry)?;
+    /// let layer = RateLimitLayer::new(Arc::new(limiter), 0, "api"); // route 0: "api"
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(limiter: Arc<LimiterHandle>, route: usize, name: &str) -> Self {
         RateLimitLayer {
             shared: Arc::new(Shared {
