@@ -15,4 +15,3 @@ mod cluster_refund;
 mod cluster_reservation;
 mod deny_cache;
 mod refund_once;
-mod scripts_keys;

@@ -139,7 +139,7 @@ async fn a_member_without_peer_listen_has_no_address() {
 
 /// Without "peers" the reply is the three integers every counting caller reads, whatever
 /// the members' names; and the peers call touches only its declared key (run as a Redis
-/// ACL user allowed that key alone, as tests/central/scripts_keys.rs does for the other ops).
+/// ACL user allowed that key alone, as the limiter's tests/scripts/keys.rs does for the other ops).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_peers_the_reply_is_three_integers_and_only_the_key_is_touched() {
     let redis = RedisServer::start();

@@ -1,6 +1,6 @@
 //! The lease site's node book and grant rule, on explicit timestamps: cells spend only once
 //! they conform, expire a TTL later, go back on a give-back, a slow node asks only for a
-//! waiting request (batch sizes and the back-off: `lease_batches.rs`); and
+//! waiting request (batch sizes and the back-off: the limiter's `tests/lease/batches.rs`); and
 //! a property test that any fleet of books sharing one coordinator never admits more than
 //! one GCRA of the policy would (and spends at most a TTL late).
 

@@ -7,20 +7,14 @@
 mod common;
 
 mod idle_beats;
-mod lease_batches;
 mod lease_book;
-mod lease_books_leave;
 mod lease_bounds;
-mod lease_calm;
 mod lease_fair;
 mod lease_faults;
 mod lease_long;
-mod lease_long_script;
-mod lease_rate;
 mod lease_returns;
 mod lease_returns_fleet;
 mod lease_returns_retry;
-mod lease_returns_script;
 mod lease_split;
 mod lease_split_outage;
 mod split_membership;

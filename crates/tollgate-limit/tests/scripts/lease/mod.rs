@@ -2,7 +2,7 @@
 //! (`grant.rs`, the memory store's and the simulator's coordinator) grants for the same
 //! state and time, keeps its state in the format `check.lua`'s GCRA keeps (so either can
 //! read a key the other wrote) with a TTL until the key is full again. (Its grant rate:
-//! `lease_rate.rs`; `membership.lua`: `membership_script.rs`.)
+//! `lease_rate.rs`; `membership.lua`: `membership.rs`.)
 
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};

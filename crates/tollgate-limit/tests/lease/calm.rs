@@ -6,7 +6,7 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use tollgate::limit::lease::{Grant, LeaseBook, LeaseParams, RefillAsk, Take};
+use tollgate_limit::lease::{Grant, LeaseBook, LeaseParams, RefillAsk, Take};
 
 const MS: u64 = 1_000_000;
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::clock::Nanos;
-use tollgate::limit::lease::{GrantRate, LEASE_LUA, LeaseParams, busy, busy_span};
+use tollgate_limit::clock::Nanos;
+use tollgate_limit::lease::{GrantRate, LEASE_LUA, LeaseParams, busy, busy_span};
 
 /// 1000/s, burst 10, lease_ttl 50 ms: T = 1 000 µs, τ = 10 000 µs.
 const INTERVAL_US: i64 = 1_000;

@@ -2,12 +2,12 @@
 //! batches it spends within the TTL three deviations slow, slack batches of a TTL's traffic
 //! with margin), reservations past the TTL (the horizon is two TTLs) spent when they come
 //! due, and the back-off after empty answers. (Spending, expiry and the fleet bound:
-//! `lease_book.rs`.)
+//! the gateway's `tests/lease/lease_book.rs`.)
 
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use tollgate::limit::lease::{Grant, LeaseBook, LeaseParams, RefillAsk, Take};
+use tollgate_limit::lease::{Grant, LeaseBook, LeaseParams, RefillAsk, Take};
 
 const MS: u64 = 1_000_000;
 

@@ -4,9 +4,9 @@
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::central::CHECK_LUA;
-use tollgate::limit::lease::LEASE_LUA;
-use tollgate::limit::membership::MEMBERSHIP_LUA;
+use tollgate_limit::central::CHECK_LUA;
+use tollgate_limit::lease::LEASE_LUA;
+use tollgate_limit::membership::MEMBERSHIP_LUA;
 
 /// A connection as a user that may touch `keys` and nothing else.
 async fn confined(redis: &RedisServer, user: &str, keys: &[&str]) -> MultiplexedConnection {

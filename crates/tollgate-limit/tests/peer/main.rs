@@ -1,5 +1,7 @@
 //! The peer transport on real loopback sockets: a round trip, coalescing of concurrent calls,
 //! refusal of forged, stale and replayed messages, and a dead peer failing within the timeout.
+//! The limiter's own test (moved from the gateway's `tests/fleet/`): nothing of the gateway,
+//! only `peer/` (its wire and frames are exported with `test-util`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -7,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use prometheus_client::registry::Registry;
-use tollgate::limit::peer::wire::{self, Item, Op, Secret};
-use tollgate::limit::peer::{
+use tollgate_limit::peer::wire::{self, Item, Op, Secret};
+use tollgate_limit::peer::{
     PeerClient, PeerError, PeerHandler, PeerMetrics, PeerServer, Request, Response,
 };
 

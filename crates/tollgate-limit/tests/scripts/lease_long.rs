@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::central::CHECK_LUA;
-use tollgate::limit::clock::Nanos;
-use tollgate::limit::lease::{Grant, Holds, LEASE_LUA, LeaseParams, RefillAsk, grant};
+use tollgate_limit::central::CHECK_LUA;
+use tollgate_limit::clock::Nanos;
+use tollgate_limit::lease::{Grant, Holds, LEASE_LUA, LeaseParams, RefillAsk, grant};
 
 /// 1/s, burst 20, lease_ttl 1 s: slow enough that nothing refills between calls however
 /// slow the machine (a cell per second).

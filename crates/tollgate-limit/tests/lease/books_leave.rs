@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tollgate::limit::clock::ManualClock;
-use tollgate::limit::lease::{LeaseItem, LeaseParams, LeaseSite, Taken};
+use tollgate_limit::clock::ManualClock;
+use tollgate_limit::lease::{LeaseItem, LeaseParams, LeaseSite, Taken};
 
 /// Five rounds of a thousand new keys, each sent one request, ten seconds apart on the
 /// site's clock (the memory coordinator): the books of a round are spent by the next, and

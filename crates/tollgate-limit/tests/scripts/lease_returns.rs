@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tollgate::limit::lease::{
+use tollgate_limit::lease::{
     Grant, Holds, LEASE_LUA, LeaseParams, RefillAsk, Returned, Returns, grant_returning,
     script_args,
 };

@@ -70,7 +70,7 @@ async fn concurrent_calls_to_one_peer_share_messages() {
 
 /// Send one framed message to a peer, as an attacker on the peer network could.
 async fn post(addr: SocketAddr, message: Bytes) -> u16 {
-    use tollgate::limit::peer::frame;
+    use tollgate_limit::peer::frame;
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     frame::write(&mut stream, None, &message).await.unwrap();
     let len = frame::read_len(&mut stream).await.unwrap();
