@@ -268,23 +268,19 @@ impl Validator {
         }
         self.rule(at, rules::lease_algorithm_fits(p.site, p.algorithm));
         let max = p.lease_max.unwrap_or_else(defaults::lease_max);
-        let max = match u32::try_from(max).ok().and_then(NonZeroU32::new) {
-            Some(m) if m.get() <= 100_000 => Some(m),
-            _ => {
-                self.fail(
-                    &at("lease_max"),
-                    format!("{max} is out of range: use 1 to 100000"),
-                );
+        let max = match rules::lease_max_fits(max) {
+            Ok(m) => Some(m),
+            Err(broken) => {
+                self.rule(at, Err(broken));
                 None
             }
         };
-        let mut span = |key: &str, v: Option<&String>, default: String| {
+        let mut span = |key: &'static str, v: Option<&String>, default: String| {
             let s = v.cloned().unwrap_or(default);
             self.duration(&at(key), &s).filter(|d| {
-                let ok = (MIN_PERIOD..=Duration::from_secs(3600)).contains(d);
-                if !ok {
-                    self.fail(&at(key), "must be at least 1ms and at most 1h");
-                }
+                let fits = rules::lease_span_fits(key, *d);
+                let ok = fits.is_ok();
+                self.rule(at, fits);
                 ok
             })
         };
@@ -294,13 +290,8 @@ impl Validator {
             p.lease_target.as_ref(),
             defaults::lease_target(),
         );
-        if let (Some(t), Some(g)) = (ttl, target)
-            && g > t
-        {
-            self.fail(
-                &at("lease_target"),
-                format!("{g:?} is longer than lease_ttl ({t:?}): batches would expire before they are spent"),
-            );
+        if let (Some(t), Some(g)) = (ttl, target) {
+            self.rule(at, rules::lease_target_fits(t, g));
         }
         Some(LeaseKnobs {
             max: max?,
