@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use super::ask::{RefillAsk, Take, Taken};
 use super::batch::Batch;
 use super::calm::Calm;
-use super::fair::Fair;
+use super::fair::{Fair, OWED_FROM};
 use super::grant::Grant;
 use super::params::LeaseParams;
 use super::returns::{Returned, return_id};
@@ -87,7 +87,7 @@ impl LeaseBook {
     pub fn take(&mut self, p: &LeaseParams, cost: u32, now: Nanos) -> Take {
         self.count_demand(p, cost, now);
         self.calm.count(p, cost, now);
-        self.fair.count(cost);
+        self.fair.count(p, cost, now);
         self.retake(p, cost, now)
     }
 
@@ -121,6 +121,7 @@ impl LeaseBook {
             expires: now_t + ttl,
         });
         self.batches.retain(|b| b.left > 0);
+        self.fair.spent(p, cost, now);
         Take::Admitted {
             remaining: u64::from(ready - cost),
         }
@@ -162,19 +163,25 @@ impl LeaseBook {
         if self.in_flight >= MAX_IN_FLIGHT || now < self.blocked_until {
             return None;
         }
+        // A small contended key's node that got more than its demand-weighted share lately
+        // leaves the next cells to those that got less (`fair.rs`), unless the key has
+        // slack: then nobody else wants them.
+        if self.fair.ahead(p, now) && !self.slack {
+            return None;
+        }
         let calm = self.calm(p, now);
         if calm && self.in_flight > 0 {
             return None;
         }
-        // A contended key's node with a fair part of its demand reserves ahead from a
-        // thinner demand than usual (`fair.rs`), on the same terms as the nodes that
-        // reserve anyway. Not for a single cell while the key is in a returnable run: the
-        // spare below serves it in fewer calls (reserving one cell at a time, 32 equal
-        // nodes at twice the limit made 0.525 calls a request in the simulator instead of
-        // 0.378).
+        // A contended key's node with a fair part of its demand, or (a small key) one that
+        // got less than its demand-weighted share lately, reserves ahead from a thinner
+        // demand than usual (`fair.rs`), on the same terms as the nodes that reserve
+        // anyway. Not for a single cell while the key is in a returnable run: the spare
+        // below serves it in fewer calls (reserving one cell at a time, 32 equal nodes at
+        // twice the limit made 0.525 calls a request in the simulator instead of 0.378).
         let per_ttl = self.per_ttl(p);
-        let owed = self.fair.reserves(self.rate(p))
-            && per_ttl >= SPARE_FROM
+        let owed = ((self.fair.reserves(self.rate(p)) && per_ttl >= SPARE_FROM)
+            || (self.fair.owed(p, now) && per_ttl >= OWED_FROM))
             && (!self.returnable || contended_batch(per_ttl) >= 2);
         let reserve = (per_ttl >= RESERVE_FROM || owed) && !self.slack;
         let lead = if reserve { p.horizon } else { 0 };
