@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use super::ask::{RefillAsk, Take, Taken};
 use super::batch::Batch;
 use super::calm::Calm;
-use super::fair::{Fair, OWED_FROM};
+use super::fair::Fair;
 use super::grant::Grant;
 use super::params::LeaseParams;
 use super::returns::{Returned, return_id};
@@ -180,8 +180,8 @@ impl LeaseBook {
         // below serves it in fewer calls (reserving one cell at a time, 32 equal nodes at
         // twice the limit made 0.525 calls a request in the simulator instead of 0.378).
         let per_ttl = self.per_ttl(p);
-        let owed = ((self.fair.reserves(self.rate(p)) && per_ttl >= SPARE_FROM)
-            || (self.fair.owed(p, now) && per_ttl >= OWED_FROM))
+        let owed = (self.fair.reserves(self.rate(p)) || self.fair.owed(p, now))
+            && per_ttl >= SPARE_FROM
             && (!self.returnable || contended_batch(per_ttl) >= 2);
         let reserve = (per_ttl >= RESERVE_FROM || owed) && !self.slack;
         let lead = if reserve { p.horizon } else { 0 };
