@@ -174,14 +174,15 @@ impl LeaseBook {
             return None;
         }
         // A contended key's node with a fair part of its demand, or (a small key) one that
-        // got less than its demand-weighted share lately, reserves ahead from a thinner
-        // demand than usual (`fair.rs`), on the same terms as the nodes that reserve
-        // anyway. Not for a single cell while the key is in a returnable run: the spare
+        // got less than its demand-weighted share lately (far less: from a request a TTL),
+        // reserves ahead from a thinner demand than usual (`fair.rs`), on the same terms
+        // as the nodes that reserve anyway. Not for a single cell while the key is in a returnable run: the spare
         // below serves it in fewer calls (reserving one cell at a time, 32 equal nodes at
         // twice the limit made 0.525 calls a request in the simulator instead of 0.378).
         let per_ttl = self.per_ttl(p);
-        let owed = (self.fair.reserves(self.rate(p)) || self.fair.owed(p, now))
+        let owed = ((self.fair.reserves(self.rate(p)) || self.fair.owed(p, now))
             && per_ttl >= SPARE_FROM
+            || self.fair.deeply_owed(p, now) && per_ttl >= super::fair::DEEP_FROM)
             && (!self.returnable || contended_batch(per_ttl) >= 2);
         let reserve = (per_ttl >= RESERVE_FROM || owed) && !self.slack;
         let lead = if reserve { p.horizon } else { 0 };
