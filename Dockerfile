@@ -30,6 +30,7 @@ WORKDIR /src
 # exist, or cargo refuses the manifest), built once.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY crates/tollgate-limit/Cargo.toml crates/tollgate-limit/
+COPY examples/axum-layer/Cargo.toml examples/axum-layer/
 RUN mkdir -p src crates/tollgate-limit/src benches examples/axum-layer \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs crates/tollgate-limit/src/lib.rs \

@@ -244,15 +244,22 @@ impl Validator {
 
     /// The service answers at once: no leaky bucket's delay, no concurrency's release.
     fn rls_algorithm(&mut self, key: &str, a: AlgorithmName) {
-        if matches!(a, AlgorithmName::LeakyBucket | AlgorithmName::Concurrency) {
-            self.fail(
-                key,
-                format!(
-                    "\"{}\" cannot answer Envoy's rate limit service (it answers at once, with no request end): use sliding_window, gcra or token_bucket",
-                    a.name()
-                ),
-            );
-        }
+        let why = match a {
+            AlgorithmName::Concurrency => {
+                "a slot is given back when the request ends, and the service never hears of that"
+            }
+            AlgorithmName::LeakyBucket => {
+                "its queue holds a request back, and the service answers at once"
+            }
+            _ => return,
+        };
+        self.fail(
+            key,
+            format!(
+                "\"{}\" cannot answer Envoy's rate limit service ({why}): use sliding_window, gcra or token_bucket",
+                a.name()
+            ),
+        );
     }
 
     fn rls_site(&mut self, key: &str, site: Site, peers: bool) {
