@@ -9,13 +9,18 @@
 # binary and inputs, whatever else the machine is doing. Kernel time (sockets, syscalls) is
 # not counted, so a change of X % here is a smaller share of the whole CPU per request.
 #
-# Rows (one worker thread, wrk -t1 -c8 -d8s after a 4 s start, through an nginx upstream
+# Rows (one worker thread, wrk -t1 -c8 -d8s once it listens, through an nginx upstream
 # answering `200 hello`):
 #   plain   GET /bench, a route without policies: the proxy path (canonical request, route,
 #           forward, both bodies)
 #   local   GET /local, one local GCRA keyed by client IP whose limit is never reached: what
 #           a policy decided in process costs (its check, its RateLimit headers)
-#   abuse   GET /abuse, a local GCRA limited to 100/s: almost every answer is a 429
+#   abuse   GET /abuse, a local GCRA limited to 100/s: almost every answer is a 429 (the
+#           deny path: a flood of 429s from one key)
+#   three   GET /three with `X-Api-Key: bench`, three local GCRA policies never reached, keyed
+#           by client IP, by the account (`[account] header`) and by the route: what a
+#           route's usual handful of policies costs (its own config, gw3.toml: `[account]`
+#           would make every other row read the account header too)
 #   central GET /central, a GCRA keyed by client IP with site = "central" (a Redis started
 #           here), X-Forwarded-For spread over 1 000 clients, limit never reached: what a
 #           central check costs the gateway (batches form from wrk's 8 connections)
@@ -25,7 +30,7 @@
 # Last, the peer: nginx proxy_pass (one process) on the plain row's load, counted the same
 # way, and new plain / nginx.
 #
-# KEEP_PROFILES=DIR keeps each run's callgrind file as DIR/{old,new}.{idle,plain,local,abuse,central}.cg
+# KEEP_PROFILES=DIR keeps each run's callgrind file as DIR/{old,new}.{idle,plain,local,abuse,central,three}.cg
 # and DIR/nginx.{idle,load}.cg
 # (for `callgrind_annotate`, or benches/profile_table.py's top-ten table).
 #
@@ -116,6 +121,37 @@ policies = ["abuse_ip"]
 name = "plain"
 upstream = "app"
 EOF
+# The three row's gateway: the same, with an account header and a route of three policies.
+{
+    cat "$TMP/gw.toml"
+    cat <<'EOF'
+[account]
+header = "x-api-key"
+[policies.three_ip]
+key = ["ip"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+[policies.three_account]
+key = ["account"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+[policies.three_route]
+key = ["route"]
+algorithm = "gcra"
+limit = 100000000
+period = "1s"
+burst = 1000000
+[[routes]]
+name = "three"
+match = { path_prefix = "/three" }
+upstream = "app"
+policies = ["three_ip", "three_account", "three_route"]
+EOF
+} >"$TMP/gw3.toml"
 "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" & PIDS+=($!)
 redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
     >"$TMP/redis.log" 2>&1 & PIDS+=($!)
@@ -130,18 +166,34 @@ request = function()
 end
 LUA
 
+# listening PORT: waits until 127.0.0.1:PORT accepts (at most 120 s), then 2 s more for the
+# process to settle. A fixed wait was not enough on a loaded host: valgrind's start of the
+# gateway took over 4 s at a load of 7 on 2 cores, and every row measured a refused port.
+listening() {
+    local i
+    for i in $(seq 240); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && { sleep 2; return 0; }
+        sleep 0.5
+    done
+    log "error: nothing listens on 127.0.0.1:$1"
+    return 1
+}
+
 # run BINARY PATH-or-idle NAME: prints "REQUESTS INSTRUCTIONS" (NAME: the kept profile's).
 run() {
     local out="$TMP/cg.out" n=0 pid
+    local config="$TMP/gw.toml"
+    [ "$2" = /three ] && config="$TMP/gw3.toml"
     RUST_LOG=warn TOLLGATE_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$1" serve -c "$TMP/gw.toml" 2>/dev/null & pid=$!
+        "$1" serve -c "$config" 2>/dev/null & pid=$!
     PIDS+=("$pid")
-    sleep 4
+    listening "$GW"
     if [ "$2" = idle ]; then
         sleep 8
     else
         local script=()
         [ "$2" = /central ] && script=(-s "$TMP/spread.lua")
+        [ "$2" = /three ] && script=(-H "X-Api-Key: bench")
         n=$(wrk -t1 -c8 -d8s "${script[@]}" "http://127.0.0.1:$GW$2" | awk '/requests in/ { print $1 }')
     fi
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
@@ -154,9 +206,10 @@ for which in old new; do
     bin="$OLD"; [ "$which" = new ] && bin="$NEW"
     log "$which: $bin"
     read -r _ idle <<<"$(run "$bin" idle "$which.idle")"
-    for row in plain local abuse central; do
+    for row in plain local abuse central three; do
         path=/bench; [ "$row" = local ] && path=/local
         [ "$row" = abuse ] && path=/abuse; [ "$row" = central ] && path=/central
+        [ "$row" = three ] && path=/three
         read -r n total <<<"$(run "$bin" "$path" "$which.$row")"
         PER[$which.$row]=$(( (total - idle) / n ))
         log "$which $row: $n requests, $total instructions ($idle idle)"
@@ -188,7 +241,7 @@ nginx_run() {
     valgrind --tool=callgrind --callgrind-out-file="$out" "$NGINX" -p "$TMP" -c "$TMP/proxy.conf" \
         2>/dev/null & pid=$!
     PIDS+=("$pid")
-    sleep 4
+    listening "$NP"
     if [ "$1" = idle ]; then
         sleep 8
     else
@@ -205,7 +258,7 @@ log "nginx proxy_pass: $nginx_n requests, $nginx_total instructions ($nginx_idle
 
 echo "| row | old instructions/request | new instructions/request | new / old |"
 echo "| --- | ---: | ---: | ---: |"
-for row in plain local abuse central; do
+for row in plain local abuse central three; do
     o=${PER[old.$row]} n=${PER[new.$row]}
     echo "| $row | $o | $n | $(awk -v a="$n" -v b="$o" 'BEGIN { printf "%.3f", a / b }') |"
 done
