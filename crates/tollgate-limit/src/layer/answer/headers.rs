@@ -4,6 +4,9 @@
 //! Structured Field Lists (RFC 9651) with one item per enforcing policy that applied.
 //! `Retry-After` (RFC 9110 §10.2.3) on a 429 names the same moment as the largest `t`.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::problem_of;
@@ -94,38 +97,43 @@ fn t_of(r: &PolicyReport) -> u64 {
 
 /// An sf-string: the policy name in quotes, `"` and `\\` escaped (names are validated ASCII;
 /// neither byte occurs inside a UTF-8 sequence, so escaping bytes is escaping characters).
-fn sf_string(out: &mut Buf, s: &str) {
-    out.push(b'"');
+fn sf_string(out: &mut Line, s: &str) {
+    out.put(b"\"");
     if s.bytes().any(|b| b == b'"' || b == b'\\') {
         for b in s.bytes() {
             if b == b'"' || b == b'\\' {
-                out.push(b'\\');
+                out.put(b"\\");
             }
-            out.push(b);
+            out.put(&[b]);
         }
     } else {
-        out.extend_from_slice(s.as_bytes());
+        out.put(s.as_bytes());
     }
-    out.push(b'"');
+    out.put(b"\"");
 }
 
 /// `;NAME=:BASE64:`, an sf-binary parameter (RFC 9651 §3.3.5: standard alphabet, padded).
-fn sf_bytes(out: &mut Buf, name: &str, bytes: &[u8]) {
+fn sf_bytes(out: &mut Line, name: &str, bytes: &[u8]) {
     use base64::Engine;
-    out.push(b';');
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"=:");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
-    out.extend_from_slice(encoded.as_bytes());
-    out.push(b':');
+    out.put(b";");
+    out.put(name.as_bytes());
+    out.put(b"=:");
+    let mut encoded = [0u8; 24]; // 16 bytes: 24 characters, padded
+    match base64::engine::general_purpose::STANDARD.encode_slice(bytes, &mut encoded) {
+        Ok(n) => out.put(&encoded[..n]),
+        Err(_) => out.put(
+            base64::engine::general_purpose::STANDARD
+                .encode(bytes)
+                .as_bytes(),
+        ),
+    }
+    out.put(b":");
 }
 
-/// `;NAME=N`, an sf-integer parameter.
-fn sf_int(out: &mut Buf, digits: &mut itoa::Buffer, name: &[u8], n: u64) {
-    out.push(b';');
-    out.extend_from_slice(name);
-    out.push(b'=');
-    out.extend_from_slice(digits.format(n).as_bytes());
+/// `;NAME=N`, an sf-integer parameter (`NAME` with its `;` and `=`: `b";q="`).
+fn sf_int(out: &mut Line, digits: &mut itoa::Buffer, name: &[u8], n: u64) {
+    out.put(name);
+    out.put(digits.format(n).as_bytes());
 }
 
 /// Add the rate-limit headers for `report` where `[response] headers` allows them.
@@ -167,48 +175,161 @@ fn shown(report: &[PolicyReport], cfg: &ResponseHeaders, denied: bool) -> bool {
 }
 
 /// `RateLimit-Policy` and `RateLimit`: one item per enforcing policy. Every limited
-/// response carries them, so they are written as bytes into buffers sized for the usual
-/// item, numbers by `itoa`: `String`s grown by `write!` cost ~2 000 instructions a request
-/// (callgrind, a route with one local policy), more than the policy's own check.
+/// response carries them, so they are written as bytes, numbers by `itoa`: `String`s grown
+/// by `write!` cost ~2 000 instructions a request (callgrind, a route with one local
+/// policy), more than the policy's own check. `RateLimit-Policy` says only what the
+/// policies are, the same on every response of a route: it is taken from [`LAST_POLICY`],
+/// and so is the start of each `RateLimit` item (`"NAME";r=`).
 fn add_draft_headers(headers: &mut HeaderMap, report: &[PolicyReport]) {
-    let mut policy = Buf::new();
-    let mut state = Buf::new();
+    let mut state = Line::new();
+    let mut digits = itoa::Buffer::new();
+    let policy = LAST_POLICY.with_borrow_mut(|last| {
+        let memo = match last {
+            Some(memo) if memo.is_for(report) => memo,
+            _ => last.insert(PolicyMemo::of(report)?),
+        };
+        for (i, (r, item)) in report.iter().zip(&memo.items).enumerate() {
+            if i > 0 {
+                state.put(b", ");
+            }
+            state.put(&item.named);
+            state.put(digits.format(remaining(r)).as_bytes());
+            state.put(b";t=");
+            state.put(digits.format(t_of(r)).as_bytes());
+            if let Some(pk) = &r.partition {
+                sf_bytes(&mut state, "pk", pk);
+            }
+        }
+        Some(memo.value.clone())
+    });
+    // A name no header can carry (names are validated: never) gets neither field.
+    let (Some(policy), Ok(state)) = (policy, HeaderValue::from_bytes(state.bytes())) else {
+        return;
+    };
+    headers.insert(RATELIMIT_POLICY.clone(), policy);
+    headers.insert(RATELIMIT.clone(), state);
+}
+
+fn write_policy(report: &[PolicyReport]) -> Line {
+    let mut policy = Line::new();
     let mut digits = itoa::Buffer::new();
     for (i, r) in report.iter().enumerate() {
         if i > 0 {
-            policy.extend_from_slice(b", ");
-            state.extend_from_slice(b", ");
+            policy.put(b", ");
         }
         let (q, w) = quota_q_w(&r.quota);
         sf_string(&mut policy, &r.name);
-        sf_int(&mut policy, &mut digits, b"q", q);
+        sf_int(&mut policy, &mut digits, b";q=", q);
         match w {
-            Some(w) => sf_int(&mut policy, &mut digits, b"w", w),
+            Some(w) => sf_int(&mut policy, &mut digits, b";w=", w),
             // A concurrency limit counts requests in flight, over no window.
-            None => policy.extend_from_slice(b";qu=\"concurrent-requests\""),
+            None => policy.put(b";qu=\"concurrent-requests\""),
         }
-        sf_string(&mut state, &r.name);
-        sf_int(&mut state, &mut digits, b"r", remaining(r));
-        sf_int(&mut state, &mut digits, b"t", t_of(r));
         if let Some(pk) = &r.partition {
-            for field in [&mut policy, &mut state] {
-                sf_bytes(field, "pk", pk);
-            }
+            sf_bytes(&mut policy, "pk", pk);
         }
     }
-    insert_bytes(headers, RATELIMIT_POLICY.clone(), &policy);
-    insert_bytes(headers, RATELIMIT.clone(), &state);
+    policy
 }
 
-/// A header value being written: on the stack for the usual one or two items. Written into
-/// a `Vec` and taken as `Bytes`, each value cost two allocations (the `Vec`, then the
-/// shared header `Bytes` puts on a `Vec` with spare capacity): 4 of a limited request's
-/// 20 (`benches/allocations.rs`). Now the value's one copy is its one allocation.
-type Buf = smallvec::SmallVec<[u8; 128]>;
+thread_local! {
+    /// The `RateLimit-Policy` value this worker thread wrote last, and what it was written
+    /// of. Why: the value depends on the policies alone (name, quota, an account's
+    /// partition), so a route's responses repeat it; kept, it is a reference count's
+    /// increment instead of writing, validating and copying it again, and an allocation
+    /// less (`benches/instructions.sh`: the headers' part of a request in BENCHMARKS.md).
+    /// Why a thread's memo and not a value built at config load: the report names its
+    /// policies by name, and a policy's quota differs by the client's headroom
+    /// (`[client_ip] shared_ranges`) and its `pk` by account; the memo compares exactly
+    /// what the value is written of, so it can never be stale, and a reload needs no hook.
+    /// It holds the names it was written for (`Arc`) and no request's data but the last
+    /// account's `pk`, which that response carried.
+    static LAST_POLICY: RefCell<Option<PolicyMemo>> = const { RefCell::new(None) };
+}
 
-fn insert_bytes(headers: &mut HeaderMap, name: HeaderName, value: &[u8]) {
-    if let Ok(v) = HeaderValue::from_bytes(value) {
-        headers.insert(name, v);
+/// A `RateLimit-Policy` value and the items it was written of.
+struct PolicyMemo {
+    items: Vec<PolicyItem>,
+    value: HeaderValue,
+}
+
+/// What a `RateLimit-Policy` item is written of, and the start of its `RateLimit` item.
+struct PolicyItem {
+    name: Arc<str>,
+    quota: QuotaInfo,
+    partition: Option<[u8; 16]>,
+    /// `"NAME";r=`: the name as an sf-string, written once.
+    named: Box<[u8]>,
+}
+
+impl PolicyItem {
+    fn of(r: &PolicyReport) -> Self {
+        let mut named = Line::new();
+        sf_string(&mut named, &r.name);
+        named.put(b";r=");
+        PolicyItem {
+            name: r.name.clone(),
+            quota: r.quota,
+            partition: r.partition,
+            named: named.bytes().into(),
+        }
+    }
+}
+
+impl PolicyMemo {
+    /// `report`'s value and items, written now; `None` for a value no header can carry.
+    fn of(report: &[PolicyReport]) -> Option<Self> {
+        Some(PolicyMemo {
+            value: HeaderValue::from_bytes(write_policy(report).bytes()).ok()?,
+            items: report.iter().map(PolicyItem::of).collect(),
+        })
+    }
+
+    /// Written of the same items as `report` would be (names compared by pointer first:
+    /// the same policy's report shares its name's `Arc`).
+    fn is_for(&self, report: &[PolicyReport]) -> bool {
+        self.items.len() == report.len()
+            && self.items.iter().zip(report).all(|(m, r)| {
+                m.quota == r.quota
+                    && m.partition == r.partition
+                    && (Arc::ptr_eq(&m.name, &r.name) || m.name == r.name)
+            })
+    }
+}
+
+/// A header value being written: on the stack for the usual one to three items, on the
+/// heap past that. The one copy into the `HeaderValue` is its one allocation. By hand over
+/// `arrayvec` rather than `SmallVec`: `SmallVec::extend_from_slice` goes through its
+/// general `insert_from_slice` (~50 instructions a call, a dozen calls a response).
+struct Line {
+    stack: arrayvec::ArrayVec<u8, 192>,
+    heap: Vec<u8>,
+}
+
+impl Line {
+    fn new() -> Self {
+        Line {
+            stack: arrayvec::ArrayVec::new(),
+            heap: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        if self.heap.is_empty() {
+            if self.stack.try_extend_from_slice(bytes).is_ok() {
+                return;
+            }
+            self.heap.extend_from_slice(&self.stack);
+        }
+        self.heap.extend_from_slice(bytes);
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self.heap.is_empty() {
+            true => &self.stack,
+            false => &self.heap,
+        }
     }
 }
 
@@ -388,6 +509,61 @@ mod tests {
         );
         assert_eq!(h["x-ratelimit-remaining"], "0");
         assert_eq!(h["x-ratelimit-limit"], "5");
+    }
+
+    /// The thread's last `RateLimit-Policy` value is taken again only for the same items:
+    /// another quota (a client's headroom), partition or policy of the same name is
+    /// written anew, and the first value again after it.
+    #[test]
+    fn the_kept_policy_value_is_never_another_reports() {
+        let policy_of = |r: &[PolicyReport]| {
+            let mut h = HeaderMap::new();
+            add_headers(&mut h, r, &all(), false);
+            h["ratelimit-policy"].to_str().unwrap().to_owned()
+        };
+        let base = report("per_ip", 100, 1000, 57, 430, None);
+        let doubled = report("per_ip", 200, 1000, 57, 430, None);
+        let mut acct = report("per_ip", 100, 1000, 57, 430, None);
+        acct.partition = Some([0; 16]);
+        let two = [base.clone(), report("b", 5, 60_000, 0, 0, None)];
+        assert_eq!(
+            policy_of(std::slice::from_ref(&base)),
+            "\"per_ip\";q=100;w=1"
+        );
+        assert_eq!(
+            policy_of(std::slice::from_ref(&base)),
+            "\"per_ip\";q=100;w=1"
+        );
+        assert_eq!(
+            policy_of(std::slice::from_ref(&doubled)),
+            "\"per_ip\";q=200;w=1"
+        );
+        assert_eq!(
+            policy_of(std::slice::from_ref(&acct)),
+            "\"per_ip\";q=100;w=1;pk=:AAAAAAAAAAAAAAAAAAAAAA==:"
+        );
+        assert_eq!(policy_of(&two), "\"per_ip\";q=100;w=1, \"b\";q=5;w=60");
+        assert_eq!(policy_of(&two[..1]), "\"per_ip\";q=100;w=1");
+    }
+
+    /// Values longer than the stack's line are written whole.
+    #[test]
+    fn long_values_spill_whole() {
+        let name = "n".repeat(150);
+        let r = [
+            report(&name, 7, 1000, 3, 0, None),
+            report("b", 5, 1000, 4, 0, None),
+        ];
+        let mut h = HeaderMap::new();
+        add_headers(&mut h, &r, &all(), false);
+        assert_eq!(
+            h["ratelimit"],
+            format!("\"{name}\";r=3;t=0, \"b\";r=4;t=0").as_str()
+        );
+        assert_eq!(
+            h["ratelimit-policy"],
+            format!("\"{name}\";q=7;w=1, \"b\";q=5;w=1").as_str()
+        );
     }
 
     #[test]
