@@ -162,6 +162,10 @@ impl Check<'_> {
     }
 
     fn permits(&self, local: Vec<CheckItem>, central: Vec<CentralItem>) -> Permits {
+        // The usual request holds nothing: no store's reference count taken and dropped.
+        if local.is_empty() && central.is_empty() {
+            return Permits::default();
+        }
         let permits = Permits::new(self.sites.local.clone(), local);
         match &self.sites.central {
             Some(site) => permits.with_central(site.clone(), central),

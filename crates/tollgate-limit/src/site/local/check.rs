@@ -82,9 +82,11 @@ impl Check<'_> {
     pub(crate) fn local(&mut self) {
         // Inline for a route's usual handful of policies: four vectors a request, each an
         // allocation, were a fifth of this step's instructions (callgrind, one local GCRA).
+        // Each item borrows its ask's key (moved, given back below): a copy of it was an
+        // allocation and a free a request.
         let (who, items): (Asked<LocalAsk>, Asked<CheckItem>) = self
             .asks
-            .iter()
+            .iter_mut()
             .enumerate()
             .filter_map(|(i, ask)| {
                 let (mirror, split) = match ask.entry.site {
@@ -100,7 +102,9 @@ impl Check<'_> {
                     }
                     _ => return None,
                 };
-                Some((LocalAsk { ask: i, mirror }, self.check_item(ask, split)))
+                let mut item = item_of(ask, split, String::new());
+                std::mem::swap(&mut item.key, &mut ask.key);
+                Some((LocalAsk { ask: i, mirror }, item))
             })
             .unzip();
         if items.is_empty() {
@@ -116,31 +120,40 @@ impl Check<'_> {
         let results = self.sites.local.check(&items, |ds| {
             local_spends(ds, &modes, &mirror, outside_enforce_ok, outside_all_ok)
         });
-        for ((w, item), r) in who.iter().zip(items).zip(&results) {
+        for ((w, mut item), r) in who.iter().zip(items).zip(&results) {
             let policy = &self.sites.policies[item.policy];
+            let ask = &mut self.asks[w.ask];
             if r.committed
-                && self.asks[w.ask].entry.site == Site::Gossip
+                && ask.entry.site == Site::Gossip
                 && let Some(fleet) = &self.sites.fleet
             {
                 fleet.record(&policy.name, item.headroom.get(), &item.key, item.cost);
             }
-            if r.committed && policy.algorithm(item.headroom).is_concurrency() {
-                self.held.push(item);
-            }
             if !w.mirror {
-                self.asks[w.ask].decided = Some(Decided::from_local(r));
+                ask.decided = Some(Decided::from_local(r));
+            }
+            if r.committed && policy.algorithm(item.headroom).is_concurrency() {
+                ask.key.clone_from(&item.key);
+                self.held.push(item);
+            } else {
+                std::mem::swap(&mut ask.key, &mut item.key);
             }
         }
     }
 
     /// `ask` as the local site sees it; `split`: decide at L/N.
     pub(crate) fn check_item(&self, ask: &Ask, split: bool) -> CheckItem {
-        CheckItem {
-            policy: ask.entry.policy,
-            headroom: ask.headroom,
-            key: ask.key.clone(),
-            cost: ask.cost,
-            fallback: split,
-        }
+        item_of(ask, split, ask.key.clone())
+    }
+}
+
+/// `ask` as the local site sees it, under `key`; `split`: decide at L/N.
+fn item_of(ask: &Ask, split: bool, key: String) -> CheckItem {
+    CheckItem {
+        policy: ask.entry.policy,
+        headroom: ask.headroom,
+        key,
+        cost: ask.cost,
+        fallback: split,
     }
 }
