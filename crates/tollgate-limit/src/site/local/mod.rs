@@ -34,10 +34,10 @@ pub const SHARDS: usize = 64;
 
 /// Per-request lists stay on the stack up to this many keys (most routes have one to three
 /// policies), so a check allocates nothing; more spill to the heap. Kept small because the
-/// results are moved by value. At 2, a route of three local policies spilled every list of
-/// its check (eight allocations, ~1 700 instructions a request of `LocalStore::check`'s
-/// ~4 900: callgrind, `benches/instructions.sh`'s three row).
-pub(crate) const INLINE: usize = 4;
+/// results are moved by value: 3, not more (callgrind, `benches/instructions.sh`, inclusive
+/// a request of `Check::local`: at 2 the three row spilled every list, 6 960; at 3 it is
+/// 4 720 and the one-policy row 1 480; at 4, 4 785 and 1 531).
+pub(crate) const INLINE: usize = 3;
 
 /// One key of one request, as the site sees it.
 #[derive(Debug, Clone)]
