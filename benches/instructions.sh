@@ -25,7 +25,8 @@
 #           here), X-Forwarded-For spread over 1 000 clients, limit never reached: what a
 #           central check costs the gateway (batches form from wrk's 8 connections)
 # and "idle": the process started and stopped with no traffic, subtracted from both rows, so
-#   per request = (instructions(row) - instructions(idle)) / requests(row).
+#   per request = (instructions(row) - instructions(idle)) / requests(row), each run counted
+#   less the clock calibration's spin at start (see `run`).
 #
 # Last, the peer: nginx proxy_pass (one process) on the plain row's load, counted the same
 # way, and new plain / nginx.
@@ -198,7 +199,14 @@ run() {
     fi
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
     [ -n "${KEEP_PROFILES:-}" ] && mkdir -p "$KEEP_PROFILES" && cp "$out" "$KEEP_PROFILES/$3.cg"
-    echo "$n $(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
+    # Less the clock's calibration at start (quanta's): it spins for a stretch of wall time,
+    # so under valgrind on a loaded host its count varied from 1.2 to 5.9 million between
+    # runs of the same binary, ±600 instructions a request of 5 000 requests.
+    local total calibration
+    total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+    calibration=$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null |
+        awk '!found && /quanta::Calibration::calibrate / { gsub(",", "", $1); print $1; found = 1 }')
+    echo "$n $(( total - ${calibration:-0} ))"
 }
 
 declare -A PER
