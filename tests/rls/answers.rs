@@ -144,3 +144,31 @@ async fn headers_describe_the_closest_limit() {
     assert_eq!(headers[1], ("RateLimit-Remaining".into(), "1".into()));
     assert_eq!(headers[2].0, "RateLimit-Reset");
 }
+
+/// `duration_until_reset` stays within the rule's window, as envoyproxy/ratelimit's does
+/// (Envoy passes it on as `x-ratelimit-reset`): on OK at most one unit, though a sliding
+/// window's full recovery takes longer; on OVER_LIMIT at most two, even for a cost no
+/// window can ever hold.
+#[tokio::test(flavor = "multi_thread")]
+async fn reset_stays_within_the_rules_window() {
+    let s = served("", MESSAGING).await;
+    let mut c = s.client().await;
+    let seconds = |r: &serde_json::Value| -> f64 {
+        let d = r["statuses"][0]["duration_until_reset"]
+            .as_str()
+            .unwrap_or("0s");
+        d.trim_end_matches('s').parse().unwrap()
+    };
+    let marketing: &[(&str, &str)] = &[("message_type", "marketing"), ("to_number", "2061111111")];
+    let r = c.answer(request("messaging", &[marketing])).await;
+    assert_eq!(codes(&r), [ok(4)]);
+    let day = seconds(&r);
+    assert!(day > 0.0 && day <= 86_400.0, "OK on 5 a day: {r}");
+    let mut huge = request("messaging", &[&[("remote_address", "10.0.0.9")]]);
+    huge["hits_addend"] = json!(u32::MAX);
+    let r = c.answer(huge).await;
+    // Refused, and nothing spent: both requests of the minute are still there.
+    assert_eq!(codes(&r), [("OVER_LIMIT".into(), 2)]);
+    let wait = seconds(&r);
+    assert!(wait > 0.0 && wait <= 120.0, "OVER on 2 a minute: {r}");
+}

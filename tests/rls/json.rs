@@ -1,6 +1,6 @@
 //! `POST /json` on `[rls] json_listen`, as envoyproxy/ratelimit's JSON handler answers: the
 //! response in protobuf's JSON mapping, 200 when OK, 429 when OVER_LIMIT, 400 for a body
-//! that is no request.
+//! that is no request or a request the service refuses; `GET /healthcheck`.
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -56,4 +56,16 @@ async fn json_answers_200_then_429() {
         post(addr, "{\"domain\": 3}").await.0,
         StatusCode::BAD_REQUEST
     );
+    // A request the service refuses is 400 with the service's reason, as ratelimit answers.
+    let (status, body) = post(addr, r#"{"domain": "", "descriptors": []}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("domain"), "{body}");
+    // Load balancers' health check, as on ratelimit's HTTP port.
+    let req = Request::get(format!("http://{addr}/healthcheck"))
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = send_h1(addr, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(text(resp).await, "OK\n");
 }

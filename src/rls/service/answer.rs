@@ -177,10 +177,17 @@ fn status(applied: &Applied<'_>, result: Option<KeyResult>, unavailable: bool) -
         Some(_) if unavailable => (!shadow, 0, None),
         Some(r) => {
             let over = !r.allowed && r.mode == Mode::Enforce;
+            let unit = u64::try_from(limit.period().as_nanos()).unwrap_or(u64::MAX);
+            // Bounded as envoyproxy/ratelimit's window is, which Envoy passes on as
+            // `x-ratelimit-reset`: on OK, the time until the rule's whole limit is back, at
+            // most one unit (a sliding window's older requests may weigh a little past it);
+            // on OVER_LIMIT, the wait for a request of this cost, at most two units (no
+            // algorithm waits longer for a request the limit can hold; one costing more
+            // than the limit never passes, and is not told to wait for ages).
             let wait = if over {
-                r.retry_after
+                r.retry_after.map(|w| w.min(unit.saturating_mul(2)))
             } else {
-                Some(r.reset_after)
+                Some(r.reset_after.min(unit))
             };
             (over, r.remaining.unwrap_or(0), wait)
         }

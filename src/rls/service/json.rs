@@ -1,7 +1,9 @@
 //! `POST /json` as envoyproxy/ratelimit's JSON handler answers it (`[rls] json_listen`): the
 //! body a `RateLimitRequest` in protobuf's JSON mapping, the answer the `RateLimitResponse`
-//! so mapped, 200 when OK and 429 when OVER_LIMIT; a body that is not such a request is 400,
-//! a call the service refuses 500 with its message (ratelimit answers its errors so). The
+//! so mapped, 200 when OK and 429 when OVER_LIMIT; a body that is not such a request, or one the
+//! service refuses (an empty domain, a bound passed), is 400 with its message, as ratelimit
+//! answers; a store that cannot decide (`on_store_error = "error"`) 503. `GET /healthcheck`
+//! is 200 `OK`, as on ratelimit's HTTP port. The
 //! JSON is mapped by hand: envoy-types carries no serde mapping, and these few fields are
 //! the whole of it (both field spellings accepted, as protobuf's parser does).
 
@@ -29,6 +31,10 @@ impl RlsState {
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         let started = std::time::Instant::now();
+        // envoyproxy/ratelimit's HTTP port also answers load balancers' health checks.
+        if req.uri().path() == "/healthcheck" && req.method() == Method::GET {
+            return plain(StatusCode::OK, "OK");
+        }
         if req.uri().path() != "/json" {
             return plain(StatusCode::NOT_FOUND, "not found: POST /json");
         }
@@ -69,7 +75,18 @@ impl RlsState {
                 );
                 resp
             }
-            Err(status) => plain(StatusCode::INTERNAL_SERVER_ERROR, status.message()),
+            // envoyproxy/ratelimit answers a request its service refuses with 400; a store
+            // that cannot decide (`on_store_error = "error"`) is this side's trouble: 503.
+            Err(status) => plain(
+                match status.code() {
+                    tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                    tonic::Code::Internal | tonic::Code::Unknown => {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    }
+                    _ => StatusCode::BAD_REQUEST,
+                },
+                status.message(),
+            ),
         };
         super::log::log(&super::log::Call {
             domain: &request.domain,
