@@ -99,7 +99,12 @@ async fn two_copies_on_redis_share_the_login_budget() {
     );
     let shared = text.replace(
         commented,
-        &format!("[store]\nkind = \"redis\"\nurls = [\"{}\"]", redis.url()),
+        // A generous timeout: the copies' first calls dial Redis, and a loaded machine must
+        // not turn one into the fallback's pass (this test is about the shared budget).
+        &format!(
+            "[store]\nkind = \"redis\"\nurls = [\"{}\"]\ntimeout = \"2s\"",
+            redis.url()
+        ),
     );
     let path = crate::common::process::temp_file("axum-layer.toml", &shared);
     let copies = [
