@@ -19,16 +19,17 @@ use futures_util::task::AtomicWaker;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use super::activity::{Activity, Timeouts, Verdict, Watched};
-use super::cuts::Cut;
+use super::cuts::{Cut, Cuts};
 use super::stall::{self, StreamExec};
 use super::tracked::Tracked;
 use crate::body::ResponseBody;
+use crate::config::Config;
 
 /// How a connection ended.
 #[derive(Debug)]
@@ -183,4 +184,26 @@ pub(crate) fn refused_status(e: &(dyn StdError + 'static)) -> Option<u16> {
     } else {
         None
     }
+}
+
+/// Connection settings shared by the plain and TLS listeners. hyper's own head timer is
+/// off: it starts when a keep-alive connection goes idle, so it would close idle HTTP/1.1
+/// connections at `header_timeout` instead of `idle_timeout`; the driver times heads.
+pub(super) fn http_builder(config: &Config, cuts: &Cuts) -> auto::Builder<StreamExec> {
+    let s = &config.server;
+    // Each HTTP/2 stream is reset once its response has waited on the client for
+    // `body_timeout` (HTTP/1.1: the driver closes the connection).
+    let mut b = auto::Builder::new(StreamExec {
+        timeout: s.body_timeout,
+        cuts: cuts.clone(),
+    });
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .max_buf_size(s.max_header_bytes)
+        .keep_alive(true);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(s.max_header_bytes as u32);
+    b
 }

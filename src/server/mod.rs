@@ -18,11 +18,12 @@ pub(crate) mod activity;
 mod admin;
 pub(crate) mod conn;
 mod cuts;
+mod drain;
 pub(crate) mod listener;
 mod otel;
 mod reload;
 mod reload_request;
-mod rls_json;
+mod rls;
 mod shadow_report;
 mod stall;
 mod tls;
@@ -35,10 +36,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use hyper_util::rt::TokioTimer;
-use hyper_util::server::conn::auto;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, broadcast, mpsc};
@@ -46,7 +44,6 @@ use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
 use cuts::Cuts;
-use stall::StreamExec;
 
 pub use crate::admin::activity::Sampler;
 use crate::config::Config;
@@ -104,10 +101,8 @@ pub struct Server {
     config: Config,
     /// Public plain listener; `None` when the config runs no proxy (`[rls]` alone).
     plain: Option<TcpListener>,
-    /// Envoy's rate limit service (`[rls] listen`), and its TLS (`[rls] tls_cert`).
-    rls: Option<(TcpListener, Option<TlsAcceptor>)>,
-    /// Its JSON listener (`[rls] json_listen`).
-    rls_json: Option<TcpListener>,
+    /// Envoy's rate limit service's listeners (`[rls] listen`, `json_listen`).
+    rls: rls::RlsListeners,
     /// Public TLS listener and its acceptor.
     tls: Option<(TcpListener, TlsAcceptor)>,
     /// Admin listener (health, metrics).
@@ -176,20 +171,7 @@ impl Server {
             true => Some(bind("listen", config.server.listen).await?),
             false => None,
         };
-        let rls = match &config.rls {
-            Some(r) => Some((
-                bind("rls.listen", r.listen).await?,
-                match &r.tls {
-                    Some((cert, key)) => Some(tls::acceptor(cert, key)?),
-                    None => None,
-                },
-            )),
-            None => None,
-        };
-        let rls_json = match config.rls.as_ref().and_then(|r| r.json_listen) {
-            Some(a) => Some(bind("rls.json_listen", a).await?),
-            None => None,
-        };
+        let rls = rls::RlsListeners::bind(config.rls.as_ref()).await?;
         let tls = match &config.server.tls {
             Some(t) => Some((
                 bind("tls_listen", t.listen).await?,
@@ -218,7 +200,6 @@ impl Server {
             config,
             plain,
             rls,
-            rls_json,
             tls,
             admin,
             peer,
@@ -261,10 +242,11 @@ impl Server {
 
     pub fn addrs(&self) -> Addrs {
         let local = |l: &TcpListener| l.local_addr().expect("a bound listener has an address");
+        let (rls_listen, rls_json_listen) = self.rls.addrs();
         Addrs {
             listen: (self.plain.as_ref()).map_or(SocketAddr::from(([0, 0, 0, 0], 0)), local),
-            rls_listen: self.rls.as_ref().map(|(l, _)| local(l)),
-            rls_json_listen: self.rls_json.as_ref().map(local),
+            rls_listen,
+            rls_json_listen,
             tls_listen: self.tls.as_ref().map(|(l, _)| local(l)),
             admin_listen: self.admin.as_ref().map(local),
         }
@@ -295,7 +277,7 @@ impl Server {
             body: self.config.server.body_timeout,
         };
         let settings = ConnSettings {
-            http: http_builder(&self.config, &self.cuts),
+            http: conn::http_builder(&self.config, &self.cuts),
             cuts: self.cuts.clone(),
             timeouts,
             grace: self.config.server.shutdown_grace,
@@ -323,20 +305,9 @@ impl Server {
         if let Some(plain) = self.plain {
             tasks.spawn(listener(plain, None).run(Shutdown::new(notify.subscribe())));
         }
-        if let (Some(l), Some(state)) = (self.rls_json, self.reloader.rls.clone()) {
-            let stop = Shutdown::new(notify.subscribe());
+        if let Some(state) = self.reloader.rls.clone() {
             let cuts = self.cuts.clone();
-            tasks.spawn(rls_json::run(l, state, timeouts, cuts, stop));
-        }
-        if let (Some((l, tls)), Some(state)) = (self.rls, self.reloader.rls.clone()) {
-            let mut stop = Shutdown::new(notify.subscribe());
-            tasks.spawn(async move {
-                let stopped = async move { stop.recv().await };
-                let served = crate::rls::service::serve(l, tls, state, stopped);
-                if let Err(e) = served.await {
-                    tracing::error!(error = %e, "the rate limit service stopped");
-                }
-            });
+            self.rls.spawn(state, timeouts, cuts, &notify, &mut tasks);
         }
         if let Some((l, acceptor)) = self.tls {
             tasks.spawn(listener(l, Some(acceptor)).run(Shutdown::new(notify.subscribe())));
@@ -393,7 +364,7 @@ impl Server {
         shutdown.await;
         info!("shutting down");
         self.ready.store(false, Ordering::Release);
-        drain_delay(self.config.server.drain_delay, self.hurry).await;
+        drain::drain_delay(self.config.server.drain_delay, self.hurry).await;
         self.reloader.stop_checks();
         let _ = notify.send(());
         // Membership leaves and the fleet's loop ends, as the listeners stop.
@@ -411,50 +382,4 @@ impl Server {
         info!("stopped");
         Ok(())
     }
-}
-
-/// `[server] drain_delay`: `/readyz` already answers 503 and every listener still accepts
-/// and serves, so a balancer that probes readiness stops sending here before the listeners
-/// close and a new connection would be refused. `hurry` ends it early.
-async fn drain_delay(delay: Duration, hurry: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) {
-    if delay.is_zero() {
-        return;
-    }
-    let delay_ms = delay.as_millis() as u64;
-    info!(
-        delay_ms,
-        "draining: /readyz answers 503; the listeners close after the delay"
-    );
-    let hurry = async {
-        match hurry {
-            Some(h) => h.await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        () = tokio::time::sleep(delay) => {}
-        () = hurry => info!("asked to stop again: the drain delay ends now"),
-    }
-}
-
-/// Connection settings shared by the plain and TLS listeners. hyper's own head timer is
-/// off: it starts when a keep-alive connection goes idle, so it would close idle HTTP/1.1
-/// connections at `header_timeout` instead of `idle_timeout`; the driver times heads.
-fn http_builder(config: &Config, cuts: &Cuts) -> auto::Builder<StreamExec> {
-    let s = &config.server;
-    // Each HTTP/2 stream is reset once its response has waited on the client for
-    // `body_timeout` (HTTP/1.1: the driver closes the connection).
-    let mut b = auto::Builder::new(StreamExec {
-        timeout: s.body_timeout,
-        cuts: cuts.clone(),
-    });
-    b.http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(None)
-        .max_buf_size(s.max_header_bytes)
-        .keep_alive(true);
-    b.http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(s.max_header_bytes as u32);
-    b
 }
