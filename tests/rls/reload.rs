@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::Empty;
 
-use crate::common::rls::{codes, request};
+use crate::common::rls::{RlsServed, codes, request};
 use crate::common::{send_h1, text};
 use crate::{MESSAGING, served};
 
@@ -19,16 +19,7 @@ async fn a_reload_keeps_the_counters_of_unchanged_rules() {
         "{MESSAGING}  - key: added\n    rate_limit:\n      unit: hour\n      requests_per_unit: 7\n"
     );
     s.write_yaml(&added);
-    let admin = s.admin.expect("admin listener");
-    let req = Request::builder()
-        .method(Method::POST)
-        .uri(format!("http://{admin}/reload"))
-        .header("host", admin.to_string())
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let resp = send_h1(admin, req).await;
-    let status = resp.status();
-    let body = text(resp).await;
+    let (status, body) = reload(&s).await;
     assert!(status.is_success(), "{status}: {body}");
     // The unchanged rule kept its count: one left, not two.
     assert_eq!(codes(&c.answer(address.clone()).await), [("OK".into(), 0)]);
@@ -51,6 +42,15 @@ async fn a_reload_that_moves_the_listener_is_refused() {
     assert_ne!(moved, toml);
     std::fs::write(&s.config, moved).unwrap();
     s.write_yaml("domain: messaging\ndescriptors: []\n");
+    let (status, body) = reload(&s).await;
+    assert!(!status.is_success(), "{status}: {body}");
+    assert!(body.contains("[rls] listen"), "{body}");
+    let address = request("messaging", &[&[("remote_address", "10.0.0.1")]]);
+    assert_eq!(codes(&c.answer(address).await), [("OK".into(), 1)]);
+}
+
+/// `POST /reload` on the service's admin listener: its status and body.
+async fn reload(s: &RlsServed) -> (http::StatusCode, String) {
     let admin = s.admin.expect("admin listener");
     let req = Request::builder()
         .method(Method::POST)
@@ -59,10 +59,5 @@ async fn a_reload_that_moves_the_listener_is_refused() {
         .body(Empty::<Bytes>::new())
         .unwrap();
     let resp = send_h1(admin, req).await;
-    let status = resp.status();
-    let body = text(resp).await;
-    assert!(!status.is_success(), "{status}: {body}");
-    assert!(body.contains("[rls] listen"), "{body}");
-    let address = request("messaging", &[&[("remote_address", "10.0.0.1")]]);
-    assert_eq!(codes(&c.answer(address).await), [("OK".into(), 1)]);
+    (resp.status(), text(resp).await)
 }
